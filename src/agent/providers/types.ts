@@ -1,0 +1,56 @@
+import type { Usage } from "../../store/types.js";
+
+/**
+ * The model provider contract. `openai`, `anthropic` and `scripted` implement it; the runtime
+ * never sees SDK types. Deliberately outside: prompt building and the tool loop (runtime).
+ */
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON schema of the arguments (from zod via z.toJSONSchema). */
+  parameters: Record<string, unknown>;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** Raw arguments as the model produced them (JSON text); validated by the runtime. */
+  arguments: string;
+}
+
+export type ModelMessage =
+  | { role: "user"; content: string }
+  | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
+  | { role: "tool"; toolCallId: string; name: string; content: string };
+
+export interface ModelRequest {
+  /** Model name without the provider prefix. */
+  model: string;
+  system: string;
+  messages: ModelMessage[];
+  tools: ToolSpec[];
+  maxOutputTokens?: number;
+  thinking?: "off" | "minimal" | "low" | "medium" | "high";
+  signal?: AbortSignal;
+  /** Streaming text deltas, when the provider streams. */
+  onTextDelta?: (delta: string) => void;
+}
+
+export interface ModelResponse {
+  text: string;
+  toolCalls: ToolCall[];
+  usage: Usage;
+  stopReason: "stop" | "tool_calls" | "length" | "other";
+  /** The model that answered (as reported by the API when it says). */
+  model: string;
+}
+
+export interface ModelProvider {
+  /** Provider id from config (`models.providers.<id>`). */
+  readonly id: string;
+  readonly kind: "openai" | "anthropic" | "scripted";
+  complete(req: ModelRequest): Promise<ModelResponse>;
+  /** Optional reachability check for `doctor`. */
+  ping?(): Promise<{ ok: boolean; message: string }>;
+}

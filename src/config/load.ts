@@ -1,0 +1,109 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import JSON5 from "json5";
+import { formatIssues, SwitchboardError } from "../errors.js";
+import { type Config, configSchema } from "./schema.js";
+
+/**
+ * Config loading: discovery (`--config`, `$SWITCHBOARD_CONFIG`, `./switchboard.json5`, defaults),
+ * JSON5 parsing, `${VAR}` substitution, zod validation. The only place that reads `process.env`
+ * for configuration.
+ */
+
+export interface LoadedConfig {
+  config: Config;
+  /** The file it came from, or null for built-in defaults. */
+  source: string | null;
+  /** Directory relative paths in the config resolve against. */
+  baseDir: string;
+}
+
+export interface LoadOptions {
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+export function discoverConfigFile(opts: LoadOptions = {}): string | null {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  if (opts.file) return path.resolve(cwd, opts.file);
+  if (env.SWITCHBOARD_CONFIG) return path.resolve(cwd, env.SWITCHBOARD_CONFIG);
+  const local = path.resolve(cwd, "switchboard.json5");
+  return existsSync(local) ? local : null;
+}
+
+/** Replace `${VAR}` in every string; a missing variable is an error naming the path and the variable. */
+export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, at: string[] = []): unknown {
+  if (typeof value === "string") {
+    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+      const v = env[name];
+      if (v === undefined) {
+        throw new SwitchboardError(
+          "CONFIG",
+          `config: ${at.join(".") || "(root)"}: environment variable ${name} is not set`,
+          { details: { path: at.join("."), variable: name } },
+        );
+      }
+      return v;
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...at, String(i)]));
+  if (value && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = substituteEnv(v, env, [...at, k]);
+    return out;
+  }
+  return value;
+}
+
+/** Validate a raw (already parsed) config object. Throws a CONFIG error listing every bad path. */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env): Config {
+  const substituted = substituteEnv(raw ?? {}, env);
+  const result = configSchema.safeParse(substituted);
+  if (!result.success) {
+    throw new SwitchboardError("CONFIG", formatIssues(result.error.issues, "config: "), {
+      details: { issues: result.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+    });
+  }
+  const config = result.data;
+  const ids = new Set<string>();
+  for (const [i, a] of config.agents.list.entries()) {
+    if (ids.has(a.id)) throw new SwitchboardError("CONFIG", `config: agents.list.${i}.id: duplicate agent id "${a.id}"`);
+    ids.add(a.id);
+  }
+  if (config.agents.list.length === 0) {
+    throw new SwitchboardError("CONFIG", "config: agents.list: at least one agent is required");
+  }
+  for (const [i, b] of config.bindings.entries()) {
+    if (!ids.has(b.agentId)) {
+      throw new SwitchboardError("CONFIG", `config: bindings.${i}.agentId: no agent "${b.agentId}" in agents.list`);
+    }
+  }
+  return config;
+}
+
+export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const file = discoverConfigFile(opts);
+  if (!file) return { config: parseConfig({}, env), source: null, baseDir: cwd };
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new SwitchboardError("CONFIG", `config: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON5.parse(text);
+  } catch (err) {
+    throw new SwitchboardError("CONFIG", `config: ${file}: not valid JSON5: ${(err as Error).message}`);
+  }
+  return { config: parseConfig(raw, env), source: file, baseDir: path.dirname(file) };
+}
+
+/** Log level from the environment, for the CLI (env is read only in this folder). */
+export function envLogLevel(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.SWITCHBOARD_LOG_LEVEL;
+}

@@ -1,0 +1,375 @@
+import { z } from "zod";
+
+/**
+ * The whole config file, validated once. Every field has its default here, so the inferred
+ * `Config` type is complete and no code scatters `??` defaults. Durations carry their unit in
+ * the name and accept decimals (API.md §3).
+ */
+
+const agentId = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "agent id must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+
+const modelRef = z.string().regex(/^[^/\s]+\/\S+$/, 'must look like "<provider>/<model>"');
+
+export const gatewaySchema = z
+  .strictObject({
+    host: z.string().min(1).default("127.0.0.1"),
+    port: z.number().int().min(0).max(65535).default(18790),
+    auth: z.strictObject({ token: z.string().min(8, "must be at least 8 characters").optional() }).default({}),
+    /** Largest accepted request body in bytes. */
+    maxBodyBytes: z.number().int().positive().default(1024 * 1024),
+    /** Base URL the CLI uses to reach a running gateway; defaults to http://host:port. */
+    url: z.string().url().optional(),
+  })
+  .default({ host: "127.0.0.1", port: 18790, auth: {}, maxBodyBytes: 1024 * 1024 });
+
+export const storageSchema = z
+  .strictObject({
+    driver: z.enum(["fs", "redis"]).default("fs"),
+    redisUrl: z.string().default("redis://127.0.0.1:6379"),
+    prefix: z.string().min(1).default("sb"),
+  })
+  .default({ driver: "fs", redisUrl: "redis://127.0.0.1:6379", prefix: "sb" });
+
+export const queueSchema = z
+  .strictObject({
+    driver: z.enum(["local", "bullmq"]).default("local"),
+    redisUrl: z.string().default("redis://127.0.0.1:6379"),
+    prefix: z.string().min(1).default("sb"),
+    concurrency: z.number().int().min(1).max(1024).default(8),
+    /** BullMQ lock duration; a crashed worker's turn is picked up after about lockDurationMs + stalledIntervalMs. */
+    lockDurationMs: z.number().int().min(1000).default(5000),
+    stalledIntervalMs: z.number().int().min(1000).default(5000),
+    /** Inbound messages that arrive while a turn runs: `collect` folds them into one next turn. */
+    mode: z.enum(["collect", "followup"]).default("collect"),
+  })
+  .default({
+    driver: "local",
+    redisUrl: "redis://127.0.0.1:6379",
+    prefix: "sb",
+    concurrency: 8,
+    lockDurationMs: 5000,
+    stalledIntervalMs: 5000,
+    mode: "collect",
+  });
+
+const priceSchema = z.strictObject({
+  /** USD per million tokens. */
+  inputPerMTok: z.number().min(0).default(0),
+  outputPerMTok: z.number().min(0).default(0),
+  cacheReadPerMTok: z.number().min(0).default(0),
+  cacheWritePerMTok: z.number().min(0).default(0),
+});
+
+const modelInfoSchema = z.strictObject({
+  contextTokens: z.number().int().positive().optional(),
+  maxOutputTokens: z.number().int().positive().optional(),
+  price: priceSchema.optional(),
+});
+
+const providerCommon = {
+  /** Per-model facts: context window, prices. Keys are model names without the provider. */
+  models: z.record(z.string(), modelInfoSchema).default({}),
+  timeoutMs: z.number().int().positive().default(120_000),
+  maxRetries: z.number().int().min(0).max(10).default(2),
+};
+
+export const providerSchema = z.discriminatedUnion("kind", [
+  z.strictObject({
+    kind: z.literal("openai"),
+    baseUrl: z.string().url().optional(),
+    apiKey: z.string().optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    ...providerCommon,
+  }),
+  z.strictObject({
+    kind: z.literal("anthropic"),
+    baseUrl: z.string().url().optional(),
+    apiKey: z.string().optional(),
+    ...providerCommon,
+  }),
+  z.strictObject({
+    kind: z.literal("scripted"),
+    /** Optional JSON5 rules file; the built-in demo rules are used without one. */
+    script: z.string().optional(),
+    /** Inline rules (same shape as the file). */
+    rules: z.array(z.unknown()).optional(),
+    ...providerCommon,
+  }),
+]);
+
+export const modelsSchema = z
+  .strictObject({
+    default: modelRef.optional(),
+    providers: z.record(z.string(), providerSchema).default({}),
+    /** What per-agent or per-session `model` overrides may name; `provider/*` globs allowed. Empty = any configured. */
+    allowed: z.array(z.string()).default([]),
+  })
+  .default({ providers: {}, allowed: [] });
+
+const sendPolicyMatch = z.strictObject({
+  channel: z.string().optional(),
+  chatType: z.enum(["direct", "dm", "group", "channel"]).optional(),
+  keyPrefix: z.string().optional(),
+});
+
+export const sendPolicySchema = z
+  .strictObject({
+    rules: z.array(z.strictObject({ match: sendPolicyMatch, action: z.enum(["allow", "deny"]) })).default([]),
+    default: z.enum(["allow", "deny"]).default("allow"),
+  })
+  .default({ rules: [], default: "allow" });
+
+/**
+ * API.md §3: an out-of-range value is a config error naming the path; decimals are floored
+ * (SEMANTICS §3). Runtime code clamps again with `clampPingPongTurns` for values from elsewhere.
+ */
+const pingPongTurns = z
+  .number({ error: "must be a number between 0 and 5" })
+  .min(0, "must be between 0 and 5")
+  .max(5, "must be between 0 and 5")
+  .transform((v) => Math.floor(v));
+
+export function clampPingPongTurns(v: unknown): number {
+  if (typeof v !== "number" || Number.isNaN(v)) return 5;
+  return Math.min(5, Math.max(0, Math.floor(v)));
+}
+
+const threadBindingsSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  idleHours: z.number().min(0).default(24),
+  maxAgeHours: z.number().min(0).default(0),
+});
+
+export const sessionSchema = z
+  .strictObject({
+    scope: z.enum(["per-sender", "global"]).default("per-sender"),
+    dmScope: z.enum(["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]).default("main"),
+    identityLinks: z.record(z.string(), z.array(z.string())).default({}),
+    sendPolicy: sendPolicySchema,
+    agentToAgent: z.strictObject({ maxPingPongTurns: pingPongTurns.default(5) }).default({ maxPingPongTurns: 5 }),
+    threadBindings: threadBindingsSchema.default({ enabled: true, idleHours: 24, maxAgeHours: 0 }),
+  })
+  .default({
+    scope: "per-sender",
+    dmScope: "main",
+    identityLinks: {},
+    sendPolicy: { rules: [], default: "allow" },
+    agentToAgent: { maxPingPongTurns: 5 },
+    threadBindings: { enabled: true, idleHours: 24, maxAgeHours: 0 },
+  });
+
+const allowDeny = z.strictObject({ allow: z.array(z.string()).default([]), deny: z.array(z.string()).default([]) });
+
+export const toolsSchema = z
+  .strictObject({
+    profile: z.enum(["minimal", "messaging", "coding", "full"]).default("coding"),
+    alsoAllow: z.array(z.string()).default([]),
+    deny: z.array(z.string()).default([]),
+    sessions: z
+      .strictObject({ visibility: z.enum(["self", "tree", "agent", "all"]).default("tree") })
+      .default({ visibility: "tree" }),
+    subagents: z
+      .strictObject({ tools: allowDeny.default({ allow: [], deny: [] }) })
+      .default({ tools: { allow: [], deny: [] } }),
+    sessions_spawn: z
+      .strictObject({
+        attachments: z
+          .strictObject({
+            enabled: z.boolean().default(false),
+            maxFiles: z.number().int().min(0).default(50),
+            maxFileBytes: z.number().int().min(0).default(1024 * 1024),
+            maxTotalBytes: z.number().int().min(0).default(5 * 1024 * 1024),
+          })
+          .default({ enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 }),
+      })
+      .default({ attachments: { enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 } }),
+    agentToAgent: z
+      .strictObject({ enabled: z.boolean().default(false), allow: z.array(z.string()).default([]) })
+      .default({ enabled: false, allow: [] }),
+  })
+  .default({
+    profile: "coding",
+    alsoAllow: [],
+    deny: [],
+    sessions: { visibility: "tree" },
+    subagents: { tools: { allow: [], deny: [] } },
+    sessions_spawn: {
+      attachments: { enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 },
+    },
+    agentToAgent: { enabled: false, allow: [] },
+  });
+
+const subagentDefaults = z.strictObject({
+  archiveAfterMinutes: z.number().min(0).default(60),
+  runTimeoutSeconds: z.number().min(0).default(0),
+  maxSpawnDepth: z.number().int().min(1).max(5).default(1),
+  maxChildren: z.number().int().min(1).max(100).default(5),
+});
+
+const sandboxSchema = z.strictObject({
+  mode: z.enum(["off", "all"]).default("off"),
+  sessionToolsVisibility: z.enum(["spawned", "all"]).default("spawned"),
+});
+
+const agentToolsOverride = z.strictObject({
+  profile: z.enum(["minimal", "messaging", "coding", "full"]).optional(),
+  alsoAllow: z.array(z.string()).optional(),
+  deny: z.array(z.string()).optional(),
+});
+
+export const agentSchema = z.strictObject({
+  id: agentId,
+  name: z.string().optional(),
+  model: modelRef.optional(),
+  systemPrompt: z.string().optional(),
+  workspace: z.string().optional(),
+  maxToolSteps: z.number().int().min(1).max(200).optional(),
+  thinkingLevel: z.enum(["off", "minimal", "low", "medium", "high"]).optional(),
+  subagents: z
+    .strictObject({
+      allowAgents: z.array(z.string()).default([]),
+      archiveAfterMinutes: z.number().min(0).optional(),
+      runTimeoutSeconds: z.number().min(0).optional(),
+      maxSpawnDepth: z.number().int().min(1).max(5).optional(),
+      maxChildren: z.number().int().min(1).max(100).optional(),
+    })
+    .optional(),
+  sandbox: z.strictObject({ mode: z.enum(["off", "all"]).optional() }).optional(),
+  tools: agentToolsOverride.optional(),
+});
+
+export const agentsSchema = z
+  .strictObject({
+    defaults: z
+      .strictObject({
+        model: modelRef.optional(),
+        maxToolSteps: z.number().int().min(1).max(200).default(25),
+        /** Share of the model's context window the transcript window may fill. */
+        contextBudgetRatio: z.number().min(0.1).max(1).default(0.8),
+        subagents: subagentDefaults.default({
+          archiveAfterMinutes: 60,
+          runTimeoutSeconds: 0,
+          maxSpawnDepth: 1,
+          maxChildren: 5,
+        }),
+        sandbox: sandboxSchema.default({ mode: "off", sessionToolsVisibility: "spawned" }),
+      })
+      .default({
+        maxToolSteps: 25,
+        contextBudgetRatio: 0.8,
+        subagents: { archiveAfterMinutes: 60, runTimeoutSeconds: 0, maxSpawnDepth: 1, maxChildren: 5 },
+        sandbox: { mode: "off", sessionToolsVisibility: "spawned" },
+      }),
+    list: z.array(agentSchema).default([{ id: "main", name: "Main" }]),
+  })
+  .default({
+    defaults: {
+      maxToolSteps: 25,
+      contextBudgetRatio: 0.8,
+      subagents: { archiveAfterMinutes: 60, runTimeoutSeconds: 0, maxSpawnDepth: 1, maxChildren: 5 },
+      sandbox: { mode: "off", sessionToolsVisibility: "spawned" },
+    },
+    list: [{ id: "main", name: "Main" }],
+  });
+
+export const bindingSchema = z.strictObject({
+  agentId,
+  match: z.strictObject({
+    channel: z.string().optional(),
+    accountId: z.string().optional(),
+    peer: z.strictObject({ kind: z.enum(["direct", "group", "channel"]), id: z.string() }).optional(),
+  }),
+});
+
+const groupsSchema = z.strictObject({
+  requireMention: z.boolean().default(true),
+  mentionPatterns: z.array(z.string()).default([]),
+});
+
+const channelCommon = {
+  allowFrom: z.array(z.string()).default(["*"]),
+  dmPolicy: z.enum(["open", "allowlist", "disabled"]).default("open"),
+  owners: z.array(z.string()).default([]),
+  groups: groupsSchema.default({ requireMention: true, mentionPatterns: [] }),
+};
+
+export const channelsSchema = z
+  .strictObject({
+    telegram: z
+      .strictObject({
+        accounts: z.record(
+          z.string(),
+          z.strictObject({
+            token: z.string().min(1),
+            apiRoot: z.string().url().optional(),
+            mode: z.enum(["polling", "webhook"]).default("polling"),
+            webhookSecret: z.string().optional(),
+            webhookUrl: z.string().url().optional(),
+          }),
+        ),
+        ...channelCommon,
+      })
+      .optional(),
+    slack: z
+      .strictObject({
+        accounts: z.record(
+          z.string(),
+          z.strictObject({
+            botToken: z.string().min(1),
+            appToken: z.string().optional(),
+            signingSecret: z.string().optional(),
+            mode: z.enum(["socket", "http"]).default("socket"),
+            apiUrl: z.string().url().optional(),
+          }),
+        ),
+        ...channelCommon,
+      })
+      .optional(),
+    discord: z
+      .strictObject({
+        accounts: z.record(
+          z.string(),
+          z.strictObject({
+            token: z.string().min(1),
+            apiUrl: z.string().url().optional(),
+            gatewayUrl: z.string().optional(),
+          }),
+        ),
+        ...channelCommon,
+        threadBindings: threadBindingsSchema.partial().default({}),
+      })
+      .optional(),
+    whatsapp: z
+      .strictObject({
+        accounts: z.record(z.string(), z.strictObject({ authDir: z.string().optional() })),
+        ...channelCommon,
+        allowFrom: z.array(z.string()).default([]),
+      })
+      .optional(),
+    webchat: z.strictObject({ enabled: z.boolean().default(true) }).default({ enabled: true }),
+  })
+  .default({ webchat: { enabled: true } });
+
+export const configSchema = z.strictObject({
+  gateway: gatewaySchema,
+  stateDir: z.string().min(1).default("./.switchboard"),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  storage: storageSchema,
+  queue: queueSchema,
+  models: modelsSchema,
+  session: sessionSchema,
+  tools: toolsSchema,
+  agents: agentsSchema,
+  bindings: z.array(bindingSchema).default([]),
+  channels: channelsSchema,
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;
+export type AgentConfig = z.infer<typeof agentSchema>;
+export type ProviderConfig = z.infer<typeof providerSchema>;
+export type Binding = z.infer<typeof bindingSchema>;

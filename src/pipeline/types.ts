@@ -1,0 +1,127 @@
+import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js";
+
+/**
+ * The pipeline contract. Two drivers (`local/`, `bullmq/`) implement it with the same observable
+ * semantics, proven by `test/contract/pipeline.ts`:
+ * - turns of one session never overlap and start in arrival order (one lane per session);
+ * - different sessions run in parallel up to `queue.concurrency`;
+ * - a job is durable once `submit*` resolves (journal / Redis) and survives a restart;
+ * - `wait` is served from the run record, so it works long after the run ended.
+ * Deliberately outside: what a turn does (the runtime) and where replies go (delivery).
+ */
+
+export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive";
+
+/** One inbound message for a session's lane. */
+export interface TurnRequest {
+  sessionKey: string;
+  agentId: string;
+  text: string;
+  provenance?: Provenance;
+  /** Deliver the final reply to the session's chat (inbound auto-replies, `chat.send` with deliver). */
+  deliver: boolean;
+  /** Who asked: "inbound", "operator", "sessions_send", "spawn", "announce", "a2a", … */
+  origin: string;
+  /** Extra system context for this turn only (inter-session envelopes, announce instructions). */
+  extraSystem?: string;
+  /** Abort the run with outcome `timeout` after this long (0 = none). */
+  timeoutMs?: number;
+  /** Idempotency: a second submit with the same runId is ignored and returns the first record. */
+  runId?: string;
+  /** Opaque data the turn handler gets back (e.g. a2a follow-up instructions, reply target). */
+  meta?: Record<string, unknown>;
+}
+
+/** A turn as the handler receives it: possibly several collected messages in one run. */
+export interface TurnJob {
+  runId: string;
+  sessionKey: string;
+  agentId: string;
+  messages: Array<{ runId: string; text: string; provenance?: Provenance; extraSystem?: string; meta?: Record<string, unknown> }>;
+  deliver: boolean;
+  origin: string;
+  timeoutMs: number;
+  meta?: Record<string, unknown>;
+  /** 1 on first execution; >1 when re-run after a crash (side effects must be idempotent). */
+  attempt: number;
+}
+
+export interface TurnResult {
+  status: Extract<RunStatus, "ok" | "error" | "timeout" | "aborted">;
+  reply?: string;
+  error?: string;
+  usage?: Usage;
+  model?: string;
+}
+
+/** Background jobs that are not turns of a lane. `id` makes submission idempotent. */
+export interface BackgroundJob {
+  kind: Exclude<JobKind, "turn">;
+  id: string;
+  data: Record<string, unknown>;
+}
+
+export interface JobContext {
+  /** Aborted on cancel, timeout, shutdown or lost lock. */
+  signal: AbortSignal;
+  /**
+   * Fencing: false once this worker no longer owns the job (another took over after a stall).
+   * Check before committing side effects.
+   */
+  stillOwner(): Promise<boolean>;
+  /** Guidance sent with `steer` while the turn runs; the runtime drains it before each model call. */
+  takeSteering(): string[];
+}
+
+export interface JobHandlers {
+  turn(job: TurnJob, ctx: JobContext): Promise<TurnResult>;
+  background(job: BackgroundJob, ctx: JobContext): Promise<void>;
+}
+
+/** Thrown by handlers: never retry (input that can never succeed). */
+export class UnrecoverableJobError extends Error {
+  override name = "UnrecoverableJobError";
+}
+
+/** Thrown by handlers: try again after `delayMs` (platform rate limits). */
+export class RetryLaterError extends Error {
+  override name = "RetryLaterError";
+  constructor(
+    message: string,
+    readonly delayMs: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface SessionQueueInfo {
+  /** Messages waiting in the lane (not yet in a turn). */
+  pending: number;
+  /** runId of the running turn, if any. */
+  activeRunId?: string;
+}
+
+export interface Pipeline {
+  readonly driver: "local" | "bullmq";
+  /** Starts processing with these handlers (workers). Gateways that only enqueue may skip it. */
+  start(handlers: JobHandlers): Promise<void>;
+  /** Stops taking work; waits for in-flight jobs up to `graceMs`, then aborts and hands them back. */
+  stop(graceMs?: number): Promise<void>;
+  /** Durably accepts a message into the session's lane; resolves with the queued run record. */
+  submitTurn(req: TurnRequest): Promise<RunRecord>;
+  /** Durably accepts a background job, optionally delayed. Same `id` twice = one job. */
+  submit(job: BackgroundJob, opts?: { delayMs?: number }): Promise<void>;
+  /** Waits for a run to reach a final status, up to `timeoutMs`; returns the record as it then is. */
+  wait(runId: string, timeoutMs: number): Promise<RunRecord | null>;
+  /** Cancels a queued or running run from any process. true if it was not already final. */
+  cancel(runId: string, reason: "aborted" | "timeout"): Promise<boolean>;
+  /** Sends steering text to a running run. false when it is not running. */
+  steer(runId: string, text: string): Promise<boolean>;
+  queueInfo(sessionKey: string): Promise<SessionQueueInfo>;
+  /** Subscribe to run lifecycle events (this process's view). Returns an unsubscribe function. */
+  onRunEvent(listener: (event: RunEvent) => void): () => void;
+}
+
+export type RunEvent =
+  | { type: "run.started"; run: RunRecord }
+  | { type: "run.finished"; run: RunRecord };

@@ -1,0 +1,230 @@
+/**
+ * Storage contracts. Two drivers implement them (`fs/`, `redis/`); only the composition root
+ * (`src/app.ts`) picks one. Both run the same contract suite in `test/contract/store.ts`.
+ */
+
+export type ChatType = "direct" | "group" | "channel";
+export type SessionKind = "main" | "group" | "cron" | "hook" | "node" | "other";
+export type ThinkingLevel = "off" | "minimal" | "low" | "medium" | "high";
+export type SendPolicyOverride = "allow" | "deny";
+
+export interface DeliveryContext {
+  channel: string;
+  to: string;
+  accountId?: string;
+  threadId?: string;
+}
+
+/** A persisted session (API.md §5 row fields plus bookkeeping). */
+export interface SessionEntry {
+  key: string;
+  sessionId: string;
+  agentId: string;
+  createdAt: number;
+  updatedAt: number;
+  channel?: string;
+  chatType?: ChatType;
+  displayName?: string;
+  label?: string;
+  /** Per-session model override (`provider/model`). */
+  model?: string;
+  /** Model the last run actually used. */
+  lastModel?: string;
+  thinkingLevel?: ThinkingLevel;
+  verboseLevel?: string;
+  systemSent?: boolean;
+  abortedLastRun?: boolean;
+  sendPolicy?: SendPolicyOverride;
+  contextTokens?: number;
+  totalTokens?: number;
+  inputTokens?: number;
+  outputTokens?: number;
+  costUsd?: number;
+  lastChannel?: string;
+  lastTo?: string;
+  lastAccountId?: string;
+  lastThreadId?: string;
+  deliveryContext?: DeliveryContext;
+  /** Sub-agent lineage. */
+  spawnedBy?: string;
+  spawnDepth?: number;
+  /** Set on sub-agent entries: what the spawn asked for. */
+  subagent?: {
+    task: string;
+    runId: string;
+    mode: "run" | "session";
+    cleanup: "delete" | "keep";
+    runTimeoutSeconds: number;
+    sandboxed: boolean;
+    endedAt?: number;
+    outcome?: RunStatus;
+    /** Completion announce that could not be delivered anywhere (recorded, not lost). */
+    undeliveredAnnounce?: string;
+  };
+  sandboxed?: boolean;
+  /** Bound platform thread (thread-bound sub-agents). */
+  threadBinding?: { channel: string; accountId?: string; to: string; threadId: string; boundAt: number };
+  archivedAt?: number;
+}
+
+export type SessionPatch = Partial<Omit<SessionEntry, "key" | "createdAt">>;
+
+export interface ListSessionsQuery {
+  agentId?: string;
+  kinds?: SessionKind[];
+  label?: string;
+  /** Only entries updated within this many minutes. */
+  activeMinutes?: number;
+  spawnedBy?: string;
+  /** Case-insensitive substring of key, label or displayName. */
+  search?: string;
+  limit?: number;
+  /** Include archived entries (default false). */
+  includeArchived?: boolean;
+}
+
+export interface SessionStore {
+  /** null when absent. */
+  get(key: string): Promise<SessionEntry | null>;
+  /** Creates or replaces the entry whole. */
+  put(entry: SessionEntry): Promise<void>;
+  /**
+   * Atomic read-modify-write of one entry (serialised per key). `fn` gets the current entry
+   * (or null) and returns the next one, or null to leave it unchanged. Returns the stored result.
+   */
+  update(key: string, fn: (current: SessionEntry | null) => SessionEntry | null): Promise<SessionEntry | null>;
+  /** Shallow merge into an existing entry; `undefined` values delete the field. null when absent. */
+  patch(key: string, patch: SessionPatch): Promise<SessionEntry | null>;
+  /** true when something was deleted. */
+  delete(key: string): Promise<boolean>;
+  getBySessionId(sessionId: string): Promise<SessionEntry | null>;
+  /** Newest-updated first; across all agents when `agentId` is absent. */
+  list(query: ListSessionsQuery): Promise<SessionEntry[]>;
+  /** Entries whose label equals `label` exactly (optionally one agent). */
+  findByLabel(label: string, agentId?: string): Promise<SessionEntry[]>;
+  count(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export type MessageRole = "user" | "assistant" | "toolCall" | "toolResult" | "system";
+
+export interface Provenance {
+  kind: "external_user" | "inter_session" | "subagent_announce" | "system" | "operator";
+  sourceSessionKey?: string;
+  sourceRunId?: string;
+  sourceChannel?: string;
+  sourceTool?: string;
+  channel?: string;
+  senderId?: string;
+  senderName?: string;
+}
+
+export interface Usage {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  cacheWrite?: number;
+  cost?: number;
+}
+
+/** One transcript line (API.md §6). `content` is a string, or structured data for tool calls/results. */
+export interface TranscriptMessage {
+  id: string;
+  sessionId: string;
+  role: MessageRole;
+  content: unknown;
+  timestamp: number;
+  provenance?: Provenance;
+  toolCallId?: string;
+  toolName?: string;
+  usage?: Usage;
+  runId?: string;
+  model?: string;
+}
+
+export interface TranscriptRef {
+  agentId: string;
+  sessionId: string;
+}
+
+export interface ReadTailOptions {
+  /** How many messages (after filtering) to return, newest last. */
+  limit: number;
+  /** Include toolCall/toolResult messages (default false). */
+  includeTools?: boolean;
+}
+
+export interface TranscriptStore {
+  /** Appends in call order per transcript; durable when the promise resolves. */
+  append(ref: TranscriptRef, message: TranscriptMessage): Promise<void>;
+  /** The last `limit` messages, oldest first, read from the end (never the whole transcript). */
+  readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]>;
+  count(ref: TranscriptRef): Promise<number>;
+  /** Where the transcript lives (a path for fs, a stream key for redis). */
+  locate(ref: TranscriptRef): string;
+  /** Renames the transcript out of the live set (kept, not destroyed). */
+  archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null>;
+  /** Problems found while reading (e.g. a torn last line), for health/doctor. */
+  warnings(): string[];
+  close(): Promise<void>;
+}
+
+export type RunStatus = "queued" | "running" | "ok" | "error" | "timeout" | "aborted";
+export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["ok", "error", "timeout", "aborted"]);
+
+export interface RunRecord {
+  runId: string;
+  sessionKey: string;
+  agentId: string;
+  status: RunStatus;
+  createdAt: number;
+  startedAt?: number;
+  endedAt?: number;
+  reply?: string;
+  error?: string;
+  usage?: Usage;
+  model?: string;
+  /** What started it: inbound message, operator chat.send, sessions_send, spawn, announce… */
+  origin?: string;
+  /** Deliver the final reply to the session's chat. */
+  deliver?: boolean;
+}
+
+export interface RunStore {
+  put(run: RunRecord): Promise<void>;
+  get(runId: string): Promise<RunRecord | null>;
+  /** Merge; null when absent. */
+  patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null>;
+  listBySession(sessionKey: string, limit: number): Promise<RunRecord[]>;
+  close(): Promise<void>;
+}
+
+/** Idempotency records for outbound side effects (replies, announces). */
+export interface OutboxStore {
+  /** true if `id` was newly claimed; false if it was already claimed (do not send again). */
+  claim(id: string, ttlMs: number): Promise<boolean>;
+  /** Record the platform message ids of a completed send. */
+  complete(id: string, result: { messageIds: string[] }): Promise<void>;
+  get(id: string): Promise<{ state: "claimed" | "done"; messageIds?: string[] } | null>;
+  /** Release a claim after a failed send so a retry may send. */
+  release(id: string): Promise<void>;
+}
+
+/** A store driver bundles everything durable the gateway keeps. */
+export interface StoreDriver {
+  name: "fs" | "redis";
+  sessions: SessionStore;
+  transcripts: TranscriptStore;
+  runs: RunStore;
+  outbox: OutboxStore;
+  /** Small durable key/value records (thread bindings, cursors, …). */
+  kv: KeyValueStore;
+  close(): Promise<void>;
+}
+
+export interface KeyValueStore {
+  get<T>(namespace: string, key: string): Promise<T | null>;
+  set<T>(namespace: string, key: string, value: T): Promise<void>;
+  delete(namespace: string, key: string): Promise<void>;
+  list<T>(namespace: string): Promise<Array<{ key: string; value: T }>>;
+}

@@ -1,0 +1,32 @@
+/** Shared test utilities (one file re-exports what tests share). */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** A fresh temp dir, removed by the returned cleanup. */
+export function tempDir(prefix = "sb-test-"): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A unique key prefix so Redis suites can share one server in parallel. */
+export function randomPrefix(name = "t"): string {
+  return `sbtest:${name}:${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** Poll `fn` until it returns a truthy value (event-driven waits preferred; this bounds by count, not wall time). */
+export async function eventually<T>(fn: () => T | Promise<T>, tries = 200, stepMs = 10): Promise<NonNullable<T>> {
+  let last: unknown;
+  for (let i = 0; i < tries; i++) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error(`eventually: condition not met${last ? `: ${String(last)}` : ""}`);
+}
