@@ -32,14 +32,19 @@ export interface ModelRequest {
   tools: ToolSpec[];
   maxOutputTokens?: number;
   thinking?: "off" | "minimal" | "low" | "medium" | "high";
+  /** Aborting makes `complete()` reject with `signal.reason` (as fetch does), never a coded error. */
   signal?: AbortSignal;
-  /** Streaming text deltas, when the provider streams. */
+  /**
+   * Streaming text deltas; their concatenation equals `text`. Providers that do not stream
+   * (anthropic, scripted) deliver the whole text as one delta.
+   */
   onTextDelta?: (delta: string) => void;
 }
 
 export interface ModelResponse {
   text: string;
   toolCalls: ToolCall[];
+  /** `input` excludes tokens served from cache (those are `cacheRead`); zero when the server reports none. */
   usage: Usage;
   stopReason: "stop" | "tool_calls" | "length" | "other";
   /** The model that answered (as reported by the API when it says). */
@@ -50,6 +55,11 @@ export interface ModelProvider {
   /** Provider id from config (`models.providers.<id>`). */
   readonly id: string;
   readonly kind: "openai" | "anthropic" | "scripted";
+  /**
+   * One model call, retried on 408/429/5xx/network failures within `maxRetries`. Failures are
+   * SwitchboardErrors: UNAUTHORIZED, NOT_FOUND (model), RATE_LIMITED (RateLimitedError with
+   * retryAfterMs), UNAVAILABLE, TIMEOUT, INVALID_PARAMS; never containing the API key.
+   */
   complete(req: ModelRequest): Promise<ModelResponse>;
   /** Optional reachability check for `doctor`. */
   ping?(): Promise<{ ok: boolean; message: string }>;

@@ -1,0 +1,163 @@
+import { RateLimitedError, SwitchboardError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import { parseRetryAfterMs, type RetryDecision } from "./retry.js";
+
+/**
+ * What went wrong with one HTTP model call, independent of the SDK. Each provider has one
+ * `describe…Error` that turns its SDK's errors into a Failure; this file decides retry and maps
+ * a Failure to a SwitchboardError. Messages teach the fix and never contain a secret.
+ */
+export type Failure =
+  | { kind: "status"; status: number; message: string; headers?: { get(name: string): string | null } }
+  | { kind: "connection"; message: string }
+  | { kind: "timeout"; timeoutMs?: number };
+
+export interface FailureContext {
+  providerId: string;
+  model?: string;
+  baseUrl: string;
+  /** Values to scrub from any text that ends up in an error (the API key, header values). */
+  secrets: string[];
+}
+
+/** 408, 429, 5xx, dropped connections and timeouts are worth another attempt. */
+export function retryDecisionFor(f: Failure | undefined): RetryDecision {
+  if (!f) return { retry: false };
+  if (f.kind === "connection" || f.kind === "timeout") return { retry: true };
+  if (f.status === 408 || f.status === 429 || f.status >= 500) {
+    const retryAfterMs = parseRetryAfterMs(f.headers);
+    return retryAfterMs === undefined ? { retry: true } : { retry: true, retryAfterMs };
+  }
+  return { retry: false };
+}
+
+/** A short, secret-free label for logs: `HTTP 503`, `connection`, `timeout`. */
+export function failureSummary(f: Failure | undefined): string {
+  if (!f) return "unknown";
+  return f.kind === "status" ? `HTTP ${f.status}` : f.kind;
+}
+
+/** A URL fit for an error message: no credentials, query or fragment. */
+export function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = "";
+    u.password = "";
+    u.search = "";
+    u.hash = "";
+    return u.toString().replace(/\/$/, "");
+  } catch {
+    return "(invalid url)";
+  }
+}
+
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join("[redacted]");
+  // Bearer tokens and key-looking strings the server may echo back, whatever their source.
+  return out
+    .replace(/Bearer\s+\S+/gi, "Bearer [redacted]")
+    .replace(/\bsk-[A-Za-z0-9_*-]{6,}/g, "sk-[redacted]");
+}
+
+function serverSays(f: { message: string }, secrets: readonly string[]): string {
+  const m = redact(f.message.trim(), secrets);
+  if (!m) return "";
+  return `: ${m.length > 300 ? `${m.slice(0, 300)}…` : m}`;
+}
+
+export function failureToError(ctx: FailureContext, f: Failure, cause?: unknown): SwitchboardError {
+  const p = `model provider "${ctx.providerId}"`;
+  const where = safeUrl(ctx.baseUrl);
+  const details: Record<string, unknown> = { provider: ctx.providerId };
+  if (ctx.model) details.model = ctx.model;
+  if (f.kind === "timeout") {
+    return new SwitchboardError(
+      "TIMEOUT",
+      `${p} did not answer within ${f.timeoutMs ?? "the configured"} ms at ${where}; raise models.providers.${ctx.providerId}.timeoutMs or check the server`,
+      { details: { ...details, baseUrl: where, timeoutMs: f.timeoutMs }, cause },
+    );
+  }
+  if (f.kind === "connection") {
+    return new SwitchboardError(
+      "UNAVAILABLE",
+      `${p} is unreachable at ${where} (${redact(f.message, ctx.secrets)}); check models.providers.${ctx.providerId}.baseUrl and that the server is running`,
+      { details: { ...details, baseUrl: where }, cause },
+    );
+  }
+  const status = f.status;
+  details.status = status;
+  if (status === 401 || status === 403) {
+    // The server's text and the SDK error are left out on purpose: auth errors often echo part of the key.
+    return new SwitchboardError(
+      "UNAUTHORIZED",
+      `${p} rejected the credentials (HTTP ${status}); check models.providers.${ctx.providerId}.apiKey`,
+      { details },
+    );
+  }
+  if (status === 404) {
+    const what = ctx.model ? `model "${ctx.model}"` : "the requested resource";
+    return new SwitchboardError(
+      "NOT_FOUND",
+      `${p} does not know ${what} (HTTP 404 at ${where})${serverSays(f, ctx.secrets)}; check the model name and models.providers.${ctx.providerId}.baseUrl`,
+      { details: { ...details, kind: "model", id: ctx.model ?? "" }, cause },
+    );
+  }
+  if (status === 429) {
+    const retryAfterMs = parseRetryAfterMs(f.headers) ?? 1000;
+    return new RateLimitedError(
+      `${p} is rate limiting requests (HTTP 429)${serverSays(f, ctx.secrets)}; retry after ${Math.ceil(retryAfterMs)} ms`,
+      retryAfterMs,
+      cause,
+    );
+  }
+  if (status === 408) {
+    return new SwitchboardError("TIMEOUT", `${p} timed out the request (HTTP 408)`, { details, cause });
+  }
+  if (status >= 500) {
+    return new SwitchboardError(
+      "UNAVAILABLE",
+      `${p} failed with HTTP ${status} at ${where}${serverSays(f, ctx.secrets)}`,
+      { details: { ...details, baseUrl: where }, cause },
+    );
+  }
+  return new SwitchboardError(
+    "INVALID_PARAMS",
+    `${p} refused the request (HTTP ${status})${serverSays(f, ctx.secrets)}`,
+    {
+      details,
+      cause,
+    },
+  );
+}
+
+/** The innermost useful reason of a network failure (`ECONNREFUSED`, `fetch failed`, …). */
+export function connectionReason(err: unknown): string {
+  let reason = err instanceof Error ? err.message : String(err);
+  let cur: unknown = err;
+  for (let depth = 0; depth < 5 && cur instanceof Error; depth++) {
+    const code = (cur as Error & { code?: unknown }).code;
+    if (typeof code === "string" && code) reason = code;
+    else if (cur.message && depth > 0) reason = cur.message;
+    cur = cur.cause;
+  }
+  return reason;
+}
+
+type LogFn = (message: string, ...rest: unknown[]) => void;
+
+/**
+ * The SDKs log to the console by default; route their warnings to pino instead. Only the
+ * message string is kept: the extra arguments can hold request details.
+ */
+export function sdkLogger(
+  logger: Logger,
+  sdk: string,
+): { error: LogFn; warn: LogFn; info: LogFn; debug: LogFn } {
+  return {
+    error: (message) => logger.error({ sdk }, message),
+    warn: (message) => logger.warn({ sdk }, message),
+    info: () => {},
+    debug: () => {},
+  };
+}

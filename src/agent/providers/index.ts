@@ -1,0 +1,114 @@
+import path from "node:path";
+import type { ProviderConfig } from "../../config/schema.js";
+import { InvalidParamsError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import type { Usage } from "../../store/types.js";
+import { createAnthropicProvider } from "./anthropic.js";
+import { createOpenAIProvider } from "./openai.js";
+import { createScriptedProvider } from "./scripted.js";
+import type { ModelProvider } from "./types.js";
+
+/**
+ * The providers folder's public surface: build a provider from config, and the model-ref,
+ * allow-list and pricing helpers the runtime, tools and status cards share.
+ */
+
+export type { AnthropicProviderConfig } from "./anthropic.js";
+export { createAnthropicProvider } from "./anthropic.js";
+export type { OpenAIProviderConfig } from "./openai.js";
+export { createOpenAIProvider } from "./openai.js";
+export type { CallTuning, RetryPolicy } from "./retry.js";
+export {
+  createScriptedProvider,
+  DEMO_MARKER,
+  type ScriptedOptions,
+  type ScriptedProviderConfig,
+} from "./scripted.js";
+export { DEMO_HELP, DEMO_RULES, type ScriptRule, scriptRuleSchema } from "./scripted-rules.js";
+export type * from "./types.js";
+
+export interface ProviderContext {
+  logger: Logger;
+  /** Directory relative paths in config (a scripted `script`) resolve against. */
+  baseDir: string;
+  /** No real model is configured: the scripted provider announces itself as the demo model. */
+  demo?: boolean;
+}
+
+export function createProvider(id: string, cfg: ProviderConfig, ctx: ProviderContext): ModelProvider {
+  switch (cfg.kind) {
+    case "openai":
+      return createOpenAIProvider(id, cfg, ctx.logger);
+    case "anthropic":
+      return createAnthropicProvider(id, cfg, ctx.logger);
+    case "scripted":
+      return createScriptedProvider(id, cfg, ctx.logger, {
+        demo: ctx.demo ?? false,
+        ...(cfg.script ? { scriptPath: path.resolve(ctx.baseDir, cfg.script) } : {}),
+      });
+  }
+}
+
+/** `"<provider>/<model>"`, split at the first "/" (model names may contain more slashes). */
+export function resolveModelRef(ref: string): { provider: string; model: string } {
+  const i = ref.indexOf("/");
+  const provider = i > 0 ? ref.slice(0, i) : "";
+  const model = i > 0 ? ref.slice(i + 1) : "";
+  if (!provider || !model || /\s/.test(provider) || /^\s|\s$/.test(model)) {
+    throw new InvalidParamsError(
+      `model "${ref}" must look like "<provider>/<model>", e.g. "openai/gpt-4.1"`,
+      {
+        field: "model",
+        ref,
+      },
+    );
+  }
+  return { provider, model };
+}
+
+function globToRegExp(glob: string): RegExp {
+  const body = glob.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${body.join(".*")}$`);
+}
+
+/**
+ * May a `model` override name `ref`? Only refs of a configured provider ever are. With an empty
+ * `allowed`, any model of a configured provider is; otherwise an entry must equal the ref or
+ * match it as a glob (`local/*`, `openai/gpt-4*`).
+ */
+export function isModelAllowed(
+  ref: string,
+  allowed: readonly string[],
+  configuredProviders: readonly string[],
+): boolean {
+  let provider: string;
+  try {
+    provider = resolveModelRef(ref).provider;
+  } catch {
+    return false;
+  }
+  if (!configuredProviders.includes(provider)) return false;
+  if (allowed.length === 0) return true;
+  return allowed.some((entry) => (entry.includes("*") ? globToRegExp(entry).test(ref) : entry === ref));
+}
+
+/** USD per million tokens, as in `models.providers.<id>.models.<model>.price`. */
+export type ModelPrice = NonNullable<ProviderConfig["models"][string]["price"]>;
+
+/** The configured price of a model, if any. */
+export function priceFor(cfg: ProviderConfig | undefined, model: string): ModelPrice | undefined {
+  return cfg?.models[model]?.price;
+}
+
+/** A copy of `usage` with `cost` in USD; unchanged (no cost) when the model has no price. */
+export function priceUsage(usage: Usage, price?: ModelPrice): Usage {
+  if (!price) return usage;
+  const cost =
+    (usage.input * price.inputPerMTok +
+      usage.output * price.outputPerMTok +
+      (usage.cacheRead ?? 0) * price.cacheReadPerMTok +
+      (usage.cacheWrite ?? 0) * price.cacheWritePerMTok) /
+    1_000_000;
+  // Rounded to a millionth of a cent: float noise would otherwise show in status cards.
+  return { ...usage, cost: Math.round(cost * 1e8) / 1e8 };
+}

@@ -1,0 +1,159 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import type { ProviderConfig } from "../../config/schema.js";
+import { SwitchboardError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import {
+  connectionReason,
+  type Failure,
+  type FailureContext,
+  failureSummary,
+  failureToError,
+  redact,
+  retryDecisionFor,
+  safeUrl,
+  sdkLogger,
+} from "./failure.js";
+import { ChunkAccumulator, fromOpenAICompletion, toOpenAIRequest } from "./openai-map.js";
+import {
+  AttemptTimeoutError,
+  type CallTuning,
+  DEFAULT_RETRY_POLICY,
+  type RetryPolicy,
+  withRetry,
+  withTimeout,
+} from "./retry.js";
+import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
+
+/**
+ * Any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio,
+ * OpenRouter) through the official SDK. Streams when the caller wants text deltas; retries,
+ * timeouts and error mapping are ours (retry.ts, failure.ts).
+ */
+
+export type OpenAIProviderConfig = Extract<ProviderConfig, { kind: "openai" }>;
+
+const DEFAULT_BASE_URL = "https://api.openai.com/v1";
+/** Local servers (Ollama, llama.cpp) need no key, but the SDK refuses to start without one. */
+const NO_KEY = "not-needed";
+
+/** Turns an OpenAI SDK error (or our attempt timeout) into a Failure; undefined for anything else. */
+export function describeOpenAIError(err: unknown): Failure | undefined {
+  if (err instanceof AttemptTimeoutError) return { kind: "timeout", timeoutMs: err.timeoutMs };
+  if (err instanceof APIConnectionTimeoutError) return { kind: "timeout" };
+  if (err instanceof APIUserAbortError) return undefined;
+  if (err instanceof APIConnectionError) return { kind: "connection", message: connectionReason(err) };
+  if (err instanceof APIError) {
+    const body = err.error as { message?: unknown } | undefined;
+    const message = typeof body?.message === "string" ? body.message : err.message;
+    // A status-less APIError is an `error` event inside a stream: the server failed mid-answer.
+    return { kind: "status", status: err.status ?? 500, message, headers: err.headers };
+  }
+  return undefined;
+}
+
+export function createOpenAIProvider(
+  id: string,
+  cfg: OpenAIProviderConfig,
+  logger: Logger,
+  tuning: CallTuning = {},
+): ModelProvider {
+  const baseUrl = cfg.baseUrl ?? DEFAULT_BASE_URL;
+  const log = logger.child({ provider: id, kind: "openai" });
+  // Every option the SDK would otherwise read from OPENAI_* variables is given explicitly.
+  const client = new OpenAI({
+    apiKey: cfg.apiKey || NO_KEY,
+    baseURL: baseUrl,
+    organization: null,
+    project: null,
+    webhookSecret: null,
+    ...(cfg.headers ? { defaultHeaders: cfg.headers } : {}),
+    maxRetries: 0,
+    // Our per-attempt timer (withTimeout) is the one that fires; the SDK's is only a backstop.
+    timeout: cfg.timeoutMs + 1000,
+    logger: sdkLogger(log, "openai"),
+    logLevel: "warn",
+  });
+  const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
+  const secrets = [cfg.apiKey ?? "", ...Object.values(cfg.headers ?? {})].filter((s) => s.length > 0);
+
+  function toError(err: unknown, ctx: FailureContext): unknown {
+    if (err instanceof SwitchboardError) return err;
+    const failure = describeOpenAIError(err);
+    if (failure) return failureToError(ctx, failure, err);
+    return new SwitchboardError(
+      "INTERNAL",
+      `model provider "${id}" failed: ${redact(err instanceof Error ? err.message : String(err), secrets)}`,
+      { details: { provider: id }, cause: err },
+    );
+  }
+
+  async function attempt(
+    req: ModelRequest,
+    signal: AbortSignal,
+    onDelta: (d: string) => void,
+  ): Promise<ModelResponse> {
+    const body = toOpenAIRequest(req);
+    if (!req.onTextDelta) {
+      const r = await client.chat.completions.create({ ...body, stream: false }, { signal });
+      return fromOpenAICompletion(r, req.model);
+    }
+    // Servers without stream_options support simply send no usage chunk; usage is then zero.
+    const stream = await client.chat.completions.create(
+      { ...body, stream: true, stream_options: { include_usage: true } },
+      { signal },
+    );
+    const acc = new ChunkAccumulator();
+    for await (const chunk of stream) {
+      const delta = acc.push(chunk);
+      if (delta) onDelta(delta);
+    }
+    // The SDK ends a stream quietly when its signal aborts; a cut-off answer must not pass as complete.
+    if (signal.aborted) throw signal.reason;
+    return acc.result(req.model);
+  }
+
+  return {
+    id,
+    kind: "openai",
+    async complete(req) {
+      const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
+      // Once text has reached the caller a retry would repeat it: only retry before the first delta.
+      let emitted = false;
+      const onDelta = (d: string) => {
+        emitted = true;
+        req.onTextDelta?.(d);
+      };
+      try {
+        return await withRetry(
+          () => withTimeout(cfg.timeoutMs, req.signal, (signal) => attempt(req, signal, onDelta)),
+          {
+            policy,
+            signal: req.signal,
+            ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
+            ...(tuning.random ? { random: tuning.random } : {}),
+            classify: (err) => (emitted ? { retry: false } : retryDecisionFor(describeOpenAIError(err))),
+            onRetry: ({ retry, delayMs, err }) =>
+              log.warn(
+                { retry, delayMs, model: req.model, err: failureSummary(describeOpenAIError(err)) },
+                "model call failed; retrying",
+              ),
+          },
+        );
+      } catch (err) {
+        // Abort is the caller's own decision: hand back its reason, as fetch does.
+        if (req.signal?.aborted) throw req.signal.reason;
+        throw toError(err, ctx);
+      }
+    },
+    async ping() {
+      const ctx: FailureContext = { providerId: id, baseUrl, secrets };
+      try {
+        const page = await withTimeout(cfg.timeoutMs, undefined, (signal) => client.models.list({ signal }));
+        return { ok: true, message: `reachable at ${safeUrl(baseUrl)}: ${page.data.length} model(s) listed` };
+      } catch (err) {
+        const e = toError(err, ctx);
+        return { ok: false, message: e instanceof Error ? e.message : String(e) };
+      }
+    },
+  };
+}

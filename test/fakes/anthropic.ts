@@ -1,0 +1,205 @@
+/**
+ * A loopback Anthropic Messages API for tests: `POST /v1/messages` (non-streaming) and
+ * `GET /v1/models`. Replies come from a queue, else the last user text is echoed. Use `url` as
+ * the provider's `baseUrl` (the SDK appends `/v1/...`).
+ */
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface FakeAnthropicReply {
+  text?: string;
+  toolUses?: Array<{ id?: string; name: string; input?: Record<string, unknown> }>;
+  /** Default: about chars/4 of request and reply. */
+  usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
+  /** Default "tool_use" when there are tool uses, else "end_turn". */
+  stopReason?: string;
+  model?: string;
+  delayMs?: number;
+  /** Answer with this HTTP status and an Anthropic-style error body. */
+  status?: number;
+  error?: string;
+  headers?: Record<string, string>;
+}
+
+export interface AnthropicRequestBody {
+  model?: string;
+  max_tokens?: number;
+  system?: unknown;
+  messages?: Array<{ role: string; content: unknown }>;
+  tools?: Array<{ name: string; description?: string; input_schema?: unknown }>;
+  [field: string]: unknown;
+}
+
+export interface RecordedAnthropicRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: AnthropicRequestBody;
+}
+
+export type FakeAnthropicHandler = (req: RecordedAnthropicRequest) => FakeAnthropicReply;
+
+export interface AnthropicFake {
+  /** Base URL without `/v1`. */
+  url: string;
+  requests: RecordedAnthropicRequest[];
+  enqueue(...replies: Array<FakeAnthropicReply | FakeAnthropicHandler>): void;
+  setDefault(handler: FakeAnthropicHandler): void;
+  /** Resolves once at least `n` requests have arrived in total. */
+  waitForRequests(n: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function lastUserText(body: AnthropicRequestBody): string {
+  const lastUser = [...(body.messages ?? [])].reverse().find((m) => m.role === "user");
+  const c = lastUser?.content;
+  if (typeof c === "string") return c;
+  if (!Array.isArray(c)) return "";
+  const parts = c as Array<{ type?: string; text?: string; content?: unknown }>;
+  const texts = parts.filter((p) => p.type === "text").map((p) => p.text ?? "");
+  if (texts.length > 0) return texts.join("");
+  const result = parts.find((p) => p.type === "tool_result");
+  return result
+    ? `tool result: ${typeof result.content === "string" ? result.content : JSON.stringify(result.content)}`
+    : "";
+}
+
+export const anthropicEchoHandler: FakeAnthropicHandler = (req) => ({ text: lastUserText(req.body) });
+
+export async function startAnthropicFake(): Promise<AnthropicFake> {
+  const requests: RecordedAnthropicRequest[] = [];
+  const queue: Array<FakeAnthropicReply | FakeAnthropicHandler> = [];
+  let fallback: FakeAnthropicHandler = anthropicEchoHandler;
+  const timers = new Set<NodeJS.Timeout>();
+  let waiters: Array<{ n: number; resolve: () => void }> = [];
+  let seq = 0;
+
+  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    res.writeHead(status, { "content-type": "application/json", ...headers });
+    res.end(JSON.stringify(body));
+  };
+
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString("utf8");
+    let body: AnthropicRequestBody = {};
+    try {
+      if (raw) body = JSON.parse(raw) as AnthropicRequestBody;
+    } catch {
+      return send(res, 400, {
+        type: "error",
+        error: { type: "invalid_request_error", message: "body is not JSON" },
+      });
+    }
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const rec: RecordedAnthropicRequest = { method: req.method ?? "GET", path, headers: req.headers, body };
+    requests.push(rec);
+    for (const w of waiters) if (requests.length >= w.n) w.resolve();
+    waiters = waiters.filter((w) => requests.length < w.n);
+    if (rec.method === "GET" && path === "/v1/models") {
+      return send(res, 200, {
+        data: [
+          { type: "model", id: "claude-fake", display_name: "Fake", created_at: "2025-01-01T00:00:00Z" },
+        ],
+        has_more: false,
+        first_id: "claude-fake",
+        last_id: "claude-fake",
+      });
+    }
+    if (rec.method !== "POST" || path !== "/v1/messages") {
+      return send(res, 404, {
+        type: "error",
+        error: { type: "not_found_error", message: `no route ${path}` },
+      });
+    }
+    if (body.stream) {
+      return send(res, 400, {
+        type: "error",
+        error: { type: "invalid_request_error", message: "fake: no streaming" },
+      });
+    }
+    const next = queue.shift() ?? fallback;
+    const reply = typeof next === "function" ? next(rec) : next;
+    if (reply.delayMs) {
+      const ok = await new Promise<boolean>((resolve) => {
+        const t = setTimeout(() => {
+          timers.delete(t);
+          resolve(!res.destroyed);
+        }, reply.delayMs);
+        timers.add(t);
+        res.once("close", () => {
+          clearTimeout(t);
+          timers.delete(t);
+          resolve(false);
+        });
+      });
+      if (!ok) return;
+    }
+    if (reply.status && reply.status >= 400) {
+      const type =
+        reply.status === 429
+          ? "rate_limit_error"
+          : reply.status >= 500
+            ? "api_error"
+            : "invalid_request_error";
+      return send(
+        res,
+        reply.status,
+        { type: "error", error: { type, message: reply.error ?? `fake error ${reply.status}` } },
+        reply.headers,
+      );
+    }
+    const text = reply.text ?? "";
+    const toolUses = (reply.toolUses ?? []).map((t) => ({
+      type: "tool_use",
+      id: t.id ?? `toolu_fake_${++seq}`,
+      name: t.name,
+      input: t.input ?? {},
+    }));
+    const content = [...(text ? [{ type: "text", text }] : []), ...toolUses];
+    const u = reply.usage ?? {
+      input: Math.ceil(JSON.stringify(body.messages ?? []).length / 4),
+      output: Math.ceil((text + JSON.stringify(toolUses.map((t) => t.input))).length / 4),
+    };
+    send(
+      res,
+      200,
+      {
+        id: `msg_fake_${++seq}`,
+        type: "message",
+        role: "assistant",
+        model: reply.model ?? body.model ?? "claude-fake",
+        content,
+        stop_reason: reply.stopReason ?? (toolUses.length > 0 ? "tool_use" : "end_turn"),
+        stop_sequence: null,
+        usage: {
+          input_tokens: u.input,
+          output_tokens: u.output,
+          cache_read_input_tokens: u.cacheRead ?? 0,
+          cache_creation_input_tokens: u.cacheWrite ?? 0,
+        },
+      },
+      reply.headers,
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    enqueue: (...replies) => {
+      queue.push(...replies);
+    },
+    setDefault: (handler) => {
+      fallback = handler;
+    },
+    waitForRequests: (n) =>
+      requests.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve })),
+    close: async () => {
+      for (const t of timers) clearTimeout(t);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
