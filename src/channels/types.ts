@@ -71,3 +71,16 @@ export interface ChannelAdapter {
   createThread?(to: string, title: string): Promise<{ threadId: string }>;
   status(): { state: ChannelStatus; detail?: string };
 }
+
+/** Request headers as Node and fastify hand them over (names lower-case). */
+export type WebhookHeaders = Record<string, string | string[] | undefined>;
+
+/**
+ * What a channel's webhook handler (Telegram webhook mode, Slack HTTP mode) answers; the
+ * gateway writes it out unchanged. 2xx only after the inbound handler durably accepted the
+ * event, so a platform retry is the recovery path for everything else.
+ */
+export interface WebhookResponse {
+  status: number;
+  body?: unknown;
+}

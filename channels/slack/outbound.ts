@@ -1,0 +1,77 @@
+import type { webApi } from "@slack/bolt";
+import type { OutboundMessage } from "../../src/channels/types.js";
+import { chunkText } from "../../src/delivery/chunk.js";
+import { escapeSlack } from "../../src/delivery/format/index.js";
+import { toSwitchboardError } from "./errors.js";
+
+type WebClient = webApi.WebClient;
+
+/**
+ * chat.postMessage per chunk. `native` text is mrkdwn already; `plain` text is escaped
+ * (`& < >` are control characters in every Slack text field) and sent with mrkdwn off.
+ * `threadId` is the root's ts. Slack has no reply-to outside threads, so replyToMessageId is
+ * not used. A text over the limit is split here rather than truncated.
+ */
+export async function postSlackMessage(
+  client: WebClient,
+  msg: OutboundMessage,
+  textLimit: number,
+): Promise<string[]> {
+  const chunks = msg.text.length > textLimit ? chunkText(msg.text, textLimit) : [msg.text];
+  const ids: string[] = [];
+  for (const chunk of chunks) {
+    try {
+      const res = await client.chat.postMessage({
+        channel: msg.to,
+        text: msg.format === "native" ? chunk : escapeSlack(chunk),
+        mrkdwn: msg.format === "native",
+        ...(msg.threadId ? { thread_ts: msg.threadId } : {}),
+      });
+      if (!res.ts) throw new Error("chat.postMessage returned no ts");
+      ids.push(res.ts);
+    } catch (err) {
+      throw toSwitchboardError(err, "chat.postMessage");
+    }
+  }
+  return ids;
+}
+
+/**
+ * Posts `title` as a new top-level message and returns its ts: in Slack a thread is simply
+ * the replies under a message, so that ts is the thread id.
+ */
+export async function createSlackThread(
+  client: WebClient,
+  to: string,
+  title: string,
+): Promise<{ threadId: string }> {
+  try {
+    const res = await client.chat.postMessage({
+      channel: to,
+      text: escapeSlack(title.trim()) || "Thread",
+      mrkdwn: false,
+    });
+    if (!res.ts) throw new Error("chat.postMessage returned no ts");
+    return { threadId: res.ts };
+  } catch (err) {
+    throw toSwitchboardError(err, "chat.postMessage");
+  }
+}
+
+/**
+ * The "is typing…" status of an assistant thread (needs `assistant:write`; only works in
+ * Slack's assistant threads). Best effort: failures are reported to the caller as false.
+ */
+export async function setSlackThreadStatus(
+  client: WebClient,
+  channelId: string,
+  threadTs: string,
+  status: string,
+): Promise<boolean> {
+  try {
+    await client.assistant.threads.setStatus({ channel_id: channelId, thread_ts: threadTs, status });
+    return true;
+  } catch {
+    return false;
+  }
+}

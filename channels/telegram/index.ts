@@ -1,0 +1,278 @@
+import { Bot, type Context } from "grammy";
+import type { Update } from "grammy/types";
+import type {
+  ChannelAdapter,
+  ChannelCapabilities,
+  ChannelStatus,
+  InboundHandler,
+  InboundMessage,
+  OutboundMessage,
+  WebhookHeaders,
+  WebhookResponse,
+} from "../../src/channels/types.js";
+import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
+import type { Logger } from "../../src/log.js";
+import { toSwitchboardError } from "./errors.js";
+import { telegramUpdateToInbound } from "./inbound.js";
+import { createTelegramTopic, sendTelegramMessage, sendTelegramTyping } from "./outbound.js";
+import {
+  type ResolvedTelegramChannelConfig,
+  type TelegramChannelConfig,
+  type TelegramChannelDeps,
+  telegramChannelConfigSchema,
+} from "./types.js";
+import { parseUpdateBody, secretMatches } from "./webhook.js";
+
+export type { TelegramChannelConfig, TelegramChannelDeps } from "./types.js";
+
+/** Owner commands shown in Telegram's command menu (SEMANTICS §2). */
+const COMMANDS = [
+  { command: "status", description: "Show this chat's session status" },
+  { command: "send", description: "Owner only: /send on | off | inherit" },
+];
+
+/** Only these update types are requested; the rest would be ignored anyway. */
+const ALLOWED_UPDATES = ["message", "channel_post"] as const;
+
+/**
+ * Telegram bot account over grammY. Polling uses grammY's built-in loop rather than the
+ * runner: updates are handed over one at a time (the inbound handler only journals, so it is
+ * fast), per-chat order is kept for free, and `bot.stop()` confirms the offset so a restart
+ * resumes exactly after the last handled update.
+ */
+export class TelegramChannel implements ChannelAdapter {
+  readonly channel = "telegram";
+  readonly accountId: string;
+  readonly capabilities: ChannelCapabilities = {
+    textLimit: 4096,
+    threads: true,
+    typing: true,
+    markdown: "telegram-html",
+    // Forum supergroups only; elsewhere createThread answers NOT_SUPPORTED.
+    createThread: true,
+  };
+
+  private readonly bot: Bot;
+  private readonly log: Logger;
+  private state: ChannelStatus = "stopped";
+  private detail: string | undefined;
+  private onInbound: InboundHandler | undefined;
+  private starting: Promise<void> | undefined;
+  private polling: Promise<void> | undefined;
+  private stopping = false;
+  private readonly inflight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly config: ResolvedTelegramChannelConfig,
+    deps: TelegramChannelDeps,
+  ) {
+    this.accountId = config.accountId;
+    this.log = deps.logger.child({ channel: "telegram", accountId: config.accountId });
+    this.bot = new Bot(config.token, {
+      client: {
+        ...(config.apiRoot ? { apiRoot: config.apiRoot } : {}),
+        // Long enough for a long poll, short enough that a dead connection does not block start or send.
+        timeoutSeconds: config.pollingTimeoutSeconds + 30,
+      },
+    });
+    this.bot.on(["message", "channel_post"], (ctx) => this.onUpdate(ctx));
+    // Polling-mode middleware errors land here; onUpdate already retried and logged.
+    this.bot.catch((err) =>
+      this.log.error({ err: errorMessage(err.error) }, "telegram update handler failed"),
+    );
+  }
+
+  status(): { state: ChannelStatus; detail?: string } {
+    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+  }
+
+  async start(onInbound: InboundHandler): Promise<void> {
+    if (this.onInbound) {
+      this.log.debug("telegram channel already started");
+      return this.starting;
+    }
+    this.onInbound = onInbound;
+    this.stopping = false;
+    this.setState("starting");
+    this.starting = this.connect().catch((err: unknown) => {
+      const e = toSwitchboardError(err, "start");
+      this.onInbound = undefined;
+      this.setState("error", e.message);
+      throw e;
+    });
+    return this.starting;
+  }
+
+  async stop(): Promise<void> {
+    if (!this.onInbound) return;
+    this.stopping = true;
+    if (this.bot.isRunning()) {
+      // Aborts a pending getUpdates (or grammY's start-up retries) and confirms the offset of
+      // the last handled update.
+      await this.bot
+        .stop()
+        .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram stop"));
+    }
+    await this.starting?.catch(() => undefined);
+    await this.polling;
+    await Promise.allSettled([...this.inflight]);
+    this.onInbound = undefined;
+    this.starting = undefined;
+    this.polling = undefined;
+    this.setState("stopped");
+  }
+
+  async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
+    const messageIds = await sendTelegramMessage(this.bot.api, msg, this.capabilities.textLimit, this.log);
+    return { messageIds };
+  }
+
+  async sendTyping(to: string, threadId?: string): Promise<void> {
+    await sendTelegramTyping(this.bot.api, to, threadId);
+  }
+
+  async createThread(to: string, title: string): Promise<{ threadId: string }> {
+    return createTelegramTopic(this.bot.api, to, title);
+  }
+
+  /**
+   * `POST /hooks/telegram/<accountId>`: checks the secret header in constant time, then runs
+   * the update through the bot and answers 200 only once the inbound handler accepted it
+   * (500 makes Telegram redeliver; 503 while stopped).
+   */
+  async handleWebhook(headers: WebhookHeaders, body: unknown): Promise<WebhookResponse> {
+    if (this.config.mode !== "webhook" || !this.config.webhookSecret) {
+      return { status: 404, body: { error: "this telegram account is not in webhook mode" } };
+    }
+    if (!secretMatches(headers, this.config.webhookSecret))
+      return { status: 401, body: { error: "secret token is wrong" } };
+    if (!this.onInbound || this.stopping || this.state !== "connected") {
+      return { status: 503, body: { error: "telegram channel is not running" } };
+    }
+    const parsed = parseUpdateBody(body);
+    if (!parsed.ok)
+      return { status: 400, body: { error: "body: expected a Telegram Update with a numeric update_id" } };
+    const run = this.bot.handleUpdate(parsed.update as unknown as Update);
+    this.inflight.add(run);
+    try {
+      await run;
+      return { status: 200 };
+    } catch (err) {
+      this.log.error({ err: errorMessage(err) }, "telegram webhook update failed; Telegram will redeliver");
+      return { status: 500, body: { error: "inbound handler failed" } };
+    } finally {
+      this.inflight.delete(run);
+    }
+  }
+
+  // ------------------------------------------------------------------------------ internals
+
+  private async connect(): Promise<void> {
+    // One getMe without grammY's endless retries: a bad token or unreachable API fails start() clearly.
+    this.bot.botInfo = await this.bot.api.getMe();
+    if (this.stopping) throw new SwitchboardError("UNAVAILABLE", "telegram: start aborted by stop()");
+    await this.bot.api
+      .setMyCommands(COMMANDS)
+      .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram setMyCommands failed"));
+    if (this.config.mode === "webhook") {
+      if (this.config.webhookUrl) {
+        await this.bot.api.setWebhook(this.config.webhookUrl, {
+          secret_token: this.config.webhookSecret,
+          allowed_updates: [...ALLOWED_UPDATES],
+        });
+      } else {
+        this.log.info(
+          "telegram webhook mode without webhookUrl: expecting the webhook to be registered already",
+        );
+      }
+      this.setState("connected");
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      let started = false;
+      this.polling = this.bot
+        .start({
+          allowed_updates: [...ALLOWED_UPDATES],
+          timeout: this.config.pollingTimeoutSeconds,
+          onStart: () => {
+            started = true;
+            this.setState("connected");
+            resolve();
+          },
+        })
+        .catch((err: unknown) => {
+          const e = toSwitchboardError(err, "getUpdates");
+          if (!started) return reject(e);
+          // 401/409 end grammY's loop; nothing retries them, so say what to fix.
+          this.log.error({ err: e.message }, "telegram polling stopped");
+          this.setState("error", e.message);
+        });
+    });
+  }
+
+  private async onUpdate(ctx: Context): Promise<void> {
+    const handler = this.onInbound;
+    // After stop() the rest of a fetched batch is left unconfirmed, so Telegram redelivers it.
+    if (!handler || this.stopping) return;
+    const me = this.bot.botInfo;
+    const result = telegramUpdateToInbound(ctx.update, {
+      accountId: this.accountId,
+      botId: me.id,
+      botUsername: me.username,
+    });
+    if (result.kind === "ignored") {
+      this.log.debug({ updateId: ctx.update.update_id, reason: result.reason }, "telegram update ignored");
+      return;
+    }
+    if (result.kind === "invalid") {
+      this.log.warn({ updateId: ctx.update.update_id, err: result.error }, "telegram update dropped");
+      return;
+    }
+    if (this.config.mode === "webhook") return handler(result.message);
+    await this.deliverWithRetry(handler, result.message);
+  }
+
+  private async deliverWithRetry(handler: InboundHandler, msg: InboundMessage): Promise<void> {
+    const delays = this.config.inboundRetryDelaysMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await handler(msg);
+        return;
+      } catch (err) {
+        const delay = delays[attempt];
+        if (delay === undefined || this.stopping) {
+          this.log.error(
+            { err: errorMessage(err), peerId: msg.peerId, messageId: msg.messageId },
+            "telegram inbound handler failed; message dropped",
+          );
+          return;
+        }
+        this.log.warn(
+          { err: errorMessage(err), attempt: attempt + 1 },
+          "telegram inbound handler failed; retrying",
+        );
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private setState(state: ChannelStatus, detail?: string): void {
+    this.state = state;
+    this.detail = detail;
+  }
+}
+
+/** Validates the account config (errors name `channels.telegram.accounts.<id>.<field>`). */
+export function createTelegramChannel(
+  config: TelegramChannelConfig,
+  deps: TelegramChannelDeps,
+): TelegramChannel {
+  const parsed = telegramChannelConfigSchema.safeParse(config);
+  if (!parsed.success) {
+    const prefix = `channels.telegram.accounts.${config.accountId || "?"}.`;
+    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
+      details: { channel: "telegram", accountId: config.accountId },
+    });
+  }
+  return new TelegramChannel(parsed.data, deps);
+}

@@ -1,0 +1,94 @@
+import type { Api } from "grammy";
+import type { OutboundMessage } from "../../src/channels/types.js";
+import { chunkText } from "../../src/delivery/chunk.js";
+import { telegramHtmlToPlain } from "../../src/delivery/format/index.js";
+import { InvalidParamsError } from "../../src/errors.js";
+import type { Logger } from "../../src/log.js";
+import { isEntityParseError, toSwitchboardError } from "./errors.js";
+
+/** Telegram's General forum topic: sends must omit its id ("thread not found"), chat actions must include it. */
+const GENERAL_TOPIC = "1";
+
+/**
+ * Sends one OutboundMessage. Text is expected under the limit already (delivery chunks); a
+ * longer text is split here rather than truncated. `native` text is Telegram HTML; when
+ * Telegram rejects the markup, that chunk is resent as the plain text a reader would see.
+ */
+export async function sendTelegramMessage(
+  api: Api,
+  msg: OutboundMessage,
+  textLimit: number,
+  logger: Logger,
+): Promise<string[]> {
+  const topic = topicId(msg.threadId);
+  const chunks = msg.text.length > textLimit ? chunkText(msg.text, textLimit) : [msg.text];
+  const ids: string[] = [];
+  for (const [i, chunk] of chunks.entries()) {
+    const base = {
+      ...(topic !== undefined && msg.threadId !== GENERAL_TOPIC ? { message_thread_id: topic } : {}),
+      ...(i === 0 && msg.replyToMessageId
+        ? {
+            reply_parameters: {
+              message_id: messageId(msg.replyToMessageId),
+              allow_sending_without_reply: true,
+            },
+          }
+        : {}),
+    };
+    try {
+      const sent = await api.sendMessage(
+        msg.to,
+        chunk,
+        msg.format === "native" ? { ...base, parse_mode: "HTML" } : base,
+      );
+      ids.push(String(sent.message_id));
+    } catch (err) {
+      if (msg.format !== "native" || !isEntityParseError(err)) throw toSwitchboardError(err, "sendMessage");
+      logger.warn({ to: msg.to }, "telegram rejected the HTML markup; resending as plain text");
+      try {
+        const sent = await api.sendMessage(msg.to, telegramHtmlToPlain(chunk), base);
+        ids.push(String(sent.message_id));
+      } catch (err2) {
+        throw toSwitchboardError(err2, "sendMessage");
+      }
+    }
+  }
+  return ids;
+}
+
+export async function sendTelegramTyping(api: Api, to: string, threadId?: string): Promise<void> {
+  const topic = topicId(threadId);
+  try {
+    await api.sendChatAction(to, "typing", topic !== undefined ? { message_thread_id: topic } : {});
+  } catch (err) {
+    throw toSwitchboardError(err, "sendChatAction");
+  }
+}
+
+/** Forum supergroups only; other chats answer NOT_SUPPORTED. Titles are cut to Telegram's 128. */
+export async function createTelegramTopic(
+  api: Api,
+  to: string,
+  title: string,
+): Promise<{ threadId: string }> {
+  const name = title.trim().slice(0, 128) || "Thread";
+  try {
+    const topic = await api.createForumTopic(to, name);
+    return { threadId: String(topic.message_thread_id) };
+  } catch (err) {
+    throw toSwitchboardError(err, "createForumTopic");
+  }
+}
+
+function topicId(threadId: string | undefined): number | undefined {
+  if (threadId === undefined) return undefined;
+  if (!/^\d+$/.test(threadId))
+    throw new InvalidParamsError(`threadId: telegram topic ids are numeric, got "${threadId}"`);
+  return Number(threadId);
+}
+
+function messageId(id: string): number {
+  if (!/^\d+$/.test(id))
+    throw new InvalidParamsError(`replyToMessageId: telegram message ids are numeric, got "${id}"`);
+  return Number(id);
+}

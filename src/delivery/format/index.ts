@@ -1,0 +1,31 @@
+import type { ChannelCapabilities } from "../../channels/types.js";
+import { parseMarkdown } from "./parse.js";
+import { plainText } from "./plain.js";
+import { type Dialect, renderBlocks } from "./render.js";
+import { slackMrkdwn } from "./slack.js";
+import { telegramHtml } from "./telegram.js";
+import { whatsappText } from "./whatsapp.js";
+
+/**
+ * Markdown (what models write) → one channel's dialect. Pure and total: unknown or broken
+ * markup degrades to literal text, never to an exception. Render each chunk separately
+ * (`chunkText` first) so a tag never spans two messages.
+ */
+
+export type MarkdownDialect = ChannelCapabilities["markdown"];
+
+const DIALECTS: Record<Exclude<MarkdownDialect, "discord">, Dialect> = {
+  "telegram-html": telegramHtml,
+  "slack-mrkdwn": slackMrkdwn,
+  whatsapp: whatsappText,
+  plain: plainText,
+};
+
+export function renderMarkdown(md: string, dialect: MarkdownDialect): string {
+  // Discord renders Markdown itself; only line endings are normalised.
+  if (dialect === "discord") return md.replace(/\r\n?/g, "\n");
+  return renderBlocks(parseMarkdown(md), DIALECTS[dialect]);
+}
+
+export { escapeSlack } from "./slack.js";
+export { escapeHtml, telegramHtmlToPlain } from "./telegram.js";

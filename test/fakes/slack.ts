@@ -1,0 +1,310 @@
+/**
+ * A loopback Slack Web API server (`POST /api/<method>`, form or JSON bodies, `{ok, …}`
+ * answers) that records calls, plus a Socket Mode endpoint (`apps.connections.open` → a
+ * `ws://` URL on the same port) and helpers to build signed Events API requests.
+ */
+import { createHmac } from "node:crypto";
+import { once } from "node:events";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocket, WebSocketServer } from "ws";
+
+export interface SlackCall {
+  method: string;
+  token: string | undefined;
+  args: Record<string, string>;
+  ok: boolean;
+  /** What the fake answered (without `ok`). */
+  result?: Record<string, unknown>;
+}
+
+export interface SlackFault {
+  /** HTTP status; 429 adds a Retry-After header. Default 200 with `ok: false`. */
+  status?: number;
+  retryAfter?: number;
+  /** Slack `error` string for an `ok: false` answer. */
+  error?: string;
+}
+
+interface Conversation {
+  is_im?: boolean;
+  is_mpim?: boolean;
+  is_private?: boolean;
+  name?: string;
+}
+
+export class FakeSlack {
+  readonly botToken = "xoxb-fake-bot-token";
+  readonly appToken = "xapp-fake-app-token";
+  readonly botUserId = "UBOT";
+  readonly botId = "BBOT";
+  readonly teamId = "T0001";
+  readonly calls: SlackCall[] = [];
+  readonly users = new Map<string, { name: string; real_name?: string; display_name?: string }>();
+  readonly conversations = new Map<string, Conversation>();
+  /** Envelope ids the Socket Mode client acknowledged. */
+  readonly acked = new Set<string>();
+  private server!: http.Server;
+  private wss!: WebSocketServer;
+  private sockets: WebSocket[] = [];
+  private faults = new Map<string, SlackFault[]>();
+  private tsCounter = 0;
+  private envelopeCounter = 0;
+  private ackWaiters = new Map<string, () => void>();
+
+  static async start(): Promise<FakeSlack> {
+    const fake = new FakeSlack();
+    fake.server = http.createServer((req, res) => void fake.handle(req, res));
+    fake.wss = new WebSocketServer({ noServer: true });
+    fake.server.on("upgrade", (req, socket, head) => {
+      if (!req.url?.startsWith("/link")) return socket.destroy();
+      fake.wss.handleUpgrade(req, socket, head, (ws) => fake.onSocket(ws));
+    });
+    fake.server.listen(0, "127.0.0.1");
+    await once(fake.server, "listening");
+    return fake;
+  }
+
+  private get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** What to put in `apiUrl`. */
+  get apiUrl(): string {
+    return `http://127.0.0.1:${this.port}/api/`;
+  }
+
+  /** A fresh message ts, increasing. */
+  nextTs(): string {
+    this.tsCounter++;
+    return `${1_700_000_000 + this.tsCounter}.${String(this.tsCounter).padStart(6, "0")}`;
+  }
+
+  failNext(method: string, fault: SlackFault): void {
+    const list = this.faults.get(method) ?? [];
+    list.push(fault);
+    this.faults.set(method, list);
+  }
+
+  posted(): Array<{ channel: string; text: string; thread_ts?: string; mrkdwn?: string; ts: string }> {
+    return this.calls
+      .filter((c) => c.method === "chat.postMessage" && c.ok)
+      .map((c) => ({
+        channel: c.args.channel ?? "",
+        text: c.args.text ?? "",
+        ts: String(c.result?.ts ?? ""),
+        ...(c.args.thread_ts ? { thread_ts: c.args.thread_ts } : {}),
+        ...(c.args.mrkdwn !== undefined ? { mrkdwn: c.args.mrkdwn } : {}),
+      }));
+  }
+
+  /** An Events API `event_callback` envelope around `event`. */
+  envelope(event: Record<string, unknown>, eventId = `Ev${++this.envelopeCounter}`): Record<string, unknown> {
+    return {
+      token: "verification-token-unused",
+      team_id: this.teamId,
+      api_app_id: "A0001",
+      type: "event_callback",
+      event_id: eventId,
+      event_time: 1_700_000_000,
+      authorizations: [
+        { team_id: this.teamId, user_id: this.botUserId, is_bot: true, is_enterprise_install: false },
+      ],
+      event: { event_ts: event.ts, team: this.teamId, ...event },
+    };
+  }
+
+  /** Pushes an events_api envelope over the newest Socket Mode connection; resolves with its envelope id. */
+  sendSocketEvent(payload: Record<string, unknown>, retryAttempt = 0): string {
+    const ws = this.sockets.at(-1);
+    if (!ws) throw new Error("fake slack: no socket mode connection");
+    const envelope_id = `env-${++this.envelopeCounter}`;
+    ws.send(
+      JSON.stringify({
+        envelope_id,
+        type: "events_api",
+        accepts_response_payload: false,
+        retry_attempt: retryAttempt,
+        retry_reason: retryAttempt ? "timeout" : "",
+        payload,
+      }),
+    );
+    return envelope_id;
+  }
+
+  /** Resolves once the client acknowledged `envelopeId`. */
+  waitAck(envelopeId: string): Promise<void> {
+    if (this.acked.has(envelopeId)) return Promise.resolve();
+    return new Promise((resolve) => this.ackWaiters.set(envelopeId, resolve));
+  }
+
+  /** Number of currently open Socket Mode connections. */
+  openSockets(): number {
+    return this.sockets.filter((s) => s.readyState === WebSocket.OPEN).length;
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.sockets) ws.terminate();
+    this.wss.close();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  // ----------------------------------------------------------------------------- server
+
+  private onSocket(ws: WebSocket): void {
+    this.sockets.push(ws);
+    ws.on("message", (data) => {
+      const msg = JSON.parse(String(data)) as { envelope_id?: string };
+      if (!msg.envelope_id) return;
+      this.acked.add(msg.envelope_id);
+      this.ackWaiters.get(msg.envelope_id)?.();
+      this.ackWaiters.delete(msg.envelope_id);
+    });
+    ws.on("close", () => {
+      this.sockets = this.sockets.filter((s) => s !== ws);
+    });
+    ws.send(
+      JSON.stringify({
+        type: "hello",
+        num_connections: 1,
+        connection_info: { app_id: "A0001" },
+        debug_info: { host: "fake", approximate_connection_time: 3600 },
+      }),
+    );
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString("utf8");
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}): void => {
+      res.writeHead(status, { "content-type": "application/json", ...headers });
+      res.end(JSON.stringify(body));
+    };
+    const m = /^\/api\/([\w.]+)/.exec(req.url ?? "");
+    if (!m) return send(404, { ok: false, error: "not_found" });
+    const method = m[1] as string;
+    const args: Record<string, string> = {};
+    if ((req.headers["content-type"] ?? "").includes("application/json")) {
+      for (const [k, v] of Object.entries(JSON.parse(raw || "{}") as Record<string, unknown>)) {
+        args[k] = typeof v === "string" ? v : JSON.stringify(v);
+      }
+    } else {
+      for (const [k, v] of new URLSearchParams(raw)) args[k] = v;
+    }
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1] ?? args.token;
+    const call: SlackCall = { method, token, args, ok: false };
+    this.calls.push(call);
+    const ok = (body: Record<string, unknown>): void => {
+      call.ok = true;
+      call.result = body;
+      send(200, { ok: true, ...body });
+    };
+    const err = (error: string): void => send(200, { ok: false, error });
+
+    const fault = this.faults.get(method)?.shift();
+    if (fault) {
+      if (fault.status === 429) {
+        return send(
+          429,
+          { ok: false, error: "ratelimited" },
+          { "retry-after": String(fault.retryAfter ?? 1) },
+        );
+      }
+      return send(fault.status ?? 200, { ok: false, error: fault.error ?? "fatal_error" });
+    }
+
+    if (method === "apps.connections.open") {
+      if (token !== this.appToken) return err("invalid_auth");
+      return ok({ url: `ws://127.0.0.1:${this.port}/link/?ticket=t${this.sockets.length}` });
+    }
+    if (token !== this.botToken) return err("invalid_auth");
+
+    switch (method) {
+      case "auth.test":
+        return ok({
+          url: "https://fake.slack.com/",
+          team: "Fake Team",
+          user: "switchboard",
+          team_id: this.teamId,
+          user_id: this.botUserId,
+          bot_id: this.botId,
+          is_enterprise_install: false,
+        });
+      case "chat.postMessage": {
+        if (!args.channel) return err("channel_not_found");
+        if (!args.text) return err("no_text");
+        const ts = this.nextTs();
+        return ok({
+          channel: args.channel,
+          ts,
+          message: {
+            type: "message",
+            text: args.text,
+            user: this.botUserId,
+            bot_id: this.botId,
+            ts,
+            thread_ts: args.thread_ts,
+          },
+        });
+      }
+      case "assistant.threads.setStatus":
+        return ok({});
+      case "conversations.info": {
+        const c = this.conversations.get(args.channel ?? "");
+        if (!c) return err("channel_not_found");
+        return ok({ channel: { id: args.channel, ...c } });
+      }
+      case "users.info": {
+        const u = this.users.get(args.user ?? "");
+        if (!u) return err("user_not_found");
+        return ok({
+          user: {
+            id: args.user,
+            name: u.name,
+            real_name: u.real_name,
+            profile: { display_name: u.display_name ?? "" },
+          },
+        });
+      }
+      default:
+        return err("unknown_method");
+    }
+  }
+}
+
+/** Headers for a correctly signed Events API request (v0 scheme), at `timestampS` (default now). */
+export function signSlackRequest(
+  signingSecret: string,
+  rawBody: string,
+  timestampS = Math.floor(Date.now() / 1000),
+): Record<string, string> {
+  const sig = createHmac("sha256", signingSecret).update(`v0:${timestampS}:${rawBody}`).digest("hex");
+  return {
+    "content-type": "application/json",
+    "x-slack-request-timestamp": String(timestampS),
+    "x-slack-signature": `v0=${sig}`,
+  };
+}
+
+/** Posts a signed Events API body to an adapter's `handleEvents`, as the gateway route would. */
+export async function postSignedEvent(
+  adapter: {
+    handleEvents(
+      headers: Record<string, string>,
+      rawBody: string,
+    ): Promise<{ status: number; body?: unknown }>;
+  },
+  signingSecret: string,
+  body: Record<string, unknown>,
+  opts: { timestampS?: number; retryNum?: number } = {},
+): Promise<{ status: number; body?: unknown }> {
+  const raw = JSON.stringify(body);
+  const headers = signSlackRequest(signingSecret, raw, opts.timestampS);
+  if (opts.retryNum) {
+    headers["x-slack-retry-num"] = String(opts.retryNum);
+    headers["x-slack-retry-reason"] = "http_timeout";
+  }
+  return adapter.handleEvents(headers, raw);
+}

@@ -1,0 +1,303 @@
+/**
+ * A loopback Telegram Bot API server for driving the real grammY client in tests.
+ * Serves `POST /bot<token>/<method>` with the `{ ok, result }` envelope, `getUpdates` long
+ * polling with offset semantics, and records every call. Faults are queued per method.
+ */
+import { once } from "node:events";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface TelegramCall {
+  method: string;
+  payload: Record<string, unknown>;
+  /** Whether the fake answered `ok: true`. */
+  ok?: boolean;
+}
+
+export interface FakeUser {
+  id: number;
+  is_bot: boolean;
+  first_name: string;
+  username?: string;
+}
+
+type Fault = { code: number; description: string; retryAfter?: number };
+
+const BOT = {
+  id: 7000001,
+  is_bot: true,
+  first_name: "Switchboard",
+  username: "switchboard_test_bot",
+  can_join_groups: true,
+  can_read_all_group_messages: false,
+  supports_inline_queries: false,
+  can_connect_to_business: false,
+  has_main_web_app: false,
+  has_topics_enabled: false,
+};
+
+export class FakeTelegram {
+  readonly token: string;
+  readonly bot = BOT;
+  readonly calls: TelegramCall[] = [];
+  /** Offsets seen on getUpdates calls, in order (the last one is what a restart would resume from). */
+  readonly offsets: number[] = [];
+  private server!: http.Server;
+  private updates: Array<Record<string, unknown> & { update_id: number }> = [];
+  private nextUpdateId = 1;
+  private nextMessageId = 100;
+  private nextTopicId = 500;
+  private waiters = new Set<() => void>();
+  private callWaiters = new Set<() => void>();
+  private faults = new Map<string, Fault[]>();
+  private holds = new Map<string, Promise<void>>();
+  private rejectEntities = 0;
+
+  private constructor(token: string) {
+    this.token = token;
+  }
+
+  static async start(token = "123456:TEST-token"): Promise<FakeTelegram> {
+    const fake = new FakeTelegram(token);
+    fake.server = http.createServer((req, res) => void fake.handle(req, res));
+    fake.server.listen(0, "127.0.0.1");
+    await once(fake.server, "listening");
+    return fake;
+  }
+
+  get apiRoot(): string {
+    const { port } = this.server.address() as AddressInfo;
+    return `http://127.0.0.1:${port}`;
+  }
+
+  // ----------------------------------------------------------------------------- test controls
+
+  /** Queue an update (update_id assigned here) and wake pending long polls. Returns the id. */
+  pushUpdate(update: Record<string, unknown>): number {
+    const update_id = this.nextUpdateId++;
+    this.updates.push({ ...update, update_id });
+    for (const w of this.waiters) w();
+    return update_id;
+  }
+
+  /** A message update in a chat, from `from`. */
+  pushMessage(
+    chat: {
+      id: number;
+      type: "private" | "group" | "supergroup" | "channel";
+      title?: string;
+      is_forum?: boolean;
+    },
+    from: FakeUser | undefined,
+    message: Record<string, unknown>,
+    kind: "message" | "channel_post" = "message",
+  ): number {
+    const msg = {
+      message_id: this.nextMessageId++,
+      date: 1_700_000_000,
+      chat,
+      ...(from ? { from } : {}),
+      ...message,
+    };
+    return this.pushUpdate({ [kind]: msg });
+  }
+
+  /** Resolves once the bot has confirmed `updateId` (a getUpdates with a larger offset). */
+  async waitConfirmed(updateId: number): Promise<void> {
+    await this.waitFor(() => this.offsets.some((o) => o > updateId));
+  }
+
+  /** Resolves with the first recorded call matching, waiting for it if needed. */
+  async waitForCall(method: string, pred: (c: TelegramCall) => boolean = () => true): Promise<TelegramCall> {
+    let found: TelegramCall | undefined;
+    await this.waitFor(() => {
+      found = this.calls.find((c) => c.method === method && pred(c));
+      return found !== undefined;
+    });
+    return found as TelegramCall;
+  }
+
+  /** The next `sendMessage` with parse_mode HTML answers 400 "can't parse entities". */
+  rejectEntitiesOnce(): void {
+    this.rejectEntities++;
+  }
+
+  /** The next call of `method` fails with this Bot API error. */
+  failNext(method: string, code: number, description: string, retryAfter?: number): void {
+    const list = this.faults.get(method) ?? [];
+    list.push({ code, description, retryAfter });
+    this.faults.set(method, list);
+  }
+
+  /** The next call of `method` is answered only after `release()`. */
+  holdNext(method: string): { release(): void } {
+    let release!: () => void;
+    this.holds.set(
+      method,
+      new Promise<void>((r) => {
+        release = r;
+      }),
+    );
+    return { release: () => release() };
+  }
+
+  sentMessages(): Array<{ chat_id: string; text: string; parse_mode?: string; message_thread_id?: number }> {
+    return this.calls
+      .filter((c) => c.method === "sendMessage" && c.ok === true)
+      .map((c) => ({
+        chat_id: String(c.payload.chat_id),
+        text: String(c.payload.text),
+        parse_mode: c.payload.parse_mode as string | undefined,
+        message_thread_id: c.payload.message_thread_id as number | undefined,
+      }));
+  }
+
+  async close(): Promise<void> {
+    for (const w of this.waiters) w();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  // ----------------------------------------------------------------------------- server
+
+  private async waitFor(cond: () => boolean, tries = 500): Promise<void> {
+    for (let i = 0; i < tries && !cond(); i++) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, 20);
+        function done(): void {
+          clearTimeout(t);
+          resolve();
+        }
+        this.callWaiters.add(done);
+      });
+    }
+    if (!cond()) throw new Error("fake telegram: condition not met");
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? "");
+    const send = (status: number, body: unknown): void => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    };
+    if (!m || m[1] !== this.token) {
+      send(m ? 401 : 404, {
+        ok: false,
+        error_code: m ? 401 : 404,
+        description: m ? "Unauthorized" : "Not Found",
+      });
+      return;
+    }
+    const method = m[2] as string;
+    const raw = Buffer.concat(chunks).toString("utf8");
+    const payload = (raw ? JSON.parse(raw) : {}) as Record<string, unknown>;
+    const call: TelegramCall = { method, payload };
+    this.calls.push(call);
+    const reply = (result: unknown): void => {
+      call.ok = true;
+      send(200, { ok: true, result });
+      this.notifyCall();
+    };
+    const fail = (f: Fault): void => {
+      call.ok = false;
+      const parameters = f.retryAfter !== undefined ? { retry_after: f.retryAfter } : undefined;
+      send(f.code, {
+        ok: false,
+        error_code: f.code,
+        description: f.description,
+        ...(parameters ? { parameters } : {}),
+      });
+      this.notifyCall();
+    };
+
+    const hold = this.holds.get(method);
+    if (hold) {
+      this.holds.delete(method);
+      await hold;
+    }
+    const fault = this.faults.get(method)?.shift();
+    if (fault) return fail(fault);
+
+    switch (method) {
+      case "getMe":
+        return reply(this.bot);
+      case "deleteWebhook":
+      case "setWebhook":
+      case "setMyCommands":
+      case "sendChatAction":
+        return reply(true);
+      case "getUpdates":
+        return this.getUpdates(payload, res, reply);
+      case "sendMessage": {
+        if (this.rejectEntities > 0 && payload.parse_mode === "HTML") {
+          this.rejectEntities--;
+          return fail({
+            code: 400,
+            description: "Bad Request: can't parse entities: unexpected end tag at byte offset 5",
+          });
+        }
+        const chat = {
+          id: Number(payload.chat_id),
+          type: Number(payload.chat_id) > 0 ? "private" : "supergroup",
+        };
+        return reply({
+          message_id: this.nextMessageId++,
+          date: 1_700_000_000,
+          chat,
+          from: { id: BOT.id, is_bot: true, first_name: BOT.first_name, username: BOT.username },
+          text: payload.text,
+          ...(payload.message_thread_id
+            ? { message_thread_id: payload.message_thread_id, is_topic_message: true }
+            : {}),
+        });
+      }
+      case "createForumTopic":
+        return reply({ message_thread_id: this.nextTopicId++, name: payload.name, icon_color: 7322096 });
+      default:
+        return fail({ code: 404, description: "Not Found" });
+    }
+  }
+
+  private async getUpdates(
+    payload: Record<string, unknown>,
+    res: http.ServerResponse,
+    reply: (result: unknown) => void,
+  ): Promise<void> {
+    const offset = typeof payload.offset === "number" ? payload.offset : 0;
+    const limit = typeof payload.limit === "number" ? payload.limit : 100;
+    const timeoutS = typeof payload.timeout === "number" ? payload.timeout : 0;
+    this.offsets.push(offset);
+    // Updates below the offset are confirmed and forgotten, as on the real server.
+    this.updates = this.updates.filter((u) => u.update_id >= offset);
+    this.notifyCall();
+    if (this.updates.length === 0 && timeoutS > 0) {
+      // 'close' before we answered means the client gave up (bot.stop aborts its poll).
+      let aborted = false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, timeoutS * 1000);
+        const waiters = this.waiters;
+        function done(): void {
+          clearTimeout(timer);
+          waiters.delete(done);
+          resolve();
+        }
+        this.waiters.add(done);
+        res.once("close", () => {
+          aborted = true;
+          done();
+        });
+      });
+      if (aborted) return;
+    }
+    reply(this.updates.filter((u) => u.update_id >= offset).slice(0, limit));
+  }
+
+  private notifyCall(): void {
+    for (const w of [...this.callWaiters]) {
+      this.callWaiters.delete(w);
+      w();
+    }
+  }
+}
