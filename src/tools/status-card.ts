@@ -1,0 +1,161 @@
+import { classifyKind, deriveChannel } from "../routing/keys.js";
+import type { Services } from "../services.js";
+import type { DeliveryContext, SessionEntry, SessionKind } from "../store/types.js";
+import { sendDecision, spawnedByChain } from "./access.js";
+import { redactSecrets } from "./sanitize.js";
+
+/**
+ * The status of one session, as data (`collectStatus`, used by session_status) and as the
+ * `/status`-style card (`statusCard`, also answered to the owner command `/status`). Read-only.
+ */
+
+export interface SessionStatus {
+  sessionKey: string;
+  sessionId: string;
+  agentId: string;
+  kind: SessionKind;
+  channel: string;
+  label?: string;
+  displayName?: string;
+  /** The model the next turn uses. */
+  model: string;
+  /** The per-session override, when one is set. */
+  modelOverride?: string;
+  thinkingLevel?: string;
+  tokens: {
+    /** Cumulative input tokens of every run. */
+    input: number;
+    /** Cumulative output tokens of every run. */
+    output: number;
+    /** Tokens in the session's context as of the last run. */
+    total: number;
+    /** The model's context window. */
+    context: number;
+  };
+  costUsd?: number;
+  createdAt: number;
+  updatedAt: number;
+  abortedLastRun?: boolean;
+  queue: { pending: number; active: boolean; activeRunId?: string };
+  sendPolicy: { action: "allow" | "deny"; override?: "allow" | "deny"; reason: string };
+  lineage: { spawnedBy?: string; spawnDepth: number; ancestors: string[] };
+  delivery?: DeliveryContext;
+  lastChannel?: string;
+  lastTo?: string;
+  version: string;
+}
+
+export async function collectStatus(services: Services, entry: SessionEntry): Promise<SessionStatus> {
+  const model = services.models.modelFor(entry.agentId, entry);
+  const queue = await services.pipeline.queueInfo(entry.key);
+  const policy = sendDecision(services, entry);
+  const input = entry.inputTokens ?? 0;
+  const output = entry.outputTokens ?? 0;
+  const s: SessionStatus = {
+    sessionKey: entry.key,
+    sessionId: entry.sessionId,
+    agentId: entry.agentId,
+    kind: classifyKind(entry.key),
+    channel: deriveChannel(entry.key, entry),
+    model,
+    tokens: {
+      input,
+      output,
+      total: entry.totalTokens ?? 0,
+      context: services.models.contextTokens(model),
+    },
+    createdAt: entry.createdAt,
+    updatedAt: entry.updatedAt,
+    queue: {
+      pending: queue.pending,
+      active: queue.activeRunId !== undefined,
+      ...(queue.activeRunId !== undefined ? { activeRunId: queue.activeRunId } : {}),
+    },
+    sendPolicy: {
+      action: policy.action,
+      ...(entry.sendPolicy ? { override: entry.sendPolicy } : {}),
+      reason: policy.reason,
+    },
+    lineage: {
+      ...(entry.spawnedBy ? { spawnedBy: entry.spawnedBy } : {}),
+      spawnDepth: entry.spawnDepth ?? 0,
+      ancestors: await spawnedByChain(services, entry),
+    },
+    version: services.version,
+  };
+  if (entry.label !== undefined) s.label = entry.label;
+  if (entry.displayName !== undefined) s.displayName = entry.displayName;
+  if (entry.model !== undefined) s.modelOverride = entry.model;
+  if (entry.thinkingLevel !== undefined) s.thinkingLevel = entry.thinkingLevel;
+  if (entry.costUsd !== undefined && entry.costUsd > 0) s.costUsd = entry.costUsd;
+  if (entry.abortedLastRun) s.abortedLastRun = true;
+  if (entry.deliveryContext) s.delivery = { ...entry.deliveryContext };
+  if (entry.lastChannel !== undefined) s.lastChannel = entry.lastChannel;
+  if (entry.lastTo !== undefined) s.lastTo = entry.lastTo;
+  return s;
+}
+
+function compact(n: number): string {
+  if (n >= 1_000_000) return `${(n / 1_000_000).toFixed(n >= 10_000_000 ? 0 : 1)}M`;
+  if (n >= 1000) return `${(n / 1000).toFixed(n >= 10_000 ? 0 : 1)}k`;
+  return String(n);
+}
+
+function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86_400)}d ago`;
+}
+
+/** The card text: one fact per line, labels first, no secrets (free-text fields are redacted). */
+export function renderStatusCard(s: SessionStatus, now: number): string {
+  const lines: string[] = [];
+  lines.push(`Session: ${s.sessionKey} (${s.kind}, ${s.channel})`);
+  if (s.label !== undefined) lines.push(`Label: ${redactSecrets(s.label)}`);
+  if (s.displayName !== undefined) lines.push(`Name: ${redactSecrets(s.displayName)}`);
+  lines.push(
+    `Model: ${s.model}${s.modelOverride !== undefined ? " (session override)" : ""}` +
+      (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : ""),
+  );
+  lines.push(
+    `Tokens: ${compact(s.tokens.input)} in / ${compact(s.tokens.output)} out` +
+      (s.costUsd !== undefined ? ` · cost $${s.costUsd.toFixed(4)}` : ""),
+  );
+  const pct = s.tokens.context > 0 ? Math.round((s.tokens.total / s.tokens.context) * 100) : 0;
+  lines.push(`Context: ${compact(s.tokens.total)} / ${compact(s.tokens.context)} (${pct}%)`);
+  lines.push(
+    `Queue: ${s.queue.active ? `running ${s.queue.activeRunId}` : "idle"}, ${s.queue.pending} pending` +
+      (s.abortedLastRun ? " · last run aborted" : ""),
+  );
+  lines.push(
+    `Send policy: ${s.sendPolicy.action}` +
+      (s.sendPolicy.override !== undefined ? " (session override)" : ` (${s.sendPolicy.reason})`),
+  );
+  if (s.lineage.spawnedBy !== undefined) {
+    lines.push(`Lineage: spawned by ${s.lineage.spawnedBy} (depth ${s.lineage.spawnDepth})`);
+  }
+  if (s.delivery) {
+    const d = s.delivery;
+    lines.push(
+      `Delivery: ${d.channel} → ${d.to}` +
+        (d.accountId !== undefined ? ` (account ${d.accountId})` : "") +
+        (d.threadId !== undefined ? ` thread ${d.threadId}` : ""),
+    );
+  } else if (s.lastChannel !== undefined) {
+    lines.push(`Delivery: last seen on ${s.lastChannel}${s.lastTo !== undefined ? ` → ${s.lastTo}` : ""}`);
+  } else {
+    lines.push("Delivery: none (replies are not delivered to a chat)");
+  }
+  lines.push(
+    `Updated: ${new Date(s.updatedAt).toISOString()} (${ago(now - s.updatedAt)}) · session ${s.sessionId}`,
+  );
+  lines.push(`Switchboard ${s.version}`);
+  return lines.join("\n");
+}
+
+/** The `/status` card of `entry` (session_status's `statusText`; the `/status` owner command). */
+export async function statusCard(services: Services, entry: SessionEntry): Promise<string> {
+  return renderStatusCard(await collectStatus(services, entry), services.now());
+}
