@@ -37,7 +37,13 @@ export interface TurnJob {
   runId: string;
   sessionKey: string;
   agentId: string;
-  messages: Array<{ runId: string; text: string; provenance?: Provenance; extraSystem?: string; meta?: Record<string, unknown> }>;
+  messages: Array<{
+    runId: string;
+    text: string;
+    provenance?: Provenance;
+    extraSystem?: string;
+    meta?: Record<string, unknown>;
+  }>;
   deliver: boolean;
   origin: string;
   timeoutMs: number;
@@ -52,6 +58,8 @@ export interface TurnResult {
   error?: string;
   usage?: Usage;
   model?: string;
+  /** Set when the reply could not be delivered (recorded on the run, never lost silently). */
+  deliveryError?: string;
 }
 
 /** Background jobs that are not turns of a lane. `id` makes submission idempotent. */
@@ -122,6 +130,26 @@ export interface Pipeline {
   onRunEvent(listener: (event: RunEvent) => void): () => void;
 }
 
-export type RunEvent =
-  | { type: "run.started"; run: RunRecord }
-  | { type: "run.finished"; run: RunRecord };
+export type RunEvent = { type: "run.started"; run: RunRecord } | { type: "run.finished"; run: RunRecord };
+
+/**
+ * Collect mode (`queue.mode = "collect"`): when a lane frees, the pending messages at its head are
+ * folded into ONE turn while each next message `canCollect` with the FIRST one; the run stops at the
+ * first message that cannot (FIFO is never broken by skipping over it). Only plain chat input is
+ * folded: origins in `COLLECTABLE_ORIGINS`, the same agent, `deliver` and `timeoutMs`, and neither
+ * message marked `meta.noCollect`. Everything else (sessions_send, a2a, announce, spawn, …) carries
+ * per-message follow-up semantics and is always its own run. Every driver uses this one rule.
+ */
+export const COLLECTABLE_ORIGINS: ReadonlySet<string> = new Set(["inbound", "operator"]);
+
+export function canCollect(first: TurnRequest, next: TurnRequest): boolean {
+  return (
+    COLLECTABLE_ORIGINS.has(first.origin) &&
+    next.origin === first.origin &&
+    next.agentId === first.agentId &&
+    next.deliver === first.deliver &&
+    (next.timeoutMs ?? 0) === (first.timeoutMs ?? 0) &&
+    first.meta?.noCollect !== true &&
+    next.meta?.noCollect !== true
+  );
+}

@@ -188,6 +188,8 @@ export interface RunRecord {
   origin?: string;
   /** Deliver the final reply to the session's chat. */
   deliver?: boolean;
+  /** Why the reply could not be delivered, when it could not. */
+  deliveryError?: string;
 }
 
 export interface RunStore {

@@ -1,0 +1,76 @@
+import type { Config } from "../config/schema.js";
+import { SwitchboardError } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { ModelRegistry } from "../services.js";
+import type { SessionEntry } from "../store/types.js";
+import { createProvider, isModelAllowed, resolveModelRef } from "./providers/index.js";
+import type { ModelProvider } from "./providers/types.js";
+
+/** The demo model used when nothing is configured: scripted, and it says so. */
+export const DEMO_MODEL = "scripted/demo";
+const DEFAULT_CONTEXT_TOKENS = 128_000;
+
+/** Builds providers from config once; resolves `provider/model` refs; no silent fallback. */
+export class ConfiguredModels implements ModelRegistry {
+  readonly demo: boolean;
+  readonly #providers = new Map<string, ModelProvider>();
+
+  constructor(
+    private readonly config: Config,
+    logger: Logger,
+    baseDir: string,
+  ) {
+    const anyModel =
+      config.models.default ?? config.agents.defaults.model ?? config.agents.list.find((a) => a.model)?.model;
+    this.demo = anyModel === undefined;
+    for (const [id, p] of Object.entries(config.models.providers)) {
+      this.#providers.set(id, createProvider(id, p, { logger, baseDir, demo: false }));
+    }
+    if (this.demo && !this.#providers.has("scripted")) {
+      this.#providers.set(
+        "scripted",
+        createProvider("scripted", { kind: "scripted", models: {}, timeoutMs: 120_000, maxRetries: 0 }, { logger, baseDir, demo: true }),
+      );
+    }
+  }
+
+  get defaultModel(): string {
+    return this.config.models.default ?? this.config.agents.defaults.model ?? DEMO_MODEL;
+  }
+
+  modelFor(agentId: string, entry?: SessionEntry | null): string {
+    const agent = this.config.agents.list.find((a) => a.id === agentId);
+    return entry?.model ?? agent?.model ?? this.config.agents.defaults.model ?? this.config.models.default ?? DEMO_MODEL;
+  }
+
+  resolve(ref: string): { provider: ModelProvider; model: string; ref: string } {
+    const { provider, model } = resolveModelRef(ref);
+    const p = this.#providers.get(provider);
+    if (!p) {
+      const known = [...this.#providers.keys()];
+      throw new SwitchboardError(
+        "NOT_FOUND",
+        `unknown model provider "${provider}" in "${ref}"; configured providers: ${known.join(", ") || "none"} (models.providers)`,
+        { details: { field: "model", ref } },
+      );
+    }
+    return { provider: p, model, ref: `${provider}/${model}` };
+  }
+
+  isAllowed(ref: string): boolean {
+    return isModelAllowed(ref, this.config.models.allowed, [...this.#providers.keys()]);
+  }
+
+  contextTokens(ref: string): number {
+    try {
+      const { provider, model } = resolveModelRef(ref);
+      return this.config.models.providers[provider]?.models[model]?.contextTokens ?? DEFAULT_CONTEXT_TOKENS;
+    } catch {
+      return DEFAULT_CONTEXT_TOKENS;
+    }
+  }
+
+  providers(): ModelProvider[] {
+    return [...this.#providers.values()];
+  }
+}

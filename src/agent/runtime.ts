@@ -1,0 +1,249 @@
+import { randomUUID } from "node:crypto";
+import { errorMessage, SwitchboardError } from "../errors.js";
+import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
+import { deriveChannel } from "../routing/keys.js";
+import type { Services } from "../services.js";
+import { agentOfKey, ensureSession } from "../sessions/service.js";
+import type { Provenance, SessionEntry, TranscriptMessage, TranscriptRef, Usage } from "../store/types.js";
+import type { ToolCaller } from "../tools/types.js";
+import { buildSystemPrompt, estimateTokens, fitWindow, toolSpecsTokens, toUnits } from "./prompt.js";
+import { priceUsage } from "./providers/index.js";
+import type { ModelMessage } from "./providers/types.js";
+import type { ToolRegistry } from "./tool-registry.js";
+
+/**
+ * One turn: prompt from the transcript window → model → tool calls (validated) → loop until a
+ * final answer or `maxToolSteps`. Every message is appended to the transcript as it happens.
+ * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`.
+ */
+
+/** How many stored messages are considered for the window before budget trimming. */
+const WINDOW_READ_LIMIT = 400;
+
+export interface TurnOutcome extends TurnResult {
+  yielded?: boolean;
+}
+
+function addUsage(a: Usage, b: Usage): Usage {
+  const out: Usage = { input: a.input + b.input, output: a.output + b.output };
+  const cr = (a.cacheRead ?? 0) + (b.cacheRead ?? 0);
+  const cw = (a.cacheWrite ?? 0) + (b.cacheWrite ?? 0);
+  const cost = (a.cost ?? 0) + (b.cost ?? 0);
+  if (cr) out.cacheRead = cr;
+  if (cw) out.cacheWrite = cw;
+  if (cost) out.cost = cost;
+  return out;
+}
+
+export class AgentRuntime {
+  constructor(
+    private readonly services: Services,
+    private readonly tools: ToolRegistry,
+  ) {}
+
+  /** Appends one message and announces it on the bus. */
+  async append(ref: TranscriptRef, sessionKey: string, msg: Omit<TranscriptMessage, "id" | "sessionId" | "timestamp"> & { id?: string }): Promise<TranscriptMessage> {
+    const full: TranscriptMessage = {
+      ...msg,
+      id: msg.id ?? randomUUID(),
+      sessionId: ref.sessionId,
+      timestamp: this.services.now(),
+    };
+    await this.services.store.transcripts.append(ref, full);
+    this.services.bus.emit("message.appended", { sessionKey, message: full });
+    return full;
+  }
+
+  async runTurn(job: TurnJob, ctx: JobContext): Promise<TurnOutcome> {
+    const { services } = this;
+    const cfg = services.config;
+    let entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+    const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
+    const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
+
+    // 1. The inbound messages (idempotent ids, so a re-run after a crash does not duplicate them).
+    const existing = new Set<string>();
+    if (job.attempt > 1) {
+      for (const m of await services.store.transcripts.readTail(ref, { limit: 200, includeTools: true })) existing.add(m.id);
+    }
+    for (const m of job.messages) {
+      const id = `${m.runId}:in`;
+      if (existing.has(id)) continue;
+      await this.append(ref, entry.key, {
+        id,
+        role: "user",
+        content: m.text,
+        runId: job.runId,
+        ...(m.provenance ? { provenance: m.provenance } : {}),
+      });
+    }
+
+    // 2. Model.
+    let modelRef: string;
+    let resolved: ReturnType<Services["models"]["resolve"]>;
+    try {
+      modelRef = services.models.modelFor(entry.agentId, entry);
+      resolved = services.models.resolve(modelRef);
+    } catch (err) {
+      return { status: "error", error: errorMessage(err) };
+    }
+
+    const depth = entry.spawnDepth ?? 0;
+    const caller: ToolCaller = {
+      sessionKey: entry.key,
+      agentId: entry.agentId,
+      entry,
+      runId: job.runId,
+      depth,
+      sandboxed: entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? cfg.agents.defaults.sandbox.mode) === "all",
+    };
+    const specs = this.tools.specs(services, caller);
+    const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance?.sourceSessionKey;
+    const system = buildSystemPrompt({
+      ...(agentCfg?.systemPrompt ? { agentPrompt: agentCfg.systemPrompt } : {}),
+      agentId: entry.agentId,
+      sessionKey: entry.key,
+      channel: deriveChannel(entry.key, entry),
+      ...(interSource ? { callerAgentId: agentOfKey(interSource) ?? undefined } : {}),
+      extra: job.messages.map((m) => m.extraSystem ?? "").filter(Boolean),
+    });
+
+    const contextTokens = services.models.contextTokens(modelRef);
+    const budget = Math.max(
+      512,
+      Math.floor(contextTokens * cfg.agents.defaults.contextBudgetRatio) - estimateTokens(system) - toolSpecsTokens(specs),
+    );
+    const maxSteps = agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps;
+
+    let usage: Usage = { input: 0, output: 0 };
+    let lastContext = 0;
+    let reply = "";
+    let yielded = false;
+    let outcome: TurnOutcome | null = null;
+
+    try {
+      for (let step = 0; ; step++) {
+        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
+        for (const s of ctx.takeSteering()) {
+          await this.append(ref, entry.key, {
+            role: "user",
+            content: `[Steering from the requester] ${s}`,
+            runId: job.runId,
+            provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
+          });
+        }
+        const tail = await services.store.transcripts.readTail(ref, { limit: WINDOW_READ_LIMIT, includeTools: true });
+        const { messages } = fitWindow(toUnits(tail), budget);
+        const res = await resolved.provider.complete({
+          model: resolved.model,
+          system,
+          messages: messages as ModelMessage[],
+          tools: specs,
+          signal: ctx.signal,
+          ...(entry.thinkingLevel ? { thinking: entry.thinkingLevel } : {}),
+        });
+        const price = cfg.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
+        const priced = priceUsage(res.usage, price);
+        usage = addUsage(usage, priced);
+        lastContext = res.usage.input + res.usage.output;
+
+        if (res.text || res.toolCalls.length === 0) {
+          await this.append(ref, entry.key, {
+            role: "assistant",
+            content: res.text,
+            runId: job.runId,
+            usage: priced,
+            model: modelRef,
+          });
+          reply = res.text;
+        }
+        if (res.toolCalls.length === 0) break;
+        if (step >= maxSteps) {
+          outcome = { status: "error", error: `stopped after ${maxSteps} tool steps (agents.defaults.maxToolSteps)` };
+          break;
+        }
+        for (const call of res.toolCalls) {
+          await this.append(ref, entry.key, {
+            role: "toolCall",
+            content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
+            toolCallId: call.id,
+            toolName: call.name,
+            runId: job.runId,
+          });
+          const result = await this.#execTool(call.name, call.arguments, caller, ctx, () => {
+            yielded = true;
+          });
+          await this.append(ref, entry.key, {
+            role: "toolResult",
+            content: JSON.stringify(result),
+            toolCallId: call.id,
+            toolName: call.name,
+            runId: job.runId,
+          });
+        }
+        if (yielded) break;
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) {
+        const reason = ctx.signal.reason;
+        const status = reason instanceof Error && reason.message === "timeout" ? "timeout" : "aborted";
+        outcome = { status, error: status === "timeout" ? "run timed out" : "run aborted" };
+      } else {
+        services.logger.warn({ err, sessionKey: entry.key, runId: job.runId }, "turn failed");
+        outcome = { status: "error", error: errorMessage(err) };
+      }
+    }
+
+    const final: TurnOutcome = outcome ?? { status: "ok", reply };
+    if (final.status === "ok") final.reply = reply;
+    final.usage = usage;
+    final.model = modelRef;
+    if (yielded) final.yielded = true;
+
+    const updated = await services.store.sessions.patch(entry.key, {
+      updatedAt: services.now(),
+      lastModel: modelRef,
+      contextTokens,
+      totalTokens: lastContext,
+      inputTokens: (entry.inputTokens ?? 0) + usage.input,
+      outputTokens: (entry.outputTokens ?? 0) + usage.output,
+      costUsd: (entry.costUsd ?? 0) + (usage.cost ?? 0),
+      abortedLastRun: final.status === "aborted" || final.status === "timeout",
+      systemSent: true,
+    });
+    if (updated) {
+      entry = updated;
+      services.bus.emit("session.updated", { entry });
+    }
+    return final;
+  }
+
+  async #execTool(
+    name: string,
+    rawArgs: string,
+    caller: ToolCaller,
+    ctx: JobContext,
+    onYield: () => void,
+  ): Promise<Record<string, unknown>> {
+    let args: unknown;
+    try {
+      args = rawArgs.trim() === "" ? {} : JSON.parse(rawArgs);
+    } catch {
+      return { status: "error", error: `arguments for ${name} are not valid JSON` };
+    }
+    try {
+      const out = await this.tools.invoke(name, args, {
+        services: this.services,
+        caller,
+        signal: ctx.signal,
+        yieldTurn: () => onYield(),
+      });
+      if (out.ok) return out.result;
+      return { status: out.code === "FORBIDDEN" ? "forbidden" : "error", error: out.message };
+    } catch (err) {
+      if (err instanceof SwitchboardError) return { status: "error", error: err.message, code: err.code };
+      this.services.logger.warn({ err, tool: name }, "tool failed");
+      return { status: "error", error: `tool ${name} failed: ${errorMessage(err)}` };
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import type { BackgroundJob, JobContext, JobHandlers, TurnJob } from "../pipeline/types.js";
+import type { Services } from "../services.js";
+import { routeOf } from "../delivery/index.js";
+import type { AgentRuntime, TurnOutcome } from "./runtime.js";
+
+/**
+ * Wraps the runtime for the pipeline: typing indicator while a turn runs, delivery of the final
+ * reply (idempotent by runId), then follow-up hooks (reply-back loop, completion announces).
+ */
+
+export const REPLY_SKIP = "REPLY_SKIP";
+export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
+const TYPING_REFRESH_MS = 4000;
+
+export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<void>;
+export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
+
+export interface HandlerRegistry {
+  afterTurn: AfterTurnHook[];
+  background: Partial<Record<BackgroundJob["kind"], BackgroundHandler>>;
+}
+
+export function isSkipToken(text: string | undefined): boolean {
+  const t = (text ?? "").trim();
+  return t === REPLY_SKIP || t === ANNOUNCE_SKIP;
+}
+
+async function startTyping(services: Services, sessionKey: string): Promise<() => void> {
+  const entry = await services.store.sessions.get(sessionKey);
+  const route = entry ? routeOf(entry) : null;
+  const adapter = route ? services.channels.get(route.channel, route.accountId) : undefined;
+  if (!route || !adapter?.sendTyping || !adapter.capabilities.typing) return () => {};
+  const send = () => adapter.sendTyping?.(route.to, route.threadId).catch(() => {});
+  void send();
+  const timer = setInterval(send, TYPING_REFRESH_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+export function createJobHandlers(services: Services, runtime: AgentRuntime, registry: HandlerRegistry): JobHandlers {
+  return {
+    async turn(job, ctx) {
+      const stopTyping = job.deliver ? await startTyping(services, job.sessionKey) : () => {};
+      let outcome: TurnOutcome;
+      try {
+        outcome = await runtime.runTurn(job, ctx);
+      } finally {
+        stopTyping();
+      }
+      if (job.deliver && outcome.status === "ok" && outcome.reply && !isSkipToken(outcome.reply)) {
+        if (await ctx.stillOwner()) {
+          const res = await services.delivery.deliver({
+            sessionKey: job.sessionKey,
+            text: outcome.reply,
+            idempotencyKey: `reply:${job.runId}`,
+          });
+          if (res.status === "failed" || res.status === "blocked" || res.status === "no-route") {
+            const why = "error" in res ? res.error : res.reason;
+            services.logger.warn({ runId: job.runId, sessionKey: job.sessionKey, why }, "reply not delivered");
+            outcome.deliveryError = why;
+          }
+        }
+      }
+      for (const hook of registry.afterTurn) {
+        try {
+          await hook(job, outcome);
+        } catch (err) {
+          services.logger.error({ err, runId: job.runId }, "after-turn hook failed");
+        }
+      }
+      return outcome;
+    },
+    async background(job, ctx) {
+      const handler = registry.background[job.kind];
+      if (!handler) {
+        services.logger.warn({ kind: job.kind, id: job.id }, "no handler for background job; dropped");
+        return;
+      }
+      await handler(job, ctx);
+    },
+  };
+}

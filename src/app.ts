@@ -1,0 +1,215 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { ConfiguredModels } from "./agent/models.js";
+import { AgentRuntime } from "./agent/runtime.js";
+import { ToolRegistry } from "./agent/tool-registry.js";
+import { createJobHandlers, type HandlerRegistry } from "./agent/turn-handler.js";
+import type { LoadedConfig } from "./config/load.js";
+import { SwitchboardError } from "./errors.js";
+import { AdapterRegistry, ChannelDelivery } from "./delivery/index.js";
+import { EventBus } from "./events.js";
+import { registerMethods } from "./gateway/methods.js";
+import { RpcDispatcher } from "./gateway/rpc.js";
+import { GatewayServer, isLoopbackHost } from "./gateway/server.js";
+import type { Logger } from "./log.js";
+import { createLocalPipeline } from "./pipeline/local/index.js";
+import type { Pipeline } from "./pipeline/types.js";
+import type { Services } from "./services.js";
+import { createFsStore } from "./store/fs/index.js";
+import type { StoreDriver } from "./store/types.js";
+import { createSlackChannel } from "../channels/slack/index.js";
+import { createTelegramChannel } from "../channels/telegram/index.js";
+import type { ChannelAdapter, WebhookHeaders } from "./channels/types.js";
+import { createRouter, type Router } from "./routing/router.js";
+import { allTools } from "./tools/index.js";
+import { installSendFlow } from "./tools/send-flow.js";
+import { installSpawnFlow } from "./tools/spawn-flow.js";
+
+/**
+ * The composition root: turns validated config into concrete drivers (store, pipeline,
+ * providers, channels) and hands them down as interfaces. No other file picks a driver.
+ */
+
+export function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+    return pkg.version ?? "0.0.0";
+  } catch {
+    return "0.0.0";
+  }
+}
+
+export interface AppOptions {
+  logger: Logger;
+  role: "gateway" | "worker";
+  /** Overrides of gateway.host/port from the command line. */
+  host?: string;
+  port?: number;
+  now?: () => number;
+}
+
+export interface App {
+  services: Services;
+  tools: ToolRegistry;
+  runtime: AgentRuntime;
+  rpc: RpcDispatcher;
+  server: GatewayServer | null;
+  handlers: HandlerRegistry;
+  router: Router;
+  address: { host: string; port: number } | null;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function createStore(loaded: LoadedConfig, stateDir: string, logger: Logger): Promise<StoreDriver> {
+  const { storage } = loaded.config;
+  if (storage.driver === "fs") return createFsStore({ stateDir, logger });
+  throw new SwitchboardError("CONFIG", `config: storage.driver: "${storage.driver}" is not available in this build`);
+}
+
+function createPipeline(loaded: LoadedConfig, stateDir: string, store: StoreDriver, logger: Logger, now: () => number): Pipeline {
+  const { queue } = loaded.config;
+  if (queue.driver === "local") {
+    return createLocalPipeline({ stateDir, runs: store.runs, logger, concurrency: queue.concurrency, mode: queue.mode, now });
+  }
+  throw new SwitchboardError("CONFIG", `config: queue.driver: "${queue.driver}" is not available in this build`);
+}
+
+type WebhookMount = { path: string; handle: (headers: WebhookHeaders, rawBody: string) => Promise<{ status: number; body?: unknown }> };
+
+/** One adapter per configured account; webhooks to mount on the gateway port. */
+function createChannels(config: LoadedConfig["config"], logger: Logger): { adapters: ChannelAdapter[]; hooks: WebhookMount[] } {
+  const adapters: ChannelAdapter[] = [];
+  const hooks: WebhookMount[] = [];
+  for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
+    const tg = createTelegramChannel({ accountId, ...acc }, { logger: logger.child({ channel: "telegram", accountId }) });
+    adapters.push(tg);
+    if (acc.mode === "webhook") {
+      hooks.push({
+        path: `/hooks/telegram/${accountId}`,
+        handle: async (headers, raw) => {
+          let body: unknown;
+          try {
+            body = JSON.parse(raw);
+          } catch {
+            return { status: 400, body: { ok: false, error: "body is not JSON" } };
+          }
+          return tg.handleWebhook(headers, body);
+        },
+      });
+    }
+  }
+  for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
+    const sl = createSlackChannel({ accountId, ...acc }, { logger: logger.child({ channel: "slack", accountId }) });
+    adapters.push(sl);
+    if (acc.mode === "http") hooks.push({ path: `/hooks/slack/${accountId}/events`, handle: (h, raw) => sl.handleEvents(h, raw) });
+  }
+  return { adapters, hooks };
+}
+
+export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise<App> {
+  const { config } = loaded;
+  const logger = opts.logger;
+  const now = opts.now ?? Date.now;
+  const host = opts.host ?? config.gateway.host;
+  const port = opts.port ?? config.gateway.port;
+  if (opts.role === "gateway" && !isLoopbackHost(host) && !config.gateway.auth.token) {
+    throw new SwitchboardError(
+      "CONFIG",
+      `config: gateway.auth.token: required when gateway.host is not loopback (host is ${host}); set a token or bind to 127.0.0.1`,
+    );
+  }
+  const stateDir = path.resolve(loaded.baseDir, config.stateDir);
+  const store = await createStore(loaded, stateDir, logger);
+  const bus = new EventBus();
+  const channels = new AdapterRegistry();
+  const pipeline = createPipeline(loaded, stateDir, store, logger, now);
+  const models = new ConfiguredModels(config, logger, loaded.baseDir);
+  const partial = { config, store, channels, logger };
+  const services: Services = {
+    config,
+    baseDir: loaded.baseDir,
+    stateDir,
+    logger,
+    store,
+    pipeline,
+    bus,
+    models,
+    channels,
+    delivery: new ChannelDelivery(partial),
+    version: packageVersion(),
+    now,
+  };
+  const tools = new ToolRegistry(allTools());
+  const runtime = new AgentRuntime(services, tools);
+  const handlers: HandlerRegistry = { afterTurn: [], background: {} };
+  // Follow-up flows of the session tools: reply-back loop + announce (a2a), completion announces, archive.
+  installSendFlow(services, handlers);
+  installSpawnFlow(services, handlers);
+  pipeline.onRunEvent((e) => bus.emit(e.type, { run: e.run }));
+
+  const router: Router = createRouter(services);
+  const { adapters, hooks } = opts.role === "gateway" ? createChannels(config, logger) : { adapters: [], hooks: [] };
+  for (const a of adapters) channels.add(a);
+
+  const rpc = new RpcDispatcher(logger);
+  const health = async () => {
+    const chans: Record<string, string> = {};
+    for (const a of channels.all()) chans[`${a.channel}:${a.accountId}`] = a.status().state;
+    return {
+      ok: true,
+      version: services.version,
+      storage: store.name,
+      queue: pipeline.driver,
+      model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
+      channels: chans,
+    };
+  };
+  registerMethods(rpc, { services, tools, health });
+
+  const server =
+    opts.role === "gateway"
+      ? new GatewayServer({
+          host,
+          port,
+          ...(config.gateway.auth.token ? { token: config.gateway.auth.token } : {}),
+          maxBodyBytes: config.gateway.maxBodyBytes,
+          logger,
+          rpc,
+          bus,
+        })
+      : null;
+  for (const h of hooks) server?.registerHook(h.path, (req) => h.handle(req.headers, req.rawBody));
+
+  let started = false;
+  const app: App = {
+    services,
+    tools,
+    runtime,
+    rpc,
+    server,
+    handlers,
+    router,
+    address: null,
+    async start() {
+      if (started) return;
+      started = true;
+      await pipeline.start(createJobHandlers(services, runtime, handlers));
+      if (server) app.address = await server.listen();
+      for (const a of adapters) {
+        await a.start(async (msg) => {
+          await router.handle(msg);
+        });
+      }
+    },
+    async stop() {
+      if (!started) return;
+      started = false;
+      await server?.close();
+      for (const a of channels.all()) await a.stop().catch((err) => logger.warn({ err }, "channel stop failed"));
+      await pipeline.stop();
+      await store.close();
+    },
+  };
+  return app;
+}

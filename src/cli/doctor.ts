@@ -1,0 +1,128 @@
+import { statSync } from "node:fs";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { ConfiguredModels } from "../agent/models.js";
+import { loadConfig } from "../config/load.js";
+import type { Config } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import { silentLogger } from "../log.js";
+
+/** `switchboard doctor`: every check prints ok / warn / fail with what to do about it. */
+
+export interface Check {
+  name: string;
+  status: "ok" | "warn" | "fail";
+  message: string;
+}
+
+/** Redis facts that matter for the bullmq/redis drivers (shared with start-up checks). */
+export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: timeoutMs, retryStrategy: () => null });
+  client.on("error", () => {});
+  const checks: Check[] = [];
+  try {
+    await client.connect();
+    const info = await client.info();
+    const version = /redis_version:(\S+)/.exec(info)?.[1] ?? "unknown";
+    checks.push({ name: "redis", status: "ok", message: `reachable at ${url} (Redis ${version})` });
+    const major = Number(version.split(".")[0]);
+    if (major && major < 6) checks.push({ name: "redis.version", status: "fail", message: `Redis ${version} is too old; BullMQ needs 6.2 or newer` });
+    const policy = ((await client.config("GET", "maxmemory-policy")) as string[])[1] ?? "unknown";
+    checks.push(
+      policy === "noeviction"
+        ? { name: "redis.maxmemory-policy", status: "ok", message: "noeviction" }
+        : {
+            name: "redis.maxmemory-policy",
+            status: "fail",
+            message: `${policy}: Redis may evict queue and session keys; set maxmemory-policy noeviction`,
+          },
+    );
+    const aof = ((await client.config("GET", "appendonly")) as string[])[1];
+    const save = ((await client.config("GET", "save")) as string[])[1];
+    checks.push(
+      aof === "yes"
+        ? { name: "redis.persistence", status: "ok", message: "appendonly yes" }
+        : {
+            name: "redis.persistence",
+            status: "warn",
+            message: `appendonly ${aof ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
+          },
+    );
+  } catch (err) {
+    checks.push({ name: "redis", status: "fail", message: `cannot reach Redis at ${url}: ${errorMessage(err)}` });
+  } finally {
+    client.disconnect();
+  }
+  return checks;
+}
+
+function checkStateDir(dir: string): Check {
+  try {
+    const st = statSync(dir);
+    const mode = st.mode & 0o777;
+    if (mode & 0o077) return { name: "stateDir", status: "warn", message: `${dir} has mode ${mode.toString(8)}; expected 700 (run chmod 700 ${dir})` };
+    return { name: "stateDir", status: "ok", message: `${dir} (mode 700)` };
+  } catch {
+    return { name: "stateDir", status: "ok", message: `${dir} does not exist yet; it is created with mode 700 on start` };
+  }
+}
+
+function checkChannels(config: Config): Check[] {
+  const out: Check[] = [];
+  const ch = config.channels;
+  for (const [id, a] of Object.entries(ch.telegram?.accounts ?? {})) {
+    out.push({ name: `telegram:${id}`, status: a.token ? "ok" : "fail", message: a.token ? "token present" : "token missing" });
+    if (a.mode === "webhook" && !a.webhookSecret) {
+      out.push({ name: `telegram:${id}`, status: "fail", message: "webhook mode needs webhookSecret" });
+    }
+  }
+  for (const [id, a] of Object.entries(ch.slack?.accounts ?? {})) {
+    const missing = a.mode === "socket" ? (!a.appToken ? "appToken (Socket Mode)" : "") : !a.signingSecret ? "signingSecret (HTTP mode)" : "";
+    out.push({ name: `slack:${id}`, status: missing ? "fail" : "ok", message: missing ? `${missing} missing` : "credentials present" });
+  }
+  for (const [id, a] of Object.entries(ch.discord?.accounts ?? {})) {
+    out.push({ name: `discord:${id}`, status: a.token ? "ok" : "fail", message: a.token ? "token present" : "token missing" });
+  }
+  for (const id of Object.keys(ch.whatsapp?.accounts ?? {})) {
+    out.push({ name: `whatsapp:${id}`, status: "ok", message: "linked by QR code on start (see README)" });
+  }
+  return out;
+}
+
+export async function doctorChecks(configFile?: string): Promise<Check[]> {
+  const checks: Check[] = [];
+  let loaded: ReturnType<typeof loadConfig>;
+  try {
+    loaded = loadConfig(configFile ? { file: configFile } : {});
+    checks.push({ name: "config", status: "ok", message: loaded.source ?? "no config file: built-in defaults" });
+  } catch (err) {
+    checks.push({ name: "config", status: "fail", message: errorMessage(err) });
+    return checks;
+  }
+  const { config } = loaded;
+  checks.push(checkStateDir(path.resolve(loaded.baseDir, config.stateDir)));
+  const urls = new Set<string>();
+  if (config.storage.driver === "redis") urls.add(config.storage.redisUrl);
+  if (config.queue.driver === "bullmq") urls.add(config.queue.redisUrl);
+  for (const url of urls) checks.push(...(await checkRedis(url)));
+  checks.push(...checkChannels(config));
+  try {
+    const models = new ConfiguredModels(config, silentLogger(), loaded.baseDir);
+    if (models.demo) checks.push({ name: "model", status: "warn", message: "no model configured: the scripted demo model answers (set models.default)" });
+    for (const p of models.providers()) {
+      if (!p.ping) continue;
+      const r = await p.ping().catch((err: unknown) => ({ ok: false, message: errorMessage(err) }));
+      checks.push({ name: `model:${p.id}`, status: r.ok ? "ok" : "warn", message: r.message });
+    }
+  } catch (err) {
+    checks.push({ name: "model", status: "fail", message: errorMessage(err) });
+  }
+  return checks;
+}
+
+export async function runDoctor(opts: { config?: string; json?: boolean }, io: { out: (s: string) => void; err: (s: string) => void }): Promise<number> {
+  const checks = await doctorChecks(opts.config);
+  if (opts.json) io.out(JSON.stringify({ checks }, null, 2));
+  else for (const c of checks) io.out(`${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${c.name}: ${c.message}`);
+  return checks.some((c) => c.status === "fail") ? 1 : 0;
+}

@@ -1,0 +1,50 @@
+import { EventEmitter } from "node:events";
+import type { RunRecord, SessionEntry, TranscriptMessage } from "./store/types.js";
+
+/** Server events pushed to WebSocket clients (API.md §4) and to in-process listeners. */
+export interface GatewayEvents {
+  "session.updated": { entry: SessionEntry };
+  "message.appended": { sessionKey: string; message: TranscriptMessage };
+  "run.started": { run: RunRecord };
+  "run.finished": { run: RunRecord };
+}
+
+export type GatewayEventName = keyof GatewayEvents;
+
+/** A typed, in-process event bus. Listeners must not throw; a throwing listener is isolated. */
+export class EventBus {
+  readonly #emitter = new EventEmitter();
+
+  constructor() {
+    this.#emitter.setMaxListeners(0);
+  }
+
+  emit<E extends GatewayEventName>(event: E, data: GatewayEvents[E]): void {
+    this.#emitter.emit(event, data);
+    this.#emitter.emit("*", event, data);
+  }
+
+  on<E extends GatewayEventName>(event: E, listener: (data: GatewayEvents[E]) => void): () => void {
+    const wrapped = (data: GatewayEvents[E]) => {
+      try {
+        listener(data);
+      } catch {
+        // an observer must never break the producer
+      }
+    };
+    this.#emitter.on(event, wrapped);
+    return () => this.#emitter.off(event, wrapped);
+  }
+
+  onAny(listener: (event: GatewayEventName, data: unknown) => void): () => void {
+    const wrapped = (event: GatewayEventName, data: unknown) => {
+      try {
+        listener(event, data);
+      } catch {
+        // isolated
+      }
+    };
+    this.#emitter.on("*", wrapped);
+    return () => this.#emitter.off("*", wrapped);
+  }
+}

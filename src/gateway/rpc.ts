@@ -1,0 +1,124 @@
+import { z } from "zod";
+import { type ErrorCode, formatIssues, SwitchboardError } from "../errors.js";
+import type { Logger } from "../log.js";
+
+/**
+ * JSON-RPC-ish dispatch shared by `POST /rpc` and `GET /ws` (API.md §4). Every method declares
+ * a zod schema for its params; this file is the one place that maps errors to wire errors.
+ */
+
+export interface RpcError {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+export type RpcReply = { id: unknown; ok: true; result: unknown } | { id: unknown; ok: false; error: RpcError };
+
+export interface RpcMethod<S extends z.ZodType = z.ZodType> {
+  params: S;
+  handler: (params: z.infer<S>) => Promise<unknown>;
+}
+
+export function method<S extends z.ZodType>(params: S, handler: (params: z.infer<S>) => Promise<unknown>): RpcMethod {
+  return { params, handler } as unknown as RpcMethod;
+}
+
+export const requestSchema = z.object({
+  id: z.unknown().optional(),
+  method: z.string().min(1),
+  params: z.record(z.string(), z.unknown()).optional(),
+});
+
+const WIRE_CODES: ReadonlySet<string> = new Set([
+  "INVALID_PARAMS",
+  "UNAUTHORIZED",
+  "NOT_FOUND",
+  "FORBIDDEN",
+  "POLICY_DENIED",
+  "CONFLICT",
+  "TIMEOUT",
+  "UNAVAILABLE",
+  "INTERNAL",
+]);
+
+/** The one mapping from thrown values to wire errors. Internal details never leak. */
+export function toRpcError(err: unknown, logger?: Logger): RpcError {
+  if (err instanceof SwitchboardError) {
+    let code: ErrorCode = err.code;
+    if (!WIRE_CODES.has(code)) {
+      code = code === "RATE_LIMITED" ? "UNAVAILABLE" : code === "NOT_SUPPORTED" ? "INVALID_PARAMS" : "INTERNAL";
+    }
+    return err.details ? { code, message: err.message, details: err.details } : { code, message: err.message };
+  }
+  if (isRedisDown(err)) return { code: "UNAVAILABLE", message: "storage or queue is unavailable (Redis not reachable); retry shortly" };
+  logger?.error({ err }, "rpc: internal error");
+  return { code: "INTERNAL", message: "internal error (see gateway log)" };
+}
+
+function isRedisDown(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const m = err.message;
+  return /ECONNREFUSED|Connection is closed|MaxRetriesPerRequest|Stream isn't writeable|ETIMEDOUT/.test(m);
+}
+
+export class RpcDispatcher {
+  readonly #methods = new Map<string, RpcMethod>();
+
+  constructor(private readonly logger: Logger) {}
+
+  register(name: string, m: RpcMethod): this {
+    this.#methods.set(name, m);
+    return this;
+  }
+
+  has(name: string): boolean {
+    return this.#methods.has(name);
+  }
+
+  names(): string[] {
+    return [...this.#methods.keys()].sort();
+  }
+
+  /** Dispatches one already-parsed request body. Never throws. */
+  async dispatch(body: unknown): Promise<RpcReply> {
+    const req = requestSchema.safeParse(body);
+    const id = body && typeof body === "object" && "id" in body ? (body as { id: unknown }).id : null;
+    if (!req.success) {
+      return {
+        id: id ?? null,
+        ok: false,
+        error: { code: "INVALID_PARAMS", message: formatIssues(req.error.issues, "request: ") },
+      };
+    }
+    const m = this.#methods.get(req.data.method);
+    if (!m) {
+      return {
+        id: id ?? null,
+        ok: false,
+        error: {
+          code: "NOT_FOUND",
+          message: `unknown method "${req.data.method}"; available: ${this.names().join(", ")}`,
+        },
+      };
+    }
+    const params = m.params.safeParse(req.data.params ?? {});
+    if (!params.success) {
+      return {
+        id: id ?? null,
+        ok: false,
+        error: {
+          code: "INVALID_PARAMS",
+          message: formatIssues(params.error.issues, "params."),
+          details: { issues: params.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+        },
+      };
+    }
+    try {
+      const result = await m.handler(params.data);
+      return { id: id ?? null, ok: true, result };
+    } catch (err) {
+      return { id: id ?? null, ok: false, error: toRpcError(err, this.logger) };
+    }
+  }
+}

@@ -1,0 +1,31 @@
+import type { InboundMessage } from "../channels/types.js";
+import type { Services } from "../services.js";
+import type { SessionEntry } from "../store/types.js";
+
+/** Channel-level settings the gates read (API.md §3 channels.<name>), with defaults filled. */
+export interface ChannelPolicy {
+  allowFrom: string[];
+  dmPolicy: "open" | "allowlist" | "disabled";
+  owners: string[];
+  requireMention: boolean;
+  mentionPatterns: string[];
+}
+
+/** What every gate sees. */
+export interface InboundCtx {
+  msg: InboundMessage;
+  services: Services;
+  policy: ChannelPolicy;
+  /** Why the message was dropped, for logs and tests. */
+  dropped?: string;
+}
+
+/** After routing: agent and session are known (widened by declaration, never by cast). */
+export type RoutedCtx = InboundCtx & {
+  agentId: string;
+  sessionKey: string;
+  /** null until the first accepted message creates the session. */
+  entry: SessionEntry | null;
+  /** How the agent was chosen (binding level), for logs. */
+  matchedBy: string;
+};

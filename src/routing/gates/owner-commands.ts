@@ -1,0 +1,70 @@
+import type { Services } from "../../services.js";
+import type { SendPolicyOverride } from "../../store/types.js";
+import { statusCard } from "../../tools/status-card.js";
+import type { Middleware } from "../compose.js";
+import type { RoutedCtx } from "../context.js";
+import { ensureRouted } from "../ensure.js";
+import { senderAllowed } from "./access.js";
+
+/**
+ * Owner commands (SEMANTICS §2): `/send on|allow`, `/send off|deny`, `/send inherit|default|reset`
+ * and `/status`, as a standalone message from a configured owner. They work even in a denied chat;
+ * from anyone else they are ignored (no reply, no change, and never passed to a model).
+ */
+
+type Command = { kind: "send"; value: SendPolicyOverride | null } | { kind: "status" } | { kind: "bad"; text: string };
+
+export function parseOwnerCommand(text: string): Command | null {
+  const m = /^\/(send|status)(?:@\S+)?(?:\s+(\S+))?\s*$/i.exec(text.trim());
+  if (!m) return null;
+  if (m[1]?.toLowerCase() === "status") return m[2] ? null : { kind: "status" };
+  const arg = (m[2] ?? "").toLowerCase();
+  if (arg === "on" || arg === "allow") return { kind: "send", value: "allow" };
+  if (arg === "off" || arg === "deny") return { kind: "send", value: "deny" };
+  if (arg === "inherit" || arg === "default" || arg === "reset") return { kind: "send", value: null };
+  return { kind: "bad", text: "usage: /send on|off|inherit" };
+}
+
+async function confirm(services: Services, ctx: RoutedCtx, text: string): Promise<void> {
+  const { msg } = ctx;
+  await services.delivery.deliver({
+    sessionKey: ctx.sessionKey,
+    text,
+    idempotencyKey: `command:${msg.channel}:${msg.accountId}:${msg.messageId}`,
+    route: {
+      channel: msg.channel,
+      to: msg.peerId,
+      accountId: msg.accountId,
+      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+    },
+    bypassPolicy: true,
+  });
+}
+
+export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
+  const cmd = parseOwnerCommand(ctx.msg.text);
+  if (!cmd) return next();
+  const { services } = ctx;
+  if (!senderAllowed(ctx.policy.owners.filter((o) => o !== "*"), ctx.msg.channel, ctx.msg.senderId)) {
+    ctx.dropped = "command-from-non-owner";
+    return;
+  }
+  if (cmd.kind === "bad") {
+    await confirm(services, ctx, cmd.text);
+  } else if (cmd.kind === "status") {
+    const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
+    await confirm(services, ctx, await statusCard(services, entry));
+  } else {
+    if (!ctx.entry) await ensureRouted(ctx);
+    const updated = await services.store.sessions.patch(ctx.sessionKey, { sendPolicy: cmd.value ?? undefined, updatedAt: services.now() });
+    if (updated) services.bus.emit("session.updated", { entry: updated });
+    const text =
+      cmd.value === "allow"
+        ? "Sending is on for this chat."
+        : cmd.value === "deny"
+          ? "Sending is off for this chat: the agent will not reply here until /send on or /send inherit."
+          : "Sending follows the default policy for this chat again.";
+    await confirm(services, ctx, text);
+  }
+  ctx.dropped = "owner-command";
+};

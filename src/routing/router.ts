@@ -1,0 +1,154 @@
+import type { InboundMessage } from "../channels/types.js";
+import type { Config } from "../config/schema.js";
+import type { Services } from "../services.js";
+import { sendBlocked } from "../tools/access.js";
+import type { DeliveryContext } from "../store/types.js";
+import { resolveAgent } from "./bindings.js";
+import { compose } from "./compose.js";
+import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
+import { ensureRouted } from "./ensure.js";
+import { dmAccess } from "./gates/access.js";
+import { dedupe } from "./gates/dedupe.js";
+import { mentionGate } from "./gates/mention.js";
+import { ownerCommands } from "./gates/owner-commands.js";
+import { buildSessionKey } from "./keys.js";
+
+/**
+ * The router: inbound message → agent (bindings) → session key → gates → a turn in the
+ * session's lane. Nothing reaches a model before every gate passed. The promise resolves once
+ * the message is durably accepted (or deliberately dropped), so adapters may acknowledge it.
+ */
+
+export function channelPolicy(config: Config, channel: string): ChannelPolicy {
+  const c = (config.channels as Record<string, unknown>)[channel] as Partial<{
+    allowFrom: string[];
+    dmPolicy: ChannelPolicy["dmPolicy"];
+    owners: string[];
+    groups: { requireMention: boolean; mentionPatterns: string[] };
+  }> | undefined;
+  return {
+    allowFrom: c?.allowFrom ?? ["*"],
+    dmPolicy: c?.dmPolicy ?? "open",
+    owners: c?.owners ?? [],
+    requireMention: c?.groups?.requireMention ?? true,
+    mentionPatterns: c?.groups?.mentionPatterns ?? [],
+  };
+}
+
+/** Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. */
+export const THREAD_BINDINGS_NS = "threadBindings";
+export function threadBindingKey(channel: string, accountId: string, threadId: string): string {
+  return `${channel}:${accountId}:${threadId}`;
+}
+
+export interface RouteResult {
+  accepted: boolean;
+  dropped?: string;
+  sessionKey?: string;
+  runId?: string;
+}
+
+export function createRouter(services: Services) {
+  const { config } = services;
+
+  async function route(ctx: InboundCtx): Promise<RoutedCtx> {
+    const { msg } = ctx;
+    const threadId = msg.threadId ?? undefined;
+    // A bound thread routes to its child session (no mention needed inside it).
+    if (threadId) {
+      const bound = await services.store.kv.get<{ sessionKey: string }>(
+        THREAD_BINDINGS_NS,
+        threadBindingKey(msg.channel, msg.accountId, threadId),
+      );
+      if (bound) {
+        const entry = await services.store.sessions.get(bound.sessionKey);
+        if (entry && !entry.archivedAt) {
+          return { ...ctx, agentId: entry.agentId, sessionKey: entry.key, entry, matchedBy: "thread-binding" };
+        }
+      }
+    }
+    const { agentId, matchedBy } = resolveAgent(config, msg);
+    // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
+    const firstAccount = Object.keys(((config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts) ?? {})[0];
+    const dmScope =
+      msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
+        ? "per-account-channel-peer"
+        : config.session.dmScope;
+    const sessionKey = buildSessionKey({
+      agentId,
+      channel: msg.channel,
+      accountId: msg.accountId,
+      chatType: msg.chatType,
+      peerId: msg.chatType === "direct" ? msg.senderId || msg.peerId : msg.peerId,
+      ...(msg.threadId ? { threadId: msg.threadId } : {}),
+      ...(msg.topicId ? { topicId: msg.topicId } : {}),
+      dmScope,
+      identityLinks: config.session.identityLinks,
+      scope: config.session.scope,
+    });
+    // The entry is created only once a message passes the gates (dropped messages leave no session).
+    const entry = await services.store.sessions.get(sessionKey);
+    return { ...ctx, agentId, sessionKey, entry, matchedBy };
+  }
+
+  const accepted = async (ctx: RoutedCtx): Promise<RouteResult> => {
+    const { msg } = ctx;
+    const entry = ctx.entry ?? (await ensureRouted(ctx));
+    const delivery: DeliveryContext = {
+      channel: msg.channel,
+      to: msg.peerId,
+      accountId: msg.accountId,
+      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+    };
+    const updated = await services.store.sessions.patch(ctx.sessionKey, {
+      lastChannel: msg.channel,
+      lastTo: msg.peerId,
+      lastAccountId: msg.accountId,
+      lastThreadId: delivery.threadId,
+      deliveryContext: delivery,
+      updatedAt: services.now(),
+    });
+    if (updated) services.bus.emit("session.updated", { entry: updated });
+    const blocked = sendBlocked(services, updated ?? entry);
+    if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+    const run = await services.pipeline.submitTurn({
+      sessionKey: ctx.sessionKey,
+      agentId: ctx.agentId,
+      text: msg.text,
+      provenance: {
+        kind: "external_user",
+        channel: msg.channel,
+        senderId: msg.senderId,
+        ...(msg.senderName ? { senderName: msg.senderName } : {}),
+      },
+      deliver: true,
+      origin: "inbound",
+    });
+    return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
+  };
+
+  const pre = compose<InboundCtx>([dedupe]);
+  const post = compose<RoutedCtx>([ownerCommands, dmAccess, mentionGate]);
+
+  return {
+    /** Handles one validated inbound message. Resolves when it is durably accepted or dropped. */
+    async handle(msg: InboundMessage): Promise<RouteResult> {
+      const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };
+      let result: RouteResult = { accepted: false };
+      await pre(ctx, async () => {
+        const routed = await route(ctx);
+        // Gates inside a bound thread: no mention needed there.
+        if (routed.matchedBy === "thread-binding") routed.policy = { ...routed.policy, requireMention: false };
+        await post(routed, async () => {
+          result = await accepted(routed);
+        });
+        if (!result.accepted && routed.dropped) result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };
+      });
+      if (ctx.dropped) result = { accepted: false, dropped: ctx.dropped };
+      if (!result.accepted) services.logger.debug({ channel: msg.channel, messageId: msg.messageId, dropped: result.dropped }, "inbound dropped");
+      return result;
+    },
+  };
+}
+
+export type Router = ReturnType<typeof createRouter>;

@@ -1,0 +1,68 @@
+import type { ModelProvider } from "./agent/providers/types.js";
+import type { ChannelAdapter } from "./channels/types.js";
+import type { Config } from "./config/schema.js";
+import type { EventBus } from "./events.js";
+import type { Logger } from "./log.js";
+import type { Pipeline } from "./pipeline/types.js";
+import type { SessionEntry, StoreDriver } from "./store/types.js";
+
+/**
+ * The services bag handed down from the composition root (`src/app.ts`) to the runtime, the
+ * tools and the RPC methods. Everything is an interface; nothing here picks a driver.
+ */
+
+export interface ModelRegistry {
+  /** `provider/model` → provider + bare model name. Throws INVALID_PARAMS / NOT_FOUND with a clear message. */
+  resolve(ref: string): { provider: ModelProvider; model: string; ref: string };
+  /** The model a session uses now: session override, agent model, defaults, models.default, scripted demo. */
+  modelFor(agentId: string, entry?: SessionEntry | null): string;
+  /** Whether a `model` override may name `ref` (configured provider and `models.allowed`). */
+  isAllowed(ref: string): boolean;
+  /** true when no real model is configured and the scripted demo answers. */
+  readonly demo: boolean;
+  contextTokens(ref: string): number;
+}
+
+export interface ChannelRegistry {
+  get(channel: string, accountId?: string): ChannelAdapter | undefined;
+  all(): ChannelAdapter[];
+}
+
+export interface DeliveryRequest {
+  /** Session whose chat receives the text (its delivery context is used). */
+  sessionKey: string;
+  text: string;
+  /** Idempotency key: the same key is never posted twice. */
+  idempotencyKey: string;
+  /** Explicit route (thread kept); defaults to the entry's delivery context. */
+  route?: { channel: string; to: string; accountId?: string; threadId?: string };
+  /** Skip the send policy (owner command confirmations). */
+  bypassPolicy?: boolean;
+}
+
+export type DeliveryOutcome =
+  | { status: "sent"; channel: string; messageIds: string[] }
+  | { status: "duplicate" }
+  | { status: "blocked"; reason: string }
+  | { status: "no-route"; reason: string }
+  | { status: "failed"; error: string };
+
+export interface Delivery {
+  deliver(req: DeliveryRequest): Promise<DeliveryOutcome>;
+}
+
+export interface Services {
+  config: Config;
+  /** Relative paths in the config resolve against this. */
+  baseDir: string;
+  stateDir: string;
+  logger: Logger;
+  store: StoreDriver;
+  pipeline: Pipeline;
+  bus: EventBus;
+  models: ModelRegistry;
+  channels: ChannelRegistry;
+  delivery: Delivery;
+  version: string;
+  now(): number;
+}

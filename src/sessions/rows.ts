@@ -1,0 +1,65 @@
+import { classifyKind, deriveChannel } from "../routing/keys.js";
+import type { SessionEntry, SessionKind, TranscriptStore } from "../store/types.js";
+
+/** The row shape of `sessions_list` / `sessions.list` (API.md §5). */
+export interface SessionRow {
+  key: string;
+  kind: SessionKind;
+  channel: string;
+  displayName?: string;
+  label?: string;
+  agentId: string;
+  updatedAt: number;
+  sessionId: string;
+  model?: string;
+  contextTokens?: number;
+  totalTokens?: number;
+  thinkingLevel?: string;
+  verboseLevel?: string;
+  systemSent?: boolean;
+  abortedLastRun?: boolean;
+  sendPolicy?: "allow" | "deny";
+  lastChannel?: string;
+  lastTo?: string;
+  deliveryContext?: { channel: string; to: string; accountId?: string };
+  transcriptPath?: string;
+  spawnedBy?: string;
+  messages?: Array<{ role: string; content: unknown; timestamp: number }>;
+}
+
+export function toRow(entry: SessionEntry, transcripts?: TranscriptStore, displayKey?: string): SessionRow {
+  const row: SessionRow = {
+    key: displayKey ?? entry.key,
+    kind: classifyKind(entry.key),
+    channel: deriveChannel(entry.key, entry),
+    agentId: entry.agentId,
+    updatedAt: entry.updatedAt,
+    sessionId: entry.sessionId,
+  };
+  const copy = [
+    "displayName",
+    "label",
+    "contextTokens",
+    "totalTokens",
+    "thinkingLevel",
+    "verboseLevel",
+    "systemSent",
+    "abortedLastRun",
+    "sendPolicy",
+    "lastChannel",
+    "lastTo",
+    "spawnedBy",
+  ] as const;
+  for (const k of copy) {
+    const v = entry[k];
+    if (v !== undefined) (row as unknown as Record<string, unknown>)[k] = v;
+  }
+  const model = entry.model ?? entry.lastModel;
+  if (model) row.model = model;
+  if (entry.deliveryContext) {
+    const { channel, to, accountId } = entry.deliveryContext;
+    row.deliveryContext = accountId ? { channel, to, accountId } : { channel, to };
+  }
+  if (transcripts) row.transcriptPath = transcripts.locate({ agentId: entry.agentId, sessionId: entry.sessionId });
+  return row;
+}

@@ -1,0 +1,65 @@
+import { randomUUID } from "node:crypto";
+import { normalizeKeyInput, parseSessionKey } from "../routing/keys.js";
+import type { Services } from "../services.js";
+import type { SessionEntry } from "../store/types.js";
+
+/** Session lifecycle helpers shared by the router, the RPC methods and the tools. */
+
+export type SessionInit = Partial<Omit<SessionEntry, "key" | "sessionId" | "createdAt" | "updatedAt">> & { agentId: string };
+
+/** Returns the entry for `key`, creating it (new sessionId) when absent. Emits session.updated on create. */
+export async function ensureSession(
+  services: Pick<Services, "store" | "bus" | "now">,
+  key: string,
+  init: SessionInit,
+): Promise<SessionEntry> {
+  let created = false;
+  const entry = await services.store.sessions.update(key, (cur) => {
+    if (cur) return null;
+    created = true;
+    const now = services.now();
+    return { ...init, key, sessionId: randomUUID(), createdAt: now, updatedAt: now };
+  });
+  if (!entry) {
+    const existing = await services.store.sessions.get(key);
+    if (!existing) throw new Error(`session ${key} vanished during creation`);
+    return existing;
+  }
+  if (created) services.bus.emit("session.updated", { entry });
+  return entry;
+}
+
+/** Agent id of a key (`agent:<id>:…`), or null for keys outside an agent scope. */
+export function agentOfKey(key: string): string | null {
+  return parseSessionKey(key).agentId ?? null;
+}
+
+export type ResolvedRef = { ok: true; entry: SessionEntry } | { ok: false; error: string; notFound: boolean };
+
+/**
+ * Resolves a tool/RPC `sessionKey` argument: a key, `main`, `current`, or a sessionId
+ * (SEMANTICS §1). Missing sessions are `notFound`; reserved keys are errors.
+ */
+export async function resolveSessionRef(
+  services: Pick<Services, "store">,
+  input: string,
+  caller: { agentId: string; sessionKey: string },
+): Promise<ResolvedRef> {
+  const n = normalizeKeyInput(input, caller);
+  if (n.kind === "error") return { ok: false, error: n.error, notFound: false };
+  if (n.kind === "sessionId") {
+    const e = await services.store.sessions.getBySessionId(n.id);
+    if (e) return { ok: true, entry: e };
+    // A UUID-looking key could still be a literal key.
+    const byKey = await services.store.sessions.get(n.id);
+    if (byKey) return { ok: true, entry: byKey };
+    return {
+      ok: false,
+      notFound: true,
+      error: `no session with sessionId ${n.id}; use the full key from sessions_list (e.g. agent:<id>:main)`,
+    };
+  }
+  const e = await services.store.sessions.get(n.key);
+  if (e) return { ok: true, entry: e };
+  return { ok: false, notFound: true, error: `no session with key ${n.key}; sessions_list shows the keys you can use` };
+}

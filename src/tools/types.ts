@@ -1,0 +1,49 @@
+import type { z } from "zod";
+import type { Services } from "../services.js";
+import type { SessionEntry } from "../store/types.js";
+
+/**
+ * A session tool: one file each under `src/tools/`. The zod schema is both the validator of
+ * model/RPC args and (via z.toJSONSchema) the JSON schema the model sees. Business outcomes are
+ * returned as `status` values; schema violations never reach `execute`.
+ */
+
+export interface ToolCaller {
+  sessionKey: string;
+  agentId: string;
+  entry: SessionEntry;
+  /** Run the call happens in (absent for operator `tools.invoke`). */
+  runId?: string;
+  /** 0 for main/top-level sessions. */
+  depth: number;
+  sandboxed: boolean;
+}
+
+export interface ToolContext {
+  services: Services;
+  caller: ToolCaller;
+  signal: AbortSignal;
+  /** Present while a model turn runs: ends the turn after this tool call (sessions_yield). */
+  yieldTurn?: (reason: string) => void;
+}
+
+export type ToolResult = Record<string, unknown>;
+
+export interface SessionTool<S extends z.ZodType = z.ZodType> {
+  name: string;
+  /** What the model reads to decide how to use it. */
+  description: string;
+  /** The args schema; may depend on the caller (sessions_spawn lists the agent ids it may use). */
+  schema: (ctx: Pick<ToolContext, "services" | "caller">) => S;
+  execute(args: z.infer<S>, ctx: ToolContext): Promise<ToolResult>;
+  /**
+   * Optional: the parsed raw args as they may be stored in the caller's transcript (e.g. sessions_spawn
+   * leaves attachment contents out). Default: stored unchanged.
+   */
+  transcriptArgs?(args: unknown): unknown;
+}
+
+/** Helper so each tool file keeps its arg types without casts. */
+export function defineTool<S extends z.ZodType>(tool: SessionTool<S>): SessionTool {
+  return tool as unknown as SessionTool;
+}

@@ -1,0 +1,49 @@
+/**
+ * An in-process Switchboard for integration tests: the real composition root on a temp state
+ * dir, optionally listening on port 0, plus shortcuts for RPC and tool invocation.
+ */
+import { type App, createApp } from "../src/app.js";
+import { type ConfigInput, parseConfig } from "../src/config/index.js";
+import { silentLogger } from "../src/log.js";
+import { tempDir } from "./helpers.js";
+
+export interface TestApp {
+  app: App;
+  dir: string;
+  /** Dispatch an RPC in process (same path as POST /rpc after parsing). */
+  rpc<T = any>(method: string, params?: Record<string, unknown>): Promise<{ ok: boolean; result?: T; error?: { code: string; message: string } }>;
+  /** `tools.invoke` as the agent of `sessionKey`; throws on RPC errors. */
+  invoke<T = any>(sessionKey: string, tool: string, args?: Record<string, unknown>): Promise<T>;
+  stop(): Promise<void>;
+}
+
+export async function startTestApp(
+  overrides: Partial<ConfigInput> = {},
+  opts: { listen?: boolean; dir?: string; now?: () => number } = {},
+): Promise<TestApp> {
+  const t = opts.dir ? { dir: opts.dir, cleanup: () => {} } : tempDir();
+  const config = parseConfig({ stateDir: t.dir, ...overrides, gateway: { port: 0, ...(overrides.gateway ?? {}) } });
+  const app = await createApp(
+    { config, source: null, baseDir: t.dir },
+    { logger: silentLogger(), role: opts.listen ? "gateway" : "worker", ...(opts.now ? { now: opts.now } : {}) },
+  );
+  await app.start();
+  const rpc: TestApp["rpc"] = async (method, params = {}) => {
+    const r = await app.rpc.dispatch({ id: 1, method, params });
+    return r.ok ? { ok: true, result: r.result as never } : { ok: false, error: r.error };
+  };
+  return {
+    app,
+    dir: t.dir,
+    rpc,
+    async invoke(sessionKey, tool, args = {}) {
+      const r = await rpc("tools.invoke", { sessionKey, tool, args });
+      if (!r.ok) throw Object.assign(new Error(`${r.error?.code}: ${r.error?.message}`), { code: r.error?.code });
+      return r.result as never;
+    },
+    async stop() {
+      await app.stop();
+      if (!opts.dir) t.cleanup();
+    },
+  };
+}

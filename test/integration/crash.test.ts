@@ -1,0 +1,90 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { startOpenAIFake } from "../fakes/openai.js";
+import { eventually, tempDir } from "../helpers.js";
+
+/** SIGKILL a gateway mid-turn: after restart the run completes and the reply is delivered exactly once. */
+
+const FIXTURE = path.resolve(import.meta.dirname, "../fixtures/file-channel-gateway.ts");
+const TSX = path.resolve(import.meta.dirname, "../../node_modules/.bin/tsx");
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const c of children) c.kill("SIGKILL");
+});
+
+function startGateway(configPath: string, sentPath: string, seedKey = "agent:main:crash"): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(TSX, [FIXTURE, configPath, sentPath, seedKey], { stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  let out = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 20_000);
+    const on = (d: Buffer) => {
+      out += d.toString();
+      const m = /READY (\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, url: `http://127.0.0.1:${m[1]}` });
+      }
+    };
+    child.stdout?.on("data", on);
+    child.stderr?.on("data", on);
+    child.on("exit", (code) => reject(new Error(`gateway exited ${code}:\n${out}`)));
+  });
+}
+
+async function rpc(url: string, method: string, params: Record<string, unknown>) {
+  const res = await fetch(`${url}/rpc`, { method: "POST", body: JSON.stringify({ method, params }) });
+  return (await res.json()) as { ok: boolean; result: any; error?: any };
+}
+
+describe("crash mid-turn", () => {
+  it("re-runs the turn after restart and delivers the reply exactly once", async () => {
+    const fake = await startOpenAIFake();
+    const t = tempDir();
+    const configPath = path.join(t.dir, "config.json");
+    const sentPath = path.join(t.dir, "sent.jsonl");
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        stateDir: path.join(t.dir, "state"),
+        gateway: { port: 0 },
+        models: { default: "fake/m", providers: { fake: { kind: "openai", baseUrl: fake.url, maxRetries: 0 } } },
+      }),
+    );
+    try {
+      // First life: the model call hangs; the gateway dies during it.
+      fake.enqueue({ delayMs: 60_000, text: "never" });
+      const first = await startGateway(configPath, sentPath);
+      const sent = await rpc(first.url, "chat.send", { sessionKey: "agent:main:crash", message: "prepare", timeoutSeconds: 0, deliver: true });
+      expect(sent.result.status).toBe("accepted");
+      await fake.waitForRequests(1);
+      first.child.kill("SIGKILL");
+      await new Promise((r) => first.child.once("exit", r));
+      expect(existsSync(sentPath)).toBe(false);
+
+      // Second life: the journal replays the turn; the model answers now.
+      const second = await startGateway(configPath, sentPath);
+      const runs = await rpc(second.url, "sessions.history", { sessionKey: "agent:main:crash" });
+      expect(runs.ok).toBe(true);
+      await eventually(async () => fake.chatRequests().length >= 2, 500, 20);
+      const hist = await eventually(async () => {
+        const h = await rpc(second.url, "sessions.history", { sessionKey: "agent:main:crash" });
+        return h.result.messages.some((m: { role: string }) => m.role === "assistant") ? h : null;
+      }, 500, 20);
+      const users = hist.result.messages.filter((m: { role: string }) => m.role === "user");
+      expect(users).toHaveLength(1);
+      expect(hist.result.messages.at(-1).content).toBe("prepare");
+      const wait = await rpc(second.url, "agent.wait", { runId: sent.result.runId, timeoutMs: 10_000 });
+      expect(wait.result).toMatchObject({ status: "ok", reply: "prepare" });
+      const lines = await eventually(() => (existsSync(sentPath) ? readFileSync(sentPath, "utf8").trim().split("\n") : null), 500, 20);
+      expect(lines.map((l) => JSON.parse(l))).toEqual([{ to: "chat-1", text: "prepare" }]);
+      second.child.kill("SIGTERM");
+      await new Promise((r) => second.child.once("exit", r));
+    } finally {
+      await fake.close();
+      t.cleanup();
+    }
+  });
+});

@@ -1,0 +1,187 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type App, createApp } from "../../src/app.js";
+import { parseConfig } from "../../src/config/index.js";
+import { silentLogger } from "../../src/log.js";
+import { tempDir } from "../helpers.js";
+
+/** The real gateway on port 0, driven over HTTP and WebSocket. */
+
+let app: App;
+let base: string;
+let cleanup: () => void;
+
+async function rpc(method: string, params: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+  const res = await fetch(`${base}/rpc`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ id: 7, method, params }),
+  });
+  return { status: res.status, body: (await res.json()) as { id: unknown; ok: boolean; result?: any; error?: any } };
+}
+
+beforeAll(async () => {
+  const t = tempDir();
+  cleanup = t.cleanup;
+  const config = parseConfig({ stateDir: t.dir, gateway: { port: 0 } });
+  app = await createApp({ config, source: null, baseDir: t.dir }, { logger: silentLogger(), role: "gateway" });
+  await app.start();
+  base = `http://127.0.0.1:${app.address?.port}`;
+});
+
+afterAll(async () => {
+  await app?.stop();
+  cleanup?.();
+});
+
+describe("HTTP surface", () => {
+  it("healthz without auth, landing page at /", async () => {
+    expect(await (await fetch(`${base}/healthz`)).json()).toEqual({ ok: true });
+    const page = await fetch(`${base}/`);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    expect(await page.text()).toContain("chat.send");
+  });
+
+  it("health reports storage, queue and the demo model", async () => {
+    const { body } = await rpc("health");
+    expect(body).toMatchObject({ id: 7, ok: true, result: { ok: true, storage: "fs", queue: "local" } });
+    expect(body.result.model).toContain("scripted");
+    expect(typeof body.result.version).toBe("string");
+  });
+
+  it("400 for unparseable JSON, never a 5xx", async () => {
+    const res = await fetch(`${base}/rpc`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INVALID_PARAMS");
+  });
+
+  it("bodies over 1 MiB are refused with a 4xx", async () => {
+    const big = JSON.stringify({ method: "health", params: { pad: "x".repeat(1024 * 1024 + 10) } });
+    const res = await fetch(`${base}/rpc`, { method: "POST", headers: { "content-type": "application/json" }, body: big });
+    expect(res.status).toBe(413);
+  });
+
+  it("INVALID_PARAMS names the field; unknown method and session are NOT_FOUND", async () => {
+    const bad = await rpc("sessions.history", { limit: -1 });
+    expect(bad.status).toBe(200);
+    expect(bad.body.error.code).toBe("INVALID_PARAMS");
+    expect(bad.body.error.message).toContain("sessionKey");
+    expect(bad.body.error.message).toContain("limit");
+    expect((await rpc("nope.nope")).body.error.code).toBe("NOT_FOUND");
+    expect((await rpc("sessions.history", { sessionKey: "agent:main:discord:group:zzz" })).body.error.code).toBe("NOT_FOUND");
+    expect((await rpc("runs.get", { runId: "missing" })).body.error.code).toBe("NOT_FOUND");
+    expect((await rpc("agent.wait", { runId: "missing", timeoutMs: 10 })).body.error.code).toBe("NOT_FOUND");
+  });
+});
+
+describe("a conversation over RPC", () => {
+  it("chat.send creates the session, runs a turn and returns the scripted reply", async () => {
+    const { body } = await rpc("chat.send", { sessionKey: "main", message: "hello there", timeoutSeconds: 20 });
+    expect(body.ok).toBe(true);
+    expect(body.result).toMatchObject({ status: "ok", sessionKey: "agent:main:main" });
+    expect(body.result.reply).toContain("hello there");
+    expect(body.result.reply.toLowerCase()).toContain("scripted");
+
+    const run = await rpc("runs.get", { runId: body.result.runId });
+    expect(run.body.result).toMatchObject({ status: "ok", sessionKey: "agent:main:main" });
+    const wait = await rpc("agent.wait", { runId: body.result.runId, timeoutMs: 1000 });
+    expect(wait.body.result).toMatchObject({ status: "ok" });
+
+    const list = await rpc("sessions.list", { messageLimit: 2 });
+    const row = list.body.result.sessions.find((s: { key: string }) => s.key === "agent:main:main");
+    expect(row).toMatchObject({ kind: "main", agentId: "main" });
+    expect(row.messages.length).toBe(2);
+
+    const hist = await rpc("sessions.history", { sessionKey: "main" });
+    expect(hist.body.result.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant"]);
+  });
+
+  it("chat.send with timeoutSeconds 0 is accepted at once; agent.wait gets the result", async () => {
+    const { body } = await rpc("chat.send", { sessionKey: "agent:main:ops", message: "ping", timeoutSeconds: 0 });
+    expect(body.result.status).toBe("accepted");
+    const wait = await rpc("agent.wait", { runId: body.result.runId, timeoutMs: 20_000 });
+    expect(wait.body.result.status).toBe("ok");
+    expect(wait.body.result.reply).toContain("ping");
+  });
+
+  it("sessions.patch sets and clears fields; sendPolicy deny blocks chat.send", async () => {
+    await rpc("chat.send", { sessionKey: "agent:main:patchme", message: "x", timeoutSeconds: 20 });
+    const p = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { label: "ops", sendPolicy: "deny" } });
+    expect(p.body.result.entry).toMatchObject({ label: "ops", sendPolicy: "deny" });
+    const blocked = await rpc("chat.send", { sessionKey: "agent:main:patchme", message: "y", timeoutSeconds: 5 });
+    expect(blocked.body.result.status).toBe("error");
+    expect(blocked.body.result.error).toContain("send blocked by session policy");
+    const cleared = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { sendPolicy: null } });
+    expect(cleared.body.result.entry.sendPolicy).toBeUndefined();
+    const badModel = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { model: "nope/x" } });
+    expect(badModel.body.ok).toBe(false);
+  });
+
+  it("sessions.delete removes the session", async () => {
+    await rpc("chat.send", { sessionKey: "agent:main:gone", message: "x", timeoutSeconds: 20 });
+    expect((await rpc("sessions.delete", { sessionKey: "agent:main:gone" })).body.result).toEqual({ deleted: true });
+    expect((await rpc("sessions.history", { sessionKey: "agent:main:gone" })).body.error.code).toBe("NOT_FOUND");
+  });
+});
+
+describe("WebSocket", () => {
+  it("carries the same frames plus events", async () => {
+    const ws = new WebSocket(`${base.replace("http", "ws")}/ws`);
+    const frames: Array<Record<string, unknown>> = [];
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
+    ws.send(JSON.stringify({ id: "a", method: "chat.send", params: { sessionKey: "agent:main:ws", message: "over ws", timeoutSeconds: 20 } }));
+    const reply = await new Promise<Record<string, unknown>>((resolve) => {
+      const check = () => {
+        const f = frames.find((x) => x.id === "a");
+        if (f) resolve(f);
+        else setTimeout(check, 10);
+      };
+      check();
+    });
+    expect(reply).toMatchObject({ ok: true, result: { status: "ok" } });
+    const events = frames.map((f) => f.event).filter(Boolean);
+    expect(events).toEqual(expect.arrayContaining(["session.updated", "message.appended", "run.started", "run.finished"]));
+    ws.send("not json");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(frames.some((f) => f.id === null && (f.error as { code: string })?.code === "INVALID_PARAMS")).toBe(true);
+    ws.close();
+  });
+});
+
+describe("auth", () => {
+  it("401 without a valid token when one is configured; loopback-only without a token", async () => {
+    const t = tempDir();
+    const config = parseConfig({ stateDir: t.dir, gateway: { port: 0, auth: { token: "s3cret-token-123" } } });
+    const secured = await createApp({ config, source: null, baseDir: t.dir }, { logger: silentLogger(), role: "gateway" });
+    await secured.start();
+    const url = `http://127.0.0.1:${secured.address?.port}/rpc`;
+    try {
+      const call = (auth?: string) =>
+        fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(auth ? { authorization: auth } : {}) },
+          body: JSON.stringify({ method: "health" }),
+        });
+      expect((await call()).status).toBe(401);
+      expect((await call("Bearer wrong")).status).toBe(401);
+      const ok = await call("Bearer s3cret-token-123");
+      expect(ok.status).toBe(200);
+      expect(((await ok.json()) as { ok: boolean }).ok).toBe(true);
+    } finally {
+      await secured.stop();
+      t.cleanup();
+    }
+    const t2 = tempDir();
+    await expect(
+      createApp(
+        { config: parseConfig({ stateDir: t2.dir, gateway: { host: "0.0.0.0", port: 0 } }), source: null, baseDir: t2.dir },
+        { logger: silentLogger(), role: "gateway" },
+      ),
+    ).rejects.toThrow(/gateway.auth.token/);
+    t2.cleanup();
+  });
+});

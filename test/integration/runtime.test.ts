@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { startTestApp, type TestApp } from "../harness.js";
+
+/** The agent runtime end to end with the real openai provider against the loopback fake. */
+
+let fake: OpenAIFake;
+
+beforeAll(async () => {
+  fake = await startOpenAIFake();
+});
+afterAll(async () => {
+  await fake.close();
+});
+
+function modelConfig(extra: Record<string, unknown> = {}) {
+  return {
+    models: {
+      default: "fake/m1",
+      providers: {
+        fake: {
+          kind: "openai" as const,
+          baseUrl: fake.url,
+          apiKey: "sk-test-1234567890abcdef",
+          timeoutMs: 2000,
+          maxRetries: 1,
+          models: { m1: { price: { inputPerMTok: 1, outputPerMTok: 2 } } },
+        },
+      },
+      ...extra,
+    },
+  };
+}
+
+describe("a turn with a tool call", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(modelConfig());
+  });
+  afterAll(async () => t.stop());
+
+  it("chat.send → tool call → tool result → final reply; every message in the transcript with usage", async () => {
+    fake.enqueue(
+      { text: "let me look", toolCalls: [{ name: "agents_list", arguments: {} }], usage: { prompt: 100, completion: 10 } },
+      (req) => {
+        const last = req.body.messages?.at(-1);
+        return { text: `agents: ${String(last?.content).includes('"main"') ? "main" : "?"}`, usage: { prompt: 150, completion: 5 } };
+      },
+    );
+    const before = fake.chatRequests().length;
+    const r = await t.rpc("chat.send", { sessionKey: "main", message: "which agents exist?", timeoutSeconds: 20 });
+    expect(r.result).toMatchObject({ status: "ok", reply: "agents: main" });
+
+    const reqs = fake.chatRequests().slice(before);
+    expect(reqs).toHaveLength(2);
+    // The model saw the tool's JSON schema, and the system prompt names the session.
+    expect(reqs[0]?.body.tools?.map((x) => x.function.name)).toContain("agents_list");
+    expect(String(reqs[0]?.body.messages?.[0]?.content)).toContain("agent:main:main");
+    expect(reqs[0]?.headers.authorization).toBe("Bearer sk-test-1234567890abcdef");
+    // The second call carries the tool call and its result.
+    const roles = reqs[1]?.body.messages?.map((m) => m.role);
+    expect(roles).toEqual(["system", "user", "assistant", "tool"]);
+
+    const hist = await t.rpc("sessions.history", { sessionKey: "main", includeTools: true });
+    expect(hist.result.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant", "toolCall", "toolResult", "assistant"]);
+
+    const entry = await t.app.services.store.sessions.get("agent:main:main");
+    expect(entry).toMatchObject({ lastModel: "fake/m1", inputTokens: 250, outputTokens: 15, totalTokens: 155 });
+    expect(entry?.costUsd).toBeCloseTo((250 * 1 + 15 * 2) / 1e6, 12);
+    const run = await t.rpc("runs.get", { runId: r.result.runId });
+    expect(run.result.usage).toMatchObject({ input: 250, output: 15 });
+    const lines = await t.app.services.store.transcripts.readTail(
+      { agentId: "main", sessionId: entry!.sessionId },
+      { limit: 10, includeTools: true },
+    );
+    expect(lines.every((l) => l.runId === r.result.runId)).toBe(true);
+    expect(lines.find((l) => l.role === "assistant")?.usage?.input).toBe(100);
+  });
+
+  it("malformed tool arguments become an error tool result the model can read", async () => {
+    fake.enqueue({ toolCalls: [{ name: "agents_list", arguments: "{not json" }] }, (req) => ({
+      text: `saw: ${String(req.body.messages?.at(-1)?.content)}`,
+    }));
+    const r = await t.rpc("chat.send", { sessionKey: "agent:main:bad-args", message: "go", timeoutSeconds: 20 });
+    expect(r.result.status).toBe("ok");
+    expect(r.result.reply).toContain("not valid JSON");
+  });
+
+  it("schema-invalid and unknown tools are error results, not crashes", async () => {
+    fake.enqueue(
+      { toolCalls: [{ name: "sessions_history", arguments: { limit: "ten" } }, { name: "no_such_tool", arguments: {} }] },
+      (req) => {
+        const tools = (req.body.messages ?? []).filter((m) => m.role === "tool").map((m) => String(m.content));
+        return { text: tools.join(" | ") };
+      },
+    );
+    const r = await t.rpc("chat.send", { sessionKey: "agent:main:bad-schema", message: "go", timeoutSeconds: 20 });
+    expect(r.result.status).toBe("ok");
+    expect(r.result.reply).toContain("sessionKey");
+    expect(r.result.reply).toContain("no_such_tool");
+  });
+
+  it("a model that fails or times out ends the run with a clear error and the gateway keeps serving", async () => {
+    // maxRetries 1: two attempts each.
+    fake.enqueue({ status: 500, error: "boom" }, { status: 500, error: "boom" });
+    const r1 = await t.rpc("chat.send", { sessionKey: "agent:main:err", message: "x", timeoutSeconds: 20 });
+    expect(r1.result.status).toBe("error");
+    expect(r1.result.error).toMatch(/500|boom|unavailable/i);
+
+    fake.enqueue({ delayMs: 5000, text: "late" }, { delayMs: 5000, text: "late" });
+    const r2 = await t.rpc("chat.send", { sessionKey: "agent:main:slow", message: "x", timeoutSeconds: 30 });
+    expect(r2.result.status).toBe("error");
+    expect(r2.result.error).toMatch(/time/i);
+
+    const ok = await t.rpc("chat.send", { sessionKey: "agent:main:err", message: "still there?", timeoutSeconds: 20 });
+    expect(ok.result).toMatchObject({ status: "ok", reply: "still there?" });
+  });
+});
+
+describe("model selection", () => {
+  it("an unknown provider is a clear run error, never a silent fallback", async () => {
+    const t = await startTestApp({
+      ...modelConfig(),
+      agents: { list: [{ id: "main" }, { id: "ghost", model: "nowhere/x" }] },
+    });
+    try {
+      const r = await t.rpc("chat.send", { sessionKey: "agent:ghost:main", message: "hi", timeoutSeconds: 20 });
+      expect(r.result.status).toBe("error");
+      expect(r.result.error).toContain('unknown model provider "nowhere"');
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("the demo model says it is scripted when nothing is configured", async () => {
+    const t = await startTestApp();
+    try {
+      const r = await t.rpc("chat.send", { sessionKey: "main", message: "help", timeoutSeconds: 20 });
+      expect(r.result.status).toBe("ok");
+      expect(r.result.reply.toLowerCase()).toContain("scripted");
+      expect(r.result.reply).toContain("spawn");
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("lanes through the runtime", () => {
+  it("50 messages to one session run one at a time, in order; 50 sessions run in parallel", async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    fake.setDefault((req) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      setTimeout(() => inFlight--, 15);
+      const last = req.body.messages?.filter((m) => m.role === "user").at(-1);
+      return { text: `re:${String(last?.content)}`, delayMs: 15 };
+    });
+    const t = await startTestApp({ ...modelConfig(), queue: { mode: "followup", concurrency: 8 } });
+    try {
+      const runs: string[] = [];
+      for (let i = 0; i < 50; i++) {
+        const r = await t.rpc("chat.send", { sessionKey: "agent:main:lane", message: `m${i}`, timeoutSeconds: 0 });
+        runs.push(r.result.runId);
+      }
+      for (const id of runs) expect((await t.rpc("agent.wait", { runId: id, timeoutMs: 30_000 })).result.status).toBe("ok");
+      const hist = await t.rpc("sessions.history", { sessionKey: "agent:main:lane", limit: 100 });
+      const texts = hist.result.messages.map((m: { role: string; content: string }) => `${m.role}:${m.content}`);
+      const expected = Array.from({ length: 50 }, (_, i) => [`user:m${i}`, `assistant:re:m${i}`]).flat();
+      expect(texts).toEqual(expected);
+      expect(maxInFlight).toBe(1);
+
+      maxInFlight = 0;
+      const many = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => t.rpc("chat.send", { sessionKey: `agent:main:p${i}`, message: "hi", timeoutSeconds: 0 })),
+      );
+      for (const r of many) expect((await t.rpc("agent.wait", { runId: r.result.runId, timeoutMs: 30_000 })).result.status).toBe("ok");
+      expect(maxInFlight).toBeGreaterThan(1);
+      expect(maxInFlight).toBeLessThanOrEqual(8);
+    } finally {
+      fake.setDefault(echoHandler);
+      await t.stop();
+    }
+  });
+});
