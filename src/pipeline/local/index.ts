@@ -1,0 +1,461 @@
+import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
+import type {
+  BackgroundJob,
+  JobHandlers,
+  Pipeline,
+  RunEvent,
+  SessionQueueInfo,
+  TurnRequest,
+} from "../types.js";
+import { BackgroundQueue } from "./background.js";
+import { JobRunner } from "./job-runner.js";
+import { Journal, type JournalStats } from "./journal.js";
+import { type LaneEntry, LaneScheduler } from "./lanes.js";
+import {
+  backgroundJobSchema,
+  type LocalTuning,
+  localTuningSchema,
+  parseInput,
+  turnRequestSchema,
+} from "./schema.js";
+import { queuedRecord, TurnRunner } from "./turn-runner.js";
+import { RunWaiters } from "./waiters.js";
+
+/**
+ * The embedded pipeline driver: session lanes and background jobs in this process, made durable
+ * by a journal under `<stateDir>/queue/`. Same observable semantics as the BullMQ driver (both run
+ * `test/contract/pipeline.ts`); see `src/pipeline/types.ts` for the contract.
+ *
+ * Durability: `submitTurn`/`submit` resolve only after the request is in the journal (and the run
+ * record is in the RunStore). On start the journal is replayed: queued turns are re-queued in
+ * arrival order, a turn that was running (crash, or aborted by `stop`) is re-run with `attempt`
+ * incremented (at-least-once), and pending/delayed background jobs resume at their due time.
+ * Records whose loss only means such a re-run (`start`, `done`, job completion) are not awaited.
+ */
+
+export interface LocalPipelineOptions {
+  stateDir: string;
+  runs: RunStore;
+  logger: Logger;
+  /** Jobs (turns + background) running at once. */
+  concurrency: number;
+  mode: "collect" | "followup";
+  now?: () => number;
+  /** Optional tunables, defaults in `localTuningSchema`. */
+  fsync?: boolean;
+  compactAfterBytes?: number;
+  completedJobIds?: number;
+  jobMaxAttempts?: number;
+  retryBaseMs?: number;
+  abortSettleMs?: number;
+}
+
+export interface LocalPipeline extends Pipeline {
+  readonly driver: "local";
+  /** Journal size and live bytes (for health/metrics and tests). */
+  journalStats(): JournalStats;
+  /** Problems met while replaying the journal (torn or unreadable lines). */
+  warnings(): string[];
+}
+
+export function createLocalPipeline(opts: LocalPipelineOptions): LocalPipeline {
+  const { stateDir, runs, logger, now, ...rest } = opts;
+  const parsed = localTuningSchema.safeParse(rest);
+  if (!parsed.success) throw new InvalidParamsError(formatIssues(parsed.error.issues, "queue."));
+  if (!stateDir) throw new InvalidParamsError("stateDir: required");
+  return new LocalPipelineImpl(path.join(stateDir, "queue"), runs, logger, now ?? Date.now, parsed.data);
+}
+
+type State = "idle" | "started" | "stopping" | "stopped";
+
+class LocalPipelineImpl implements LocalPipeline {
+  readonly driver = "local" as const;
+  private state: State = "idle";
+  private handlers: JobHandlers | null = null;
+  private journal: Journal | null = null;
+  private opening: Promise<Journal> | null = null;
+  private stopping: Promise<void> | null = null;
+  private readonly lanes: LaneScheduler;
+  private readonly bg: BackgroundQueue;
+  /** Accepted turns not yet taken into a run, by runId. */
+  private readonly queued = new Map<string, LaneEntry>();
+  private readonly turns: TurnRunner;
+  private readonly jobs: JobRunner;
+  private readonly waiters: RunWaiters;
+  /** Submissions not yet durable, so duplicates and cancels can join them. */
+  private readonly submitting = new Map<string, Promise<RunRecord>>();
+  private readonly jobSubmitting = new Map<string, Promise<void>>();
+  private readonly inflight = new Set<Promise<void>>();
+  private readonly listeners = new Set<(event: RunEvent) => void>();
+  private running = 0;
+  private preferBackground = false;
+
+  constructor(
+    private readonly dir: string,
+    private readonly runs: RunStore,
+    private readonly logger: Logger,
+    private readonly now: () => number,
+    private readonly tuning: LocalTuning,
+  ) {
+    this.lanes = new LaneScheduler(tuning.mode);
+    this.bg = new BackgroundQueue(now, () => this.pump());
+    this.waiters = new RunWaiters(runs);
+    const journal = () => this.journal;
+    const handlers = () => this.handlers;
+    this.turns = new TurnRunner({
+      runs,
+      logger,
+      now,
+      journal,
+      handlers,
+      onStarted: (run) => this.emit({ type: "run.started", run }),
+      onFinished: (run) => {
+        this.emit({ type: "run.finished", run });
+        this.waiters.notify(run);
+      },
+    });
+    this.jobs = new JobRunner({
+      logger,
+      now,
+      journal,
+      handlers,
+      queue: this.bg,
+      policy: { maxAttempts: tuning.jobMaxAttempts, baseMs: tuning.retryBaseMs },
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // lifecycle
+
+  async start(handlers: JobHandlers): Promise<void> {
+    if (this.state === "started" || this.handlers) {
+      this.logger.warn("local pipeline: start() called twice; ignored");
+      return;
+    }
+    this.assertOpenForWork();
+    this.handlers = handlers;
+    try {
+      await this.open();
+    } catch (err) {
+      this.handlers = null;
+      throw err;
+    }
+    this.assertOpenForWork();
+    this.state = "started";
+    this.pump();
+  }
+
+  stop(graceMs = 5000): Promise<void> {
+    this.stopping ??= this.shutdown(graceMs);
+    return this.stopping;
+  }
+
+  private async shutdown(graceMs: number): Promise<void> {
+    this.state = "stopping";
+    this.bg.stop();
+    await settleWithin(this.inflight, graceMs);
+    this.turns.shutdownAll();
+    this.jobs.shutdownAll();
+    await settleWithin(this.inflight, this.tuning.abortSettleMs);
+    const journal = this.journal ?? (await this.opening?.catch(() => null));
+    await journal?.close();
+    this.state = "stopped";
+  }
+
+  private assertOpenForWork(): void {
+    if (this.state === "stopping" || this.state === "stopped") {
+      throw new SwitchboardError("UNAVAILABLE", "local pipeline is stopped; create a new one to restart");
+    }
+  }
+
+  /** Replays the journal once; every entry point awaits it, so replayed work precedes new work. */
+  private open(): Promise<Journal> {
+    if (this.journal) return Promise.resolve(this.journal);
+    this.opening ??= this.replay().catch((err) => {
+      this.opening = null;
+      throw err;
+    });
+    return this.opening;
+  }
+
+  private async replay(): Promise<Journal> {
+    const journal = await Journal.open({
+      dir: this.dir,
+      logger: this.logger,
+      fsync: this.tuning.fsync,
+      compactAfterBytes: this.tuning.compactAfterBytes,
+      completedCap: this.tuning.completedJobIds,
+    });
+    const live = [...journal.model.turns.values()];
+    const records = await mapChunked(live, 256, (t) => this.runs.get(t.runId));
+    const alreadyFinal: string[] = [];
+    live.forEach((t, i) => {
+      // A `done` record lost in a crash: the RunStore already has the outcome, do not re-run.
+      const rec = records[i];
+      if (rec && FINAL_RUN_STATUSES.has(rec.status)) {
+        alreadyFinal.push(t.runId);
+        return;
+      }
+      const entry: LaneEntry = {
+        runId: t.runId,
+        req: t.req,
+        createdAt: t.createdAt,
+        started: t.started,
+        durable: true,
+        removed: false,
+      };
+      this.queued.set(t.runId, entry);
+      this.lanes.add(entry);
+    });
+    if (alreadyFinal.length > 0) journal.note({ t: "done", runIds: alreadyFinal });
+    for (const j of journal.model.jobs.values()) this.bg.schedule(j.job.id, j.dueAt);
+    if (live.length > 0 || journal.model.jobs.size > 0) {
+      this.logger.info(
+        { turns: live.length - alreadyFinal.length, jobs: journal.model.jobs.size },
+        "local pipeline: resumed journaled work",
+      );
+    }
+    this.journal = journal;
+    return journal;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // turns: accept
+
+  submitTurn(input: TurnRequest): Promise<RunRecord> {
+    let req: TurnRequest;
+    try {
+      req = parseInput(turnRequestSchema, input, "turn");
+      this.assertOpenForWork();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const runId = req.runId ?? randomUUID();
+    const joining = this.submitting.get(runId);
+    if (joining) return joining;
+    const p = this.acceptTurn(runId, req);
+    this.submitting.set(runId, p);
+    const done = () => this.submitting.delete(runId);
+    p.then(done, done);
+    return p;
+  }
+
+  private async acceptTurn(runId: string, req: TurnRequest): Promise<RunRecord> {
+    const journal = this.journal ?? (await this.open());
+    const explicit = req.runId !== undefined;
+    if (
+      explicit &&
+      (this.queued.has(runId) || this.turns.isRunning(runId) || journal.model.turns.has(runId))
+    ) {
+      return (await this.runs.get(runId)) ?? queuedRecord(runId, req, this.now());
+    }
+    const createdAt = this.now();
+    // Joins the lane now so lane order is call order; it is not taken before it is durable.
+    const entry: LaneEntry = { runId, req, createdAt, started: 0, durable: false, removed: false };
+    this.queued.set(runId, entry);
+    this.lanes.add(entry);
+    let written = false;
+    try {
+      if (explicit) {
+        const existing = await this.runs.get(runId);
+        if (existing) {
+          this.dropEntry(entry);
+          return existing;
+        }
+      }
+      const rec = queuedRecord(runId, req, createdAt);
+      written = true;
+      const journaled = journal.append({ t: "turn", runId, createdAt, req });
+      await Promise.all([journaled, this.runs.put(rec)]);
+      this.lanes.markDurable(entry);
+      this.pump();
+      return { ...rec };
+    } catch (err) {
+      // Not accepted: the caller gets the error, and neither the lane nor a replay will run it.
+      this.dropEntry(entry);
+      if (written) {
+        journal.note({ t: "done", runIds: [runId] });
+        this.runs
+          .patch(runId, { status: "error", error: `not accepted: ${errorMessage(err)}`, endedAt: this.now() })
+          .catch(() => null);
+      }
+      throw err;
+    }
+  }
+
+  private dropEntry(entry: LaneEntry): void {
+    this.queued.delete(entry.runId);
+    this.lanes.remove(entry);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // scheduling
+
+  /** Starts work while slots are free, alternating lanes and background jobs so neither starves. */
+  private pump(): void {
+    if (this.state !== "started") return;
+    while (this.running < this.tuning.concurrency) {
+      const started = this.preferBackground
+        ? this.startJob() || this.startTurn()
+        : this.startTurn() || this.startJob();
+      if (!started) return;
+      this.preferBackground = !this.preferBackground;
+    }
+  }
+
+  private track(work: Promise<void>, after: () => void): void {
+    this.running++;
+    const p = work.then(
+      () => undefined,
+      (err) => this.logger.error({ err: errorMessage(err) }, "local pipeline: job runner failed"),
+    );
+    this.inflight.add(p);
+    void p.then(() => {
+      this.inflight.delete(p);
+      this.running--;
+      after();
+      this.pump();
+    });
+  }
+
+  private startTurn(): boolean {
+    const taken = this.lanes.take();
+    if (!taken) return false;
+    for (const e of taken.entries) this.queued.delete(e.runId);
+    this.track(this.turns.run(taken.entries), () => this.lanes.release(taken.sessionKey));
+    return true;
+  }
+
+  private startJob(): boolean {
+    const journal = this.journal;
+    if (!journal) return false;
+    for (let id = this.bg.take(); id !== null; id = this.bg.take()) {
+      const live = journal.model.jobs.get(id);
+      if (!live || this.jobs.isRunning(id)) continue;
+      this.track(this.jobs.run(live), () => {});
+      return true;
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // turns: control
+
+  wait(runId: string, timeoutMs: number): Promise<RunRecord | null> {
+    return this.waiters.wait(
+      runId,
+      timeoutMs,
+      (id) => this.submitting.has(id) || this.queued.has(id) || this.turns.isRunning(id),
+    );
+  }
+
+  async cancel(runId: string, reason: "aborted" | "timeout"): Promise<boolean> {
+    await this.open();
+    const pending = this.submitting.get(runId);
+    if (pending) await pending.catch(() => null);
+    const entry = this.queued.get(runId);
+    if (entry && !entry.removed) {
+      this.dropEntry(entry);
+      await this.turns.finalize([entry], { status: reason });
+      this.pump();
+      return true;
+    }
+    return this.turns.abort(runId, reason);
+  }
+
+  async steer(runId: string, text: string): Promise<boolean> {
+    if (typeof text !== "string" || text.length === 0) throw new InvalidParamsError("text: required");
+    return this.turns.steer(runId, text);
+  }
+
+  async queueInfo(sessionKey: string): Promise<SessionQueueInfo> {
+    await this.open();
+    return this.lanes.info(sessionKey);
+  }
+
+  onRunEvent(listener: (event: RunEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private emit(event: RunEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(event);
+      } catch (err) {
+        this.logger.warn({ err: errorMessage(err), type: event.type }, "local pipeline: run listener threw");
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // background jobs
+
+  submit(input: BackgroundJob, opts?: { delayMs?: number }): Promise<void> {
+    let job: BackgroundJob;
+    try {
+      job = parseInput(backgroundJobSchema, input, "job");
+      const delayMs = opts?.delayMs ?? 0;
+      if (!Number.isFinite(delayMs) || delayMs < 0) throw new InvalidParamsError("delayMs: must be ≥ 0");
+      this.assertOpenForWork();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const joining = this.jobSubmitting.get(job.id);
+    if (joining) return joining;
+    const p = this.acceptJob(job, opts?.delayMs ?? 0);
+    this.jobSubmitting.set(job.id, p);
+    const done = () => this.jobSubmitting.delete(job.id);
+    p.then(done, done);
+    return p;
+  }
+
+  private async acceptJob(job: BackgroundJob, delayMs: number): Promise<void> {
+    const journal = this.journal ?? (await this.open());
+    const model = journal.model;
+    if (model.jobs.has(job.id) || model.completed.has(job.id)) return;
+    const dueAt = this.now() + delayMs;
+    try {
+      await journal.append({ t: "job", job, dueAt, attempts: 0 });
+    } catch (err) {
+      model.discardJob(job.id);
+      throw err;
+    }
+    this.bg.schedule(job.id, dueAt);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // introspection
+
+  journalStats(): JournalStats {
+    return this.journal?.stats() ?? { fileBytes: 0, liveBytes: 0, compactions: 0, writes: 0 };
+  }
+
+  warnings(): string[] {
+    return [...(this.journal?.warnings ?? [])];
+  }
+}
+
+/** Resolves when every promise settled or after `ms`, whichever is first. */
+async function settleWithin(set: Set<Promise<void>>, ms: number): Promise<void> {
+  if (set.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled([...set]),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+async function mapChunked<T, R>(items: T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size)
+    out.push(...(await Promise.all(items.slice(i, i + size).map(fn))));
+  return out;
+}

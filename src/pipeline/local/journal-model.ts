@@ -1,0 +1,132 @@
+import type { BackgroundJob, TurnRequest } from "../types.js";
+import type { JournalRecord } from "./schema.js";
+
+/**
+ * What the journal says is still live, rebuilt by applying records in order (replay and live
+ * appends use the same `apply`). A compaction writes `snapshot()` and nothing else, so the file
+ * size after compaction is proportional to live work, never to history.
+ */
+
+export interface LiveTurn {
+  runId: string;
+  createdAt: number;
+  req: TurnRequest;
+  /** Executions begun (a restart re-runs it with attempt = started + 1). */
+  started: number;
+  bytes: number;
+}
+
+export interface LiveJob {
+  job: BackgroundJob;
+  dueAt: number;
+  /** Failed attempts so far (RetryLaterError does not count). */
+  attempts: number;
+  bytes: number;
+}
+
+const COMPLETED_CHUNK = 1000;
+
+export class JournalModel {
+  /** Insertion order = arrival order, which replay relies on for per-session FIFO. */
+  readonly turns = new Map<string, LiveTurn>();
+  readonly jobs = new Map<string, LiveJob>();
+  /** Recently completed background job ids, oldest first, at most `completedCap`. */
+  readonly completed = new Set<string>();
+  /** Bytes of the records that a snapshot would keep (approximate: string length). */
+  liveBytes = 0;
+
+  constructor(private readonly completedCap: number) {}
+
+  apply(rec: JournalRecord, bytes: number): void {
+    switch (rec.t) {
+      case "turn": {
+        if (this.turns.has(rec.runId)) return;
+        this.turns.set(rec.runId, {
+          runId: rec.runId,
+          createdAt: rec.createdAt,
+          req: rec.req,
+          started: rec.started ?? 0,
+          bytes,
+        });
+        this.liveBytes += bytes;
+        return;
+      }
+      case "start":
+        for (const id of rec.runIds) {
+          const t = this.turns.get(id);
+          if (t) t.started++;
+        }
+        return;
+      case "done":
+        for (const id of rec.runIds) {
+          const t = this.turns.get(id);
+          if (!t) continue;
+          this.turns.delete(id);
+          this.liveBytes -= t.bytes;
+        }
+        return;
+      case "job": {
+        if (this.jobs.has(rec.job.id) || this.completed.has(rec.job.id)) return;
+        this.jobs.set(rec.job.id, { job: rec.job, dueAt: rec.dueAt, attempts: rec.attempts, bytes });
+        this.liveBytes += bytes;
+        return;
+      }
+      case "jobretry": {
+        const j = this.jobs.get(rec.id);
+        if (!j) return;
+        j.dueAt = rec.dueAt;
+        j.attempts = rec.attempts;
+        return;
+      }
+      case "jobdone": {
+        const j = this.jobs.get(rec.id);
+        if (j) {
+          this.jobs.delete(rec.id);
+          this.liveBytes -= j.bytes;
+        }
+        this.remember(rec.id);
+        return;
+      }
+      case "completed":
+        for (const id of rec.ids) this.remember(id);
+        return;
+    }
+  }
+
+  /** Forgets a job whose `job` record failed to reach the disk (its submit rejected). */
+  discardJob(id: string): void {
+    const j = this.jobs.get(id);
+    if (!j) return;
+    this.jobs.delete(id);
+    this.liveBytes -= j.bytes;
+  }
+
+  /** The live state as journal lines (each ends with "\n"). */
+  snapshot(): string {
+    const out: string[] = [];
+    if (this.completed.size > 0) {
+      const ids = [...this.completed];
+      for (let i = 0; i < ids.length; i += COMPLETED_CHUNK) {
+        out.push(JSON.stringify({ t: "completed", ids: ids.slice(i, i + COMPLETED_CHUNK) }));
+      }
+    }
+    for (const t of this.turns.values()) {
+      const rec: JournalRecord = { t: "turn", runId: t.runId, createdAt: t.createdAt, req: t.req };
+      if (t.started > 0) rec.started = t.started;
+      out.push(JSON.stringify(rec));
+    }
+    for (const j of this.jobs.values()) {
+      out.push(JSON.stringify({ t: "job", job: j.job, dueAt: j.dueAt, attempts: j.attempts }));
+    }
+    return out.length === 0 ? "" : `${out.join("\n")}\n`;
+  }
+
+  private remember(id: string): void {
+    this.completed.delete(id);
+    this.completed.add(id);
+    if (this.completed.size > this.completedCap) {
+      const oldest = this.completed.values().next().value;
+      if (oldest !== undefined) this.completed.delete(oldest);
+    }
+  }
+}

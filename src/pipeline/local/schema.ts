@@ -1,0 +1,100 @@
+import { z } from "zod";
+import { formatIssues, InvalidParamsError } from "../../errors.js";
+import type { Provenance } from "../../store/types.js";
+import type { BackgroundJob, TurnRequest } from "../types.js";
+
+/** Validation for what callers hand the pipeline and for what the journal reads back from disk. */
+
+const provenanceSchema: z.ZodType<Provenance> = z.object({
+  kind: z.enum(["external_user", "inter_session", "subagent_announce", "system", "operator"]),
+  sourceSessionKey: z.string().optional(),
+  sourceRunId: z.string().optional(),
+  sourceChannel: z.string().optional(),
+  sourceTool: z.string().optional(),
+  channel: z.string().optional(),
+  senderId: z.string().optional(),
+  senderName: z.string().optional(),
+});
+
+const metaSchema = z.record(z.string(), z.unknown());
+
+export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
+  sessionKey: z.string().min(1),
+  agentId: z.string().min(1),
+  text: z.string(),
+  provenance: provenanceSchema.optional(),
+  deliver: z.boolean(),
+  origin: z.string().min(1),
+  extraSystem: z.string().optional(),
+  timeoutMs: z.number().int().min(0).optional(),
+  runId: z.string().min(1).max(200).optional(),
+  meta: metaSchema.optional(),
+});
+
+export const backgroundJobSchema: z.ZodType<BackgroundJob> = z.object({
+  kind: z.enum(["spawn", "a2a", "announce", "archive"]),
+  id: z.string().min(1).max(500),
+  data: metaSchema,
+});
+
+/** One journal line. `started` counts executions begun before a restart (attempt = started + 1). */
+export const journalRecordSchema = z.discriminatedUnion("t", [
+  z.object({
+    t: z.literal("turn"),
+    runId: z.string().min(1),
+    createdAt: z.number(),
+    req: turnRequestSchema,
+    started: z.number().int().min(0).optional(),
+  }),
+  z.object({ t: z.literal("start"), runIds: z.array(z.string()) }),
+  z.object({ t: z.literal("done"), runIds: z.array(z.string()) }),
+  z.object({
+    t: z.literal("job"),
+    job: backgroundJobSchema,
+    dueAt: z.number(),
+    attempts: z.number().int().min(0),
+  }),
+  z.object({
+    t: z.literal("jobretry"),
+    id: z.string(),
+    dueAt: z.number(),
+    attempts: z.number().int().min(0),
+  }),
+  z.object({ t: z.literal("jobdone"), id: z.string() }),
+  z.object({ t: z.literal("completed"), ids: z.array(z.string()) }),
+]);
+
+export type JournalRecord = z.infer<typeof journalRecordSchema>;
+
+/** Parses caller input or throws InvalidParamsError naming the field (`turn.sessionKey: …`). */
+export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
+  const res = schema.safeParse(value);
+  if (!res.success) throw new InvalidParamsError(formatIssues(res.error.issues, `${prefix}.`));
+  return res.data;
+}
+
+/** Tunables of the local driver beyond the brief's required options; every field has a default. */
+export const localTuningSchema = z.object({
+  /** Global cap on running jobs (turns and background jobs together). */
+  concurrency: z.number().int().min(1).max(1024),
+  mode: z.enum(["collect", "followup"]),
+  /** fdatasync the journal after each batch write (survives an OS crash, not just a process crash). */
+  fsync: z.boolean().default(true),
+  /** Compact when the journal file passes this size AND is mostly dead records. */
+  compactAfterBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(8 * 1024 * 1024),
+  /** Completed background job ids remembered for idempotency (oldest forgotten first). */
+  completedJobIds: z.number().int().min(1).default(10_000),
+  /** Failed background job: attempts in total before it is dropped (RetryLaterError does not count). */
+  jobMaxAttempts: z.number().int().min(1).default(3),
+  /** Backoff before retry n (1-based) of a failed background job: retryBaseMs × 2^(n-1). */
+  retryBaseMs: z.number().int().min(0).default(1000),
+  /** After a shutdown aborts in-flight jobs, how long stop() waits for their handlers to return. */
+  abortSettleMs: z.number().int().min(0).default(1000),
+});
+
+export type LocalTuning = z.output<typeof localTuningSchema>;
+export type LocalTuningInput = z.input<typeof localTuningSchema>;

@@ -1,0 +1,393 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { InvalidParamsError, SwitchboardError } from "../../../src/errors.js";
+import { silentLogger } from "../../../src/log.js";
+import {
+  createLocalPipeline,
+  type LocalPipeline,
+  type LocalPipelineOptions,
+} from "../../../src/pipeline/local/index.js";
+import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import { pipelineContract } from "../../contract/pipeline.js";
+import { MemoryRunStore } from "../../helpers/memory-store.js";
+import { tempDir } from "../../helpers.js";
+
+pipelineContract("local", async ({ mode, concurrency }) => {
+  const { dir, cleanup } = tempDir("sb-pipe-");
+  const runs = new MemoryRunStore();
+  const make = () => createLocalPipeline({ stateDir: dir, runs, logger: silentLogger(), concurrency, mode });
+  return { pipeline: make(), restart: async () => make(), cleanup: async () => cleanup() };
+});
+
+// -------------------------------------------------------------------------------------------------
+// local-only behaviour: the journal file, crash recovery without a clean stop, tunables
+
+const msg = (sessionKey: string, text: string, extra: Partial<TurnRequest> = {}): TurnRequest => ({
+  sessionKey,
+  agentId: "main",
+  text,
+  deliver: false,
+  origin: "inbound",
+  ...extra,
+});
+
+const journalPath = (dir: string) => path.join(dir, "queue", "journal.jsonl");
+
+describe("local pipeline driver", () => {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+
+  function env(extra: Partial<LocalPipelineOptions> = {}) {
+    const { dir, cleanup } = tempDir("sb-pipe-local-");
+    cleanups.push(cleanup);
+    const runs = new MemoryRunStore();
+    const make = (more: Partial<LocalPipelineOptions> = {}): LocalPipeline => {
+      const p = createLocalPipeline({
+        stateDir: dir,
+        runs,
+        logger: silentLogger(),
+        concurrency: 4,
+        mode: "followup",
+        ...extra,
+        ...more,
+      });
+      cleanups.push(() => p.stop(100));
+      return p;
+    };
+    return { dir, runs, make };
+  }
+
+  const recorder = () => {
+    const jobs: TurnJob[] = [];
+    const handlers: JobHandlers = {
+      turn: async (job) => {
+        jobs.push(job);
+        return { status: "ok", reply: `r:${job.messages.map((m) => m.text).join("+")}` };
+      },
+      background: async () => {},
+    };
+    return { jobs, handlers };
+  };
+
+  it("journals a turn before submitTurn resolves", async () => {
+    const { dir, make } = env();
+    const p = make();
+    const rec = await p.submitTurn(msg("s", "durable?"));
+    const lines = readFileSync(journalPath(dir), "utf8").trim().split("\n");
+    expect(lines.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({
+        t: "turn",
+        runId: rec.runId,
+        req: expect.objectContaining({ text: "durable?" }),
+      }),
+    );
+  });
+
+  it("tolerates a torn last line: drops it, cuts the file back, and keeps appending cleanly", async () => {
+    const { dir, runs, make } = env();
+    mkdirSync(path.join(dir, "queue"), { recursive: true });
+    const good = { t: "turn", runId: "r-good", createdAt: 1, req: msg("s", "survivor") };
+    await runs.put({ runId: "r-good", sessionKey: "s", agentId: "main", status: "queued", createdAt: 1 });
+    writeFileSync(journalPath(dir), `${JSON.stringify(good)}\n{"t":"turn","runId":"r-torn","crea`);
+    const p = make();
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    expect((await p.wait("r-good", 5000))?.status).toBe("ok");
+    expect(jobs.map((j) => j.runId)).toEqual(["r-good"]);
+    expect(p.warnings().join("\n")).toMatch(/torn/);
+    const after = await p.submitTurn(msg("s", "after"));
+    await p.wait(after.runId, 5000);
+    await p.stop();
+    const text = readFileSync(journalPath(dir), "utf8");
+    expect(text).not.toContain("r-torn");
+    for (const line of text.trim().split("\n")) expect(() => JSON.parse(line)).not.toThrow();
+  });
+
+  it("skips an unreadable line in the middle and replays the rest", async () => {
+    const { dir, runs, make } = env();
+    mkdirSync(path.join(dir, "queue"), { recursive: true });
+    const a = { t: "turn", runId: "r-a", createdAt: 1, req: msg("s", "a") };
+    const b = { t: "turn", runId: "r-b", createdAt: 2, req: msg("s", "b") };
+    writeFileSync(journalPath(dir), `${JSON.stringify(a)}\nnot json\n{"t":"nope"}\n${JSON.stringify(b)}\n`);
+    const p = make();
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    expect((await p.wait("r-b", 5000))?.status).toBe("ok");
+    expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["a", "b"]);
+    expect(p.warnings()).toHaveLength(2);
+    // The run records were missing (accepted, then a crash before the RunStore write): recreated.
+    expect(await runs.get("r-a")).toMatchObject({ status: "ok", sessionKey: "s" });
+  });
+
+  it("re-runs a turn that was running when the process died, with attempt incremented", async () => {
+    const { dir, make } = env();
+    mkdirSync(path.join(dir, "queue"), { recursive: true });
+    const lines = [
+      { t: "turn", runId: "r1", createdAt: 1, req: msg("s", "one") },
+      { t: "turn", runId: "r2", createdAt: 2, req: msg("s", "two") },
+      { t: "start", runIds: ["r1"] },
+    ];
+    writeFileSync(journalPath(dir), `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`);
+    const p = make();
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    await p.wait("r2", 5000);
+    expect(jobs.map((j) => [j.runId, j.attempt])).toEqual([
+      ["r1", 2],
+      ["r2", 1],
+    ]);
+  });
+
+  it("does not re-run a turn whose outcome reached the RunStore but whose done record was lost", async () => {
+    const { dir, runs, make } = env();
+    mkdirSync(path.join(dir, "queue"), { recursive: true });
+    await runs.put({
+      runId: "r1",
+      sessionKey: "s",
+      agentId: "main",
+      status: "ok",
+      createdAt: 1,
+      reply: "kept",
+    });
+    writeFileSync(
+      journalPath(dir),
+      `${JSON.stringify({ t: "turn", runId: "r1", createdAt: 1, req: msg("s", "one") })}\n${JSON.stringify({ t: "start", runIds: ["r1"] })}\n`,
+    );
+    const p = make();
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    const later = await p.submitTurn(msg("s", "two"));
+    await p.wait(later.runId, 5000);
+    expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["two"]);
+    expect((await runs.get("r1"))?.reply).toBe("kept");
+  });
+
+  it("compacts the journal in the background and keeps every live entry", async () => {
+    const { dir, make } = env({ compactAfterBytes: 4096 });
+    const p = make();
+    const gateOpen: { open?: () => void } = {};
+    const gate = new Promise<void>((r) => {
+      gateOpen.open = r;
+    });
+    const handlers: JobHandlers = {
+      turn: async (job, ctx) => {
+        if (job.sessionKey === "blocked") {
+          await Promise.race([gate, new Promise((r) => ctx.signal.addEventListener("abort", r))]);
+          return { status: "aborted" };
+        }
+        return { status: "ok" };
+      },
+      background: async () => {},
+    };
+    await p.start(handlers);
+    // Live: one running + two queued turns in "blocked", a delayed job, a completed job id.
+    const blocked = [];
+    for (const t of ["b1", "b2", "b3"]) blocked.push(await p.submitTurn(msg("blocked", t)));
+    await p.submit({ kind: "archive", id: "delayed-1", data: {} }, { delayMs: 60_000 });
+    await p.submit({ kind: "archive", id: "done-1", data: {} });
+    // Dead: many finished turns.
+    const finished = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => p.submitTurn(msg(`f${i % 7}`, `x${i}`))),
+    );
+    await Promise.all(finished.map((r) => p.wait(r.runId, 5000)));
+    for (let i = 0; i < 200 && p.journalStats().compactions === 0; i++)
+      await new Promise((r) => setTimeout(r, 5));
+    const stats = p.journalStats();
+    expect(stats.compactions).toBeGreaterThan(0);
+    await p.stop(50);
+    const text = readFileSync(journalPath(dir), "utf8");
+    const recs = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { t: string; runId?: string });
+    // Far fewer records than the ~900 written, and none for the finished turns' lifecycle.
+    expect(recs.length).toBeLessThan(100);
+    expect(recs.some((r) => r.t === "turn" && finished.some((f) => f.runId === r.runId))).toBe(false);
+
+    const p2 = make();
+    const seen: Array<[string, number]> = [];
+    const jobsSeen: string[] = [];
+    await p2.start({
+      turn: async (job) => {
+        seen.push([job.messages[0]!.text, job.attempt]);
+        return { status: "ok" };
+      },
+      background: async (job) => {
+        jobsSeen.push(job.id);
+      },
+    });
+    await Promise.all(blocked.map((b) => p2.wait(b.runId, 5000)));
+    expect(seen).toEqual([
+      ["b1", 2],
+      ["b2", 1],
+      ["b3", 1],
+    ]);
+    await p2.submit({ kind: "archive", id: "done-1", data: {} });
+    await p2.submit({ kind: "archive", id: "probe", data: {} });
+    for (let i = 0; i < 200 && !jobsSeen.includes("probe"); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(jobsSeen).toEqual(["probe"]);
+    expect(await p2.queueInfo("blocked")).toEqual({ pending: 0 });
+    // The delayed job is still pending (due in a minute): it must be in the journal.
+    await p2.stop(50);
+    expect(readFileSync(journalPath(dir), "utf8")).toContain("delayed-1");
+  });
+
+  it("a delayed job restored by a restart fires at its original due time, not a full delay later", async () => {
+    const { make } = env();
+    const p1 = make();
+    const t0 = performance.now();
+    await p1.submit({ kind: "archive", id: "due", data: {} }, { delayMs: 150 });
+    await p1.submit({ kind: "archive", id: "overdue", data: {} }, { delayMs: 1 });
+    await p1.stop();
+    await new Promise((r) => setTimeout(r, 20));
+    const p2 = make();
+    const firedAt = new Map<string, number>();
+    let allFired!: () => void;
+    const both = new Promise<void>((r) => {
+      allFired = r;
+    });
+    await p2.start({
+      turn: async () => ({ status: "ok" }),
+      background: async (job) => {
+        firedAt.set(job.id, performance.now() - t0);
+        if (firedAt.size === 2) allFired();
+      },
+    });
+    await both;
+    expect(firedAt.get("due")).toBeGreaterThanOrEqual(130);
+    // Overdue at restart: runs at once, well before the other one's due time.
+    expect(firedAt.get("overdue")).toBeLessThan(firedAt.get("due")!);
+  });
+
+  it("stop() returns even if a handler ignores the abort, and that turn runs again after restart", async () => {
+    const { make } = env({ abortSettleMs: 20 });
+    const p1 = make();
+    let startedOnce!: () => void;
+    const started = new Promise<void>((r) => {
+      startedOnce = r;
+    });
+    await p1.start({
+      turn: () => {
+        startedOnce();
+        return new Promise(() => {}); // never settles, ignores the signal
+      },
+      background: async () => {},
+    });
+    const r = await p1.submitTurn(msg("s", "stuck"));
+    await started;
+    await p1.stop(20);
+    const p2 = make();
+    const { jobs, handlers } = recorder();
+    await p2.start(handlers);
+    expect((await p2.wait(r.runId, 5000))?.status).toBe("ok");
+    expect(jobs.map((j) => [j.runId, j.attempt])).toEqual([[r.runId, 2]]);
+  });
+
+  it("retries a failing background job with backoff, then drops it and remembers the id", async () => {
+    const { make } = env({ retryBaseMs: 5, jobMaxAttempts: 3 });
+    const p = make();
+    let calls = 0;
+    let probe = false;
+    await p.start({
+      turn: async () => ({ status: "ok" }),
+      background: async (job) => {
+        if (job.id === "probe") {
+          probe = true;
+          return;
+        }
+        calls++;
+        throw new Error("flaky");
+      },
+    });
+    await p.submit({ kind: "announce", id: "flaky-1", data: {} });
+    for (let i = 0; i < 400 && calls < 3; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(calls).toBe(3);
+    await p.submit({ kind: "announce", id: "flaky-1", data: {} });
+    await p.submit({ kind: "archive", id: "probe", data: {} }, { delayMs: 30 });
+    for (let i = 0; i < 400 && !probe; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(probe).toBe(true);
+    expect(calls).toBe(3);
+  });
+
+  it("validates input and names the field", async () => {
+    const { make } = env();
+    const p = make();
+    const bad = { ...msg("", "x") };
+    await expect(p.submitTurn(bad)).rejects.toThrow(InvalidParamsError);
+    await expect(p.submitTurn(bad)).rejects.toThrow(/turn\.sessionKey/);
+    await expect(p.submit({ kind: "archive", id: "", data: {} })).rejects.toThrow(/job\.id/);
+    expect(() =>
+      createLocalPipeline({
+        stateDir: "/tmp/x",
+        runs: new MemoryRunStore(),
+        logger: silentLogger(),
+        concurrency: 0,
+        mode: "collect",
+      }),
+    ).toThrow(/queue\.concurrency/);
+  });
+
+  it("start and stop are idempotent; work submitted after stop is refused", async () => {
+    const { make } = env();
+    const p = make();
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    await p.start(handlers);
+    const r = await p.submitTurn(msg("s", "x"));
+    await p.wait(r.runId, 5000);
+    expect(jobs).toHaveLength(1);
+    await Promise.all([p.stop(), p.stop()]);
+    await p.stop();
+    await expect(p.submitTurn(msg("s", "y"))).rejects.toThrow(SwitchboardError);
+    await expect(p.submit({ kind: "archive", id: "a", data: {} })).rejects.toThrow(/stopped/);
+  });
+
+  it("accepts work before start (enqueue-only) and runs it once started", async () => {
+    const { make } = env();
+    const p = make();
+    const r = await p.submitTurn(msg("s", "early"));
+    expect(await p.queueInfo("s")).toEqual({ pending: 1 });
+    expect((await p.wait(r.runId, 0))?.status).toBe("queued");
+    const { jobs, handlers } = recorder();
+    await p.start(handlers);
+    expect((await p.wait(r.runId, 5000))?.status).toBe("ok");
+    expect(jobs).toHaveLength(1);
+  });
+
+  it("a synchronously throwing handler and an invalid result both end as error", async () => {
+    const { make } = env();
+    const p = make();
+    await p.start({
+      turn: (job) => {
+        if (job.messages[0]!.text === "sync") throw new Error("sync throw");
+        return Promise.resolve(undefined as unknown as { status: "ok" });
+      },
+      background: async () => {},
+    });
+    const a = await p.submitTurn(msg("s", "sync"));
+    const b = await p.submitTurn(msg("s", "nothing"));
+    expect(await p.wait(a.runId, 5000)).toMatchObject({ status: "error", error: "sync throw" });
+    expect((await p.wait(b.runId, 5000))?.status).toBe("error");
+  });
+
+  it("a run that stays queued across a restart is still waitable and cancellable there", async () => {
+    const { make } = env();
+    const p1 = make();
+    const r = await p1.submitTurn(msg("s", "never started"));
+    await p1.stop();
+    const p2 = make();
+    expect((await p2.wait(r.runId, 0))?.status).toBe("queued");
+    expect(await p2.cancel(r.runId, "aborted")).toBe(true);
+    expect((await p2.wait(r.runId, 600_000))?.status).toBe("aborted");
+    await p2.stop();
+    const p3 = make();
+    const { jobs, handlers } = recorder();
+    await p3.start(handlers);
+    const probe = await p3.submitTurn(msg("s", "probe"));
+    await p3.wait(probe.runId, 5000);
+    expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["probe"]);
+  });
+});

@@ -1,0 +1,155 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { silentLogger } from "../../../../src/log.js";
+import { JOURNAL_FILE, Journal } from "../../../../src/pipeline/local/journal.js";
+import type { JournalModel } from "../../../../src/pipeline/local/journal-model.js";
+import type { JournalRecord } from "../../../../src/pipeline/local/schema.js";
+import { tempDir } from "../../../helpers.js";
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+function dir(): string {
+  const t = tempDir("sb-journal-");
+  cleanups.push(t.cleanup);
+  return t.dir;
+}
+
+const open = (d: string, extra: { compactAfterBytes?: number; completedCap?: number } = {}) =>
+  Journal.open({
+    dir: d,
+    logger: silentLogger(),
+    fsync: false,
+    compactAfterBytes: extra.compactAfterBytes ?? 1 << 30,
+    completedCap: extra.completedCap ?? 100,
+  });
+
+const turn = (runId: string, text = "x"): JournalRecord => ({
+  t: "turn",
+  runId,
+  createdAt: 1,
+  req: { sessionKey: `s-${runId.length % 3}`, agentId: "main", text, deliver: false, origin: "inbound" },
+});
+
+/** What a model holds, comparable with toEqual (ignores byte accounting). */
+function view(m: JournalModel) {
+  return {
+    turns: [...m.turns.values()].map((t) => [t.runId, t.started, t.req.text]),
+    jobs: [...m.jobs.values()].map((j) => [j.job.id, j.dueAt, j.attempts]),
+    completed: [...m.completed],
+  };
+}
+
+describe("Journal", () => {
+  it("writes every append of one tick with a single write", async () => {
+    const d = dir();
+    const j = await open(d);
+    const before = j.stats().writes;
+    const all = Array.from({ length: 1000 }, (_, i) => j.append(turn(`r${i}`)));
+    await Promise.all(all);
+    expect(j.stats().writes - before).toBe(1);
+    await j.close();
+    const lines = readFileSync(path.join(d, JOURNAL_FILE), "utf8").trim().split("\n");
+    expect(lines).toHaveLength(1000);
+  });
+
+  it("replays to the same live state it had before closing", async () => {
+    const d = dir();
+    const j = await open(d);
+    await j.append(turn("a"));
+    await j.append(turn("b"));
+    await j.append(turn("c"));
+    j.note({ t: "start", runIds: ["a", "b"] });
+    j.note({ t: "done", runIds: ["b"] });
+    j.note({ t: "job", job: { kind: "archive", id: "j1", data: { x: 1 } }, dueAt: 50, attempts: 0 });
+    j.note({ t: "job", job: { kind: "spawn", id: "j2", data: {} }, dueAt: 60, attempts: 0 });
+    j.note({ t: "jobretry", id: "j1", dueAt: 99, attempts: 1 });
+    j.note({ t: "jobdone", id: "j2" });
+    const expected = view(j.model);
+    expect(expected).toEqual({
+      turns: [
+        ["a", 1, "x"],
+        ["c", 0, "x"],
+      ],
+      jobs: [["j1", 99, 1]],
+      completed: ["j2"],
+    });
+    await j.close();
+    const again = await open(d);
+    expect(view(again.model)).toEqual(expected);
+    await again.close();
+  });
+
+  it("keeps only the most recent completed ids", async () => {
+    const d = dir();
+    const j = await open(d, { completedCap: 3 });
+    for (const id of ["a", "b", "c", "d"]) j.note({ t: "jobdone", id });
+    expect([...j.model.completed]).toEqual(["b", "c", "d"]);
+    await j.close();
+  });
+
+  it("compaction keeps live records, drops dead ones, and loses nothing appended meanwhile", async () => {
+    const d = dir();
+    const j = await open(d);
+    for (let i = 0; i < 500; i++) await j.append(turn(`dead${i}`, "y".repeat(50)));
+    j.note({ t: "done", runIds: Array.from({ length: 500 }, (_, i) => `dead${i}`) });
+    await j.append(turn("live1"));
+    j.note({ t: "start", runIds: ["live1"] });
+    await j.append({ t: "job", job: { kind: "archive", id: "job-live", data: {} }, dueAt: 5, attempts: 0 });
+    j.note({ t: "jobdone", id: "job-old" });
+    const pendingBefore = j.append(turn("during-a"));
+    const compaction = j.compact();
+    let compacted = false;
+    void compaction.then(() => {
+      compacted = true;
+    });
+    // Appended on every tick while the compaction does its I/O: all must end up in the new file.
+    const during = [j.append({ t: "done", runIds: ["during-a"] })];
+    const duringIds: string[] = [];
+    while (!compacted) {
+      duringIds.push(`during-${duringIds.length}`);
+      during.push(j.append(turn(duringIds.at(-1)!)));
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all([pendingBefore, compaction, ...during]);
+    await j.append(turn("after"));
+    expect(j.stats().compactions).toBe(1);
+    expect(duringIds.length).toBeGreaterThan(2);
+    const expected = view(j.model);
+    await j.close();
+    const text = readFileSync(path.join(d, JOURNAL_FILE), "utf8");
+    expect(text).not.toContain("dead1");
+    expect(text.length).toBeLessThan(200 * (duringIds.length + 3));
+    const again = await open(d);
+    expect(view(again.model)).toEqual(expected);
+    expect(expected.turns.map((t) => t[0])).toEqual(["live1", ...duringIds, "after"]);
+    expect(expected.turns[0]?.[1]).toBe(1);
+    expect(expected.completed).toEqual(["job-old"]);
+    await again.close();
+  });
+
+  it("compacts by itself once the file is large and mostly dead", async () => {
+    const d = dir();
+    const j = await open(d, { compactAfterBytes: 2048 });
+    for (let i = 0; i < 200; i++) {
+      await j.append(turn(`r${i}`, "z".repeat(40)));
+      j.note({ t: "done", runIds: [`r${i}`] });
+    }
+    await j.append(turn("keep"));
+    for (let i = 0; i < 100 && j.stats().compactions === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(j.stats().compactions).toBeGreaterThan(0);
+    await j.close();
+    const again = await open(d);
+    expect([...again.model.turns.keys()]).toEqual(["keep"]);
+    await again.close();
+  });
+
+  it("rejects appends after close", async () => {
+    const j = await open(dir());
+    await j.close();
+    await expect(j.append(turn("late"))).rejects.toThrow(/closed/);
+  });
+});
