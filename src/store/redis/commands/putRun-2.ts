@@ -1,0 +1,37 @@
+import type { ScriptDef } from "../scripts.js";
+
+/**
+ * putRun-2 — writes one run record whole and files it under its session, atomically;
+ * optionally only when it is still at an expected revision (optimistic concurrency for patch).
+ *
+ * KEYS[1] run hash                 P:run:<runId>
+ * KEYS[2] the session's run zset   P:runs:sess:<sessionKey>
+ * ARGV[1] runId (the zset member)
+ * ARGV[2] run JSON
+ * ARGV[3] createdAt (the zset score)
+ * ARGV[4] expected revision: "" = any, n = must still be n
+ * ARGV[5] TTL in ms for the run hash, "0" = keep (finished runs may expire; see runs.ts)
+ * Returns the new revision (>= 1), or -1 when the expected revision did not match.
+ *
+ * A previous write's zset (field ix, same hash tag) loses the member when the session changed.
+ */
+export const putRun: ScriptDef = {
+  name: "putRun-2",
+  numberOfKeys: 2,
+  lua: `
+local cur = redis.call("HMGET", KEYS[1], "rev", "ix")
+local rev = tonumber(cur[1]) or 0
+if ARGV[4] ~= "" and tonumber(ARGV[4]) ~= rev then return -1 end
+if cur[2] and cur[2] ~= KEYS[2] then redis.call("ZREM", cur[2], ARGV[1]) end
+redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
+rev = rev + 1
+redis.call("HSET", KEYS[1], "data", ARGV[2], "rev", rev, "ix", KEYS[2])
+local ttl = tonumber(ARGV[5])
+if ttl > 0 then
+  redis.call("PEXPIRE", KEYS[1], ttl)
+else
+  redis.call("PERSIST", KEYS[1])
+end
+return rev
+`,
+};

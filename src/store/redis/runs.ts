@@ -1,0 +1,115 @@
+import type { Redis } from "ioredis";
+import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
+import { RETRY, withCasRetry } from "./cas.js";
+import { putRun } from "./commands/index.js";
+import type { RedisKeys } from "./keys.js";
+import { mergePatch, normalizeRun, parseObject } from "./records.js";
+import type { ScriptRunner } from "./scripts.js";
+import { KeyedSerial } from "./serial.js";
+import { assertOpen, type WarningSink } from "./warnings.js";
+
+export interface RedisRunStoreOptions {
+  client: Redis;
+  keys: RedisKeys;
+  scripts: ScriptRunner;
+  warnings: WarningSink;
+  /** Finished runs expire this long after their last write; 0 keeps them forever. */
+  finishedRunTtlMs: number;
+}
+
+/**
+ * Runs in one hash each (`data` = run JSON, `rev`, `ix` = its session's zset), listed per
+ * session by a zset on `createdAt`. Writes go through putRun-2; `patch` merges in JS and
+ * writes only if the run is still at the revision it read (retrying when another process —
+ * say a pipeline worker — won), serialised per run within this process.
+ *
+ * Retention: a run whose status is final expires `finishedRunTtlMs` after its last write
+ * (Redis TTL on its hash; an unfinished run never expires). Its member in the session zset
+ * is removed lazily, the next time `listBySession` meets it.
+ */
+export class RedisRunStore implements RunStore {
+  private readonly serial = new KeyedSerial();
+  private closed = false;
+
+  constructor(private readonly o: RedisRunStoreOptions) {}
+
+  async put(run: RunRecord): Promise<void> {
+    assertOpen(this.closed, "runs");
+    const stored = normalizeRun(run, "run");
+    await this.serial.run(stored.runId, () => this.write(stored, ""));
+  }
+
+  async get(runId: string): Promise<RunRecord | null> {
+    assertOpen(this.closed, "runs");
+    return this.decode(runId, await this.o.client.hget(this.o.keys.run(runId), "data"));
+  }
+
+  async patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
+    assertOpen(this.closed, "runs");
+    return this.serial.run(runId, () =>
+      withCasRetry(`patch of run ${runId}`, async () => {
+        const [data, rev] = await this.o.client.hmget(this.o.keys.run(runId), "data", "rev");
+        const cur = this.decode(runId, data ?? null);
+        if (cur === null) return { retry: false, value: null };
+        const stored = normalizeRun(mergePatch(cur, patch, ["runId"]), "patch");
+        if (!(await this.write(stored, rev ?? "0"))) return RETRY;
+        return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
+      }),
+    );
+  }
+
+  /** Newest-created first (ties: runId descending). */
+  async listBySession(sessionKey: string, limit: number): Promise<RunRecord[]> {
+    assertOpen(this.closed, "runs");
+    const n = Math.floor(limit);
+    if (!(n > 0)) return [];
+    const { client, keys } = this.o;
+    const index = keys.sessionRuns(sessionKey);
+    const out: RunRecord[] = [];
+    let offset = 0;
+    while (out.length < n) {
+      const want = n - out.length;
+      const ids = await client.zrevrange(index, offset, offset + want - 1);
+      if (ids.length === 0) break;
+      const pipe = client.pipeline();
+      for (const id of ids) pipe.hget(keys.run(id), "data");
+      const res = (await pipe.exec()) ?? [];
+      const gone: string[] = [];
+      ids.forEach((id, i) => {
+        const [err, data] = res[i] ?? [null, null];
+        if (err) throw err;
+        const r = this.decode(id, data as string | null);
+        if (r && r.sessionKey === sessionKey) out.push(r);
+        else if (data === null) gone.push(id); // expired (finished-run TTL)
+      });
+      if (gone.length > 0) await client.zrem(index, ...gone);
+      offset += ids.length - gone.length;
+      if (ids.length < want) break;
+    }
+    return out;
+  }
+
+  /** Waits for this process's queued writes. Idempotent; the client stays open. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.serial.drain();
+  }
+
+  private async write(run: RunRecord, expectedRev: string): Promise<boolean> {
+    const { keys, scripts, finishedRunTtlMs } = this.o;
+    const ttl = FINAL_RUN_STATUSES.has(run.status) ? finishedRunTtlMs : 0;
+    const rev = await scripts.run(
+      putRun,
+      [keys.run(run.runId), keys.sessionRuns(run.sessionKey)],
+      [run.runId, JSON.stringify(run), run.createdAt, expectedRev, ttl],
+    );
+    return rev !== -1;
+  }
+
+  private decode(runId: string, data: string | null | undefined): RunRecord | null {
+    if (data === null || data === undefined) return null;
+    const r = parseObject<RunRecord>(data);
+    if (r === null) this.o.warnings.add(`redis store: run ${runId}: unreadable record skipped`, { runId });
+    return r;
+  }
+}

@@ -1,0 +1,178 @@
+import type { Redis } from "ioredis";
+import { InvalidParamsError, SwitchboardError } from "../../errors.js";
+import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
+import { archiveTranscript } from "./commands/index.js";
+import type { RedisKeys } from "./keys.js";
+import type { ScriptRunner } from "./scripts.js";
+import { assertOpen, type WarningSink } from "./warnings.js";
+
+const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
+const TOOL_ROLES = new Set(["toolCall", "toolResult"]);
+/** Largest XREVRANGE page while skipping tool messages backwards. */
+const MAX_PAGE = 1000;
+
+export interface RedisTranscriptStoreOptions {
+  client: Redis;
+  keys: RedisKeys;
+  scripts: ScriptRunner;
+  warnings: WarningSink;
+  now: () => number;
+}
+
+/**
+ * Transcripts as Redis Streams, one per (agentId, sessionId): each message is one entry with
+ * fields `r` (role, so tool messages are skipped without parsing) and `m` (message JSON).
+ *
+ * - append: one XADD. Commands on one connection run in the order they are issued and
+ *   `append` issues its XADD synchronously, so appends keep call order. "Durable" means
+ *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF).
+ * - readTail: XREVRANGE … COUNT from the newest entry backwards; when tools are filtered out
+ *   it keeps paging backwards (pages ×2, up to MAX_PAGE) until `limit` messages or the start.
+ *   It never reads a whole stream.
+ * - count: XLEN (every message; the tools filter applies to readTail only).
+ * - archive: RENAME to `<stream>:archived:<reason>:<ms>` — kept, not destroyed.
+ */
+export class RedisTranscriptStore implements TranscriptStore {
+  private closed = false;
+
+  constructor(private readonly o: RedisTranscriptStoreOptions) {}
+
+  locate(ref: TranscriptRef): string {
+    checkRef(ref);
+    return this.o.keys.transcript(ref.agentId, ref.sessionId);
+  }
+
+  append(ref: TranscriptRef, message: TranscriptMessage): Promise<void> {
+    try {
+      assertOpen(this.closed, "transcripts");
+      checkMessage(message);
+      // no await before the XADD: that is what keeps concurrent appends in call order
+      return this.o.client.xadd(this.locate(ref), "*", ...entryFields(message)).then(() => undefined);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * Appends many messages in one pipeline (bulk imports and benchmarks); same layout and
+   * order as one `append` per message.
+   */
+  async appendBatch(ref: TranscriptRef, messages: readonly TranscriptMessage[]): Promise<void> {
+    assertOpen(this.closed, "transcripts");
+    const key = this.locate(ref);
+    for (const m of messages) checkMessage(m);
+    const pipe = this.o.client.pipeline();
+    for (const m of messages) pipe.xadd(key, "*", ...entryFields(m));
+    for (const [err] of (await pipe.exec()) ?? []) if (err) throw err;
+  }
+
+  async readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]> {
+    assertOpen(this.closed, "transcripts");
+    const key = this.locate(ref);
+    const limit = Math.floor(opts.limit);
+    if (!(limit > 0)) return [];
+    const includeTools = opts.includeTools === true;
+    const out: TranscriptMessage[] = [];
+    let end = "+";
+    let count = includeTools ? limit : Math.min(Math.max(limit * 2, 16), MAX_PAGE);
+    for (;;) {
+      const page = (await this.o.client.xrevrange(key, end, "-", "COUNT", count)) as Array<
+        [string, string[]]
+      >;
+      for (const [id, fields] of page) {
+        const role = field(fields, "r");
+        if (!includeTools && role !== undefined && TOOL_ROLES.has(role)) continue;
+        const m = this.parse(key, id, field(fields, "m"));
+        if (m === null || (!includeTools && TOOL_ROLES.has(m.role))) continue;
+        out.push(m);
+        if (out.length >= limit) return out.reverse();
+      }
+      if (page.length < count) return out.reverse(); // reached the start
+      end = `(${page[page.length - 1]![0]}`;
+      count = Math.min(count * 2, MAX_PAGE);
+    }
+  }
+
+  async count(ref: TranscriptRef): Promise<number> {
+    assertOpen(this.closed, "transcripts");
+    return this.o.client.xlen(this.locate(ref));
+  }
+
+  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+    assertOpen(this.closed, "transcripts");
+    if (reason !== "archived" && reason !== "deleted") {
+      throw new InvalidParamsError('reason: must be "archived" or "deleted"', { field: "reason" });
+    }
+    const live = this.locate(ref);
+    const stamp = String(this.o.now());
+    for (let i = 0; i < 100; i++) {
+      const target = this.o.keys.archivedTranscript(
+        ref.agentId,
+        ref.sessionId,
+        reason,
+        i === 0 ? stamp : `${stamp}-${i}`,
+      );
+      const r = await this.o.scripts.run(archiveTranscript, [live, target], []);
+      if (r === 1) return target;
+      if (r === 0) return null;
+      // -1: an archive with this name exists (two archives in one ms): try the next suffix
+    }
+    throw new SwitchboardError("CONFLICT", `redis store: no free archive name for ${live} at ${stamp}`);
+  }
+
+  warnings(): string[] {
+    return this.o.warnings.all();
+  }
+
+  /** Idempotent; nothing to flush (every append was acknowledged), the client stays open. */
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private parse(key: string, id: string, text: string | undefined): TranscriptMessage | null {
+    if (text !== undefined) {
+      try {
+        const v: unknown = JSON.parse(text);
+        if (isMessage(v)) return v;
+      } catch {
+        // reported below
+      }
+    }
+    this.o.warnings.add(`redis store: ${key}: unreadable stream entry ${id} skipped`, { key, id });
+    return null;
+  }
+}
+
+function entryFields(m: TranscriptMessage): [string, string, string, string] {
+  return ["r", m.role, "m", JSON.stringify(m)];
+}
+
+/** A field of a stream entry (`[name, value, name, value, …]`). */
+function field(fields: string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
+}
+
+function checkRef(ref: TranscriptRef): void {
+  for (const f of ["agentId", "sessionId"] as const) {
+    if (typeof ref?.[f] !== "string" || ref[f].length === 0) {
+      throw new InvalidParamsError(`ref.${f}: must be a non-empty string`, { field: f });
+    }
+  }
+}
+
+function checkMessage(m: TranscriptMessage): void {
+  if (typeof m !== "object" || m === null) throw new InvalidParamsError("message: must be an object");
+  if (typeof m.id !== "string" || m.id.length === 0) {
+    throw new InvalidParamsError("message.id: must be a non-empty string", { field: "id" });
+  }
+  if (!ROLES.has(m.role)) {
+    throw new InvalidParamsError(`message.role: must be one of ${[...ROLES].join(", ")}`, { field: "role" });
+  }
+}
+
+function isMessage(v: unknown): v is TranscriptMessage {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const m = v as Record<string, unknown>;
+  return typeof m.id === "string" && typeof m.role === "string" && ROLES.has(m.role);
+}
