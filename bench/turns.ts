@@ -1,0 +1,108 @@
+/**
+ * Pipeline overhead per turn through the whole gateway (DESIGN.md budget: ≥ 3,000 turns/s on
+ * `local` across 1,000 sessions): fs store + local pipeline + a zero-latency scripted model, no
+ * tools, an in-memory channel for delivery. Measures enqueue → delivered.
+ * Run: `npm run bench` (all) or `npx tsx bench/turns.ts`.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { createApp } from "../src/app.js";
+import type { ChannelAdapter, OutboundMessage } from "../src/channels/types.js";
+import { parseConfig } from "../src/config/index.js";
+import { silentLogger } from "../src/log.js";
+
+const SESSIONS = 1000;
+const TURNS = Number(process.env.BENCH_TURNS ?? 10_000);
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+}
+
+export async function run(): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "sb-bench-turns-"));
+  const config = parseConfig({
+    stateDir: dir,
+    queue: { concurrency: 8, mode: "followup" },
+    models: { default: "s/zero", providers: { s: { kind: "scripted", rules: [{ match: ".", reply: "ok" }] } } },
+    tools: { profile: "minimal", deny: ["*"] },
+  });
+  const app = await createApp({ config, source: null, baseDir: dir }, { logger: silentLogger(), role: "worker" });
+  const submitted = new Map<string, number>();
+  const latencies: number[] = [];
+  let delivered = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((r) => {
+    done = r;
+  });
+  const channel: ChannelAdapter = {
+    channel: "bench",
+    accountId: "default",
+    capabilities: { textLimit: 4000, threads: false, typing: false, markdown: "plain", createThread: false },
+    async start() {},
+    async stop() {},
+    status: () => ({ state: "connected" }),
+    async send(msg: OutboundMessage) {
+      delivered++;
+      if (delivered === TURNS) done();
+      return { messageIds: [msg.to] };
+    },
+  };
+  (app.services.channels as unknown as { add(a: ChannelAdapter): void }).add(channel);
+  app.services.bus.on("run.finished", ({ run }) => {
+    const t0 = submitted.get(run.runId);
+    if (t0 !== undefined) latencies.push(performance.now() - t0);
+  });
+  await app.start();
+  const { store, pipeline } = app.services;
+  const now = Date.now();
+  for (let i = 0; i < SESSIONS; i++) {
+    await store.sessions.put({
+      key: `agent:main:bench:direct:u${i}`,
+      sessionId: crypto.randomUUID(),
+      agentId: "main",
+      createdAt: now,
+      updatedAt: now,
+      deliveryContext: { channel: "bench", to: `u${i}`, accountId: "default" },
+    });
+  }
+  const rss0 = process.memoryUsage().rss;
+  const t0 = performance.now();
+  const inflight: Array<Promise<unknown>> = [];
+  for (let i = 0; i < TURNS; i++) {
+    const key = `agent:main:bench:direct:u${i % SESSIONS}`;
+    const at = performance.now();
+    inflight.push(
+      pipeline
+        .submitTurn({ sessionKey: key, agentId: "main", text: `m${i}`, deliver: true, origin: "inbound" })
+        .then((r) => submitted.set(r.runId, at)),
+    );
+    if (inflight.length >= 200) await Promise.all(inflight.splice(0));
+  }
+  await Promise.all(inflight);
+  await finished;
+  const elapsed = (performance.now() - t0) / 1000;
+  const sorted = latencies.sort((a, b) => a - b);
+  const result = {
+    bench: "turns-local",
+    turns: TURNS,
+    sessions: SESSIONS,
+    turnsPerSec: Math.round(TURNS / elapsed),
+    p50Ms: Number(quantile(sorted, 0.5).toFixed(2)),
+    p99Ms: Number(quantile(sorted, 0.99).toFixed(2)),
+    rssMB: Math.round(process.memoryUsage().rss / 1e6),
+    rssDeltaMB: Math.round((process.memoryUsage().rss - rss0) / 1e6),
+    budget: "≥ 3,000 turns/s",
+  };
+  process.stdout.write(
+    `turns through the gateway (local, fs): ${result.turnsPerSec} turns/s over ${TURNS} turns / ${SESSIONS} sessions; ` +
+      `enqueue→finished p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms; rss ${result.rssMB} MB (budget ${result.budget})\n`,
+  );
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  await app.stop();
+  rmSync(dir, { recursive: true, force: true });
+  return result;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) await run();
