@@ -1,0 +1,360 @@
+import { type FileHandle, open, readdir, rename, unlink } from "node:fs/promises";
+import path from "node:path";
+import { SwitchboardError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import { forEachLine } from "./lines.js";
+import { ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll } from "./paths.js";
+import type { WarningSink } from "./warnings.js";
+
+/**
+ * An append-only record log with background compaction: the durable half of an in-memory map.
+ *
+ * Files in `dir` for journal `name`:
+ *   <name>.jsonl            the live log; first line `{"$log":G}`, then one record per line
+ *   <name>.<g>.jsonl        logs rotated out by a compaction that has not finished yet
+ *   <name>.snapshot.jsonl   `{"$snapshot":S}` then records: the state of every log with g < S
+ *
+ * Compaction never blocks the request path on work that grows with the state: between two
+ * batched writes the live log is renamed to `<name>.<G>.jsonl` and a new live log `G+1` is
+ * started (O(1)); the state is captured by reference at that instant (records are immutable);
+ * the snapshot is then written to a temp file in slices, fsynced and renamed over the old
+ * one, and only then are the rotated logs deleted. A crash at any step leaves a snapshot plus
+ * logs that replay to the same state (records are whole values, so replay is last-writer-wins).
+ *
+ * Durability: a write resolves once it reached the OS (one write(2) per batch of concurrent
+ * appends), without fsync. That survives a process crash, not a power loss; snapshots are
+ * fsynced because they replace older files.
+ */
+export interface JournalOptions<R> {
+  dir: string;
+  name: string;
+  logger: Logger;
+  warnings: WarningSink;
+  /** Compact after this many appended records (and at least a quarter of the live state). */
+  compactEveryAppends: number;
+  /** Checks one parsed line; null marks it unreadable (skipped with a warning). */
+  decode: (value: unknown) => R | null;
+  /** Applies one record while loading. */
+  replay: (record: R) => void;
+  /** The whole current state as records; called synchronously at the rotation point. */
+  snapshot: () => R[];
+  /** Number of live records, to scale the compaction threshold with the state. */
+  size: () => number;
+}
+
+interface Pending {
+  text: string;
+  records: number;
+  apply: () => void;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+const SNAPSHOT_SLICE = 2000;
+
+export class Journal<R> {
+  private fh: FileHandle | null = null;
+  private gen = 1;
+  private needsNewline = false;
+  private appendsSinceSnapshot = 0;
+  private pending: Pending[] = [];
+  private flushing: Promise<void> | null = null;
+  private rotateWaiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
+  private snapshotting: Promise<void> | null = null;
+  private aborting = false;
+  private closed = false;
+
+  private constructor(private readonly opts: JournalOptions<R>) {}
+
+  get livePath(): string {
+    return path.join(this.opts.dir, `${this.opts.name}.jsonl`);
+  }
+
+  get snapshotPath(): string {
+    return path.join(this.opts.dir, `${this.opts.name}.snapshot.jsonl`);
+  }
+
+  private rotatedPath(gen: number): string {
+    return path.join(this.opts.dir, `${this.opts.name}.${gen}.jsonl`);
+  }
+
+  /** Loads snapshot and logs through `opts.replay`, then opens the live log for appending. */
+  static async open<R>(opts: JournalOptions<R>): Promise<Journal<R>> {
+    const j = new Journal(opts);
+    await j.load();
+    return j;
+  }
+
+  // ---------------------------------------------------------------- loading
+
+  private async load(): Promise<void> {
+    const { dir, name } = this.opts;
+    await ensureDir(dir);
+    const rotated: number[] = [];
+    const rotatedRe = new RegExp(`^${escapeRe(name)}\\.(\\d+)\\.jsonl$`);
+    for (const f of await readdir(dir)) {
+      const m = rotatedRe.exec(f);
+      if (m) rotated.push(Number(m[1]));
+      else if (f === `${name}.snapshot.jsonl.tmp`) await unlink(path.join(dir, f)); // unfinished compaction
+    }
+    rotated.sort((a, b) => a - b);
+
+    let snapGen = 0;
+    if ((await fileSize(this.snapshotPath)) >= 0) {
+      await this.readFile(this.snapshotPath, (header) => {
+        snapGen = header.$snapshot ?? 0;
+      });
+    }
+    for (const g of rotated) {
+      if (g < snapGen)
+        await unlink(this.rotatedPath(g)); // already in the snapshot
+      else this.appendsSinceSnapshot += await this.readFile(this.rotatedPath(g), () => {});
+    }
+    const minGen = Math.max(snapGen, (rotated.at(-1) ?? 0) + 1, 1);
+    let liveGen = 0;
+    let endsWithNewline = true;
+    const liveBytes = await fileSize(this.livePath);
+    if (liveBytes > 0) {
+      let ends = true;
+      this.appendsSinceSnapshot += await this.readFile(
+        this.livePath,
+        (header) => {
+          liveGen = header.$log ?? 0;
+        },
+        (e) => {
+          ends = e;
+        },
+      );
+      endsWithNewline = ends;
+    }
+    this.gen = Math.max(liveGen, minGen);
+    this.fh = await open(this.livePath, "a", FILE_MODE);
+    if (liveBytes <= 0) await writeAll(this.fh, `{"$log":${this.gen}}\n`);
+    this.needsNewline = !endsWithNewline;
+    this.maybeCompact();
+  }
+
+  /** Replays one file; returns the number of records read. */
+  private async readFile(
+    file: string,
+    onHeader: (h: { $log?: number; $snapshot?: number }) => void,
+    onEnd?: (endsWithNewline: boolean) => void,
+  ): Promise<number> {
+    let records = 0;
+    const base = path.basename(file);
+    const res = await forEachLine(file, (buf, info) => {
+      let value: unknown;
+      try {
+        value = JSON.parse(buf.toString("utf8"));
+      } catch {
+        const what = info.terminated ? `unreadable line ${info.lineNo}` : `torn last line ${info.lineNo}`;
+        this.opts.warnings.add(`${path.join(this.opts.dir, base)}: ${what} skipped`, {
+          file,
+          line: info.lineNo,
+        });
+        return;
+      }
+      if (info.lineNo === 1 && isHeader(value)) {
+        onHeader(value);
+        return;
+      }
+      const record = this.opts.decode(value);
+      if (record === null) {
+        this.opts.warnings.add(
+          `${path.join(this.opts.dir, base)}: invalid record on line ${info.lineNo} skipped`,
+          {
+            file,
+            line: info.lineNo,
+          },
+        );
+        return;
+      }
+      this.opts.replay(record);
+      records++;
+    });
+    onEnd?.(res.endsWithNewline);
+    return records;
+  }
+
+  // ---------------------------------------------------------------- appending
+
+  /**
+   * Appends records; `apply` runs right after they reached the OS and before anything else is
+   * written, so in-memory state always equals what the files replay to. Resolves after `apply`.
+   */
+  append(records: R | R[], apply: () => void): Promise<void> {
+    if (this.closed) return Promise.reject(closedError(this.opts.name));
+    const list = Array.isArray(records) ? records : [records];
+    let text = "";
+    for (const r of list) text += `${JSON.stringify(r)}\n`;
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ text, records: list.length, apply, resolve, reject });
+      this.kick();
+    });
+  }
+
+  private kick(): void {
+    if (!this.flushing) this.flushing = this.flushLoop().finally(() => (this.flushing = null));
+  }
+
+  private async flushLoop(): Promise<void> {
+    while (this.pending.length > 0 || this.rotateWaiters.length > 0) {
+      if (this.rotateWaiters.length > 0 && !this.snapshotting) {
+        await this.rotate();
+        continue;
+      }
+      if (this.pending.length === 0) return; // a rotation waits for the running snapshot
+      const batch = this.pending.splice(0);
+      let text = batch.map((b) => b.text).join("");
+      if (this.needsNewline) text = `\n${text}`;
+      try {
+        await writeAll(this.fh!, text);
+        this.needsNewline = false;
+      } catch (err) {
+        // part of the batch may have reached the file: the next write starts on a fresh line
+        this.needsNewline = true;
+        for (const b of batch) b.reject(err);
+        continue;
+      }
+      for (const b of batch) {
+        this.appendsSinceSnapshot += b.records;
+        try {
+          b.apply();
+        } catch (err) {
+          this.opts.logger.error({ err, journal: this.opts.name }, "journal apply failed");
+        }
+        b.resolve();
+      }
+      this.maybeCompact();
+    }
+  }
+
+  // ---------------------------------------------------------------- compaction
+
+  private maybeCompact(): void {
+    if (this.closed || this.snapshotting || this.rotateWaiters.length > 0) return;
+    // scaling with the state bounds both the rewrite cost per append (≤ 4 records) and the
+    // log replayed at start-up (≤ 25% of the snapshot)
+    const threshold = Math.max(this.opts.compactEveryAppends, Math.floor(this.opts.size() / 4));
+    if (this.appendsSinceSnapshot < threshold) return;
+    this.requestRotation().catch((err: unknown) =>
+      this.opts.logger.warn(
+        { err, journal: this.opts.name },
+        "background compaction failed; will retry later",
+      ),
+    );
+  }
+
+  /** Compacts now (after any compaction already running); resolves when the snapshot is on disk. */
+  async compact(): Promise<void> {
+    if (this.closed) throw closedError(this.opts.name);
+    if (this.snapshotting) await this.snapshotting.catch(() => {});
+    await this.requestRotation();
+    await this.snapshotting;
+  }
+
+  private requestRotation(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.rotateWaiters.push({ resolve, reject });
+      this.kick();
+    });
+  }
+
+  /** Runs inside the flush loop, so no write is in flight and state matches the files. */
+  private async rotate(): Promise<void> {
+    const waiters = this.rotateWaiters.splice(0);
+    const oldGen = this.gen;
+    try {
+      await this.fh!.close();
+      this.fh = null;
+      await rename(this.livePath, this.rotatedPath(oldGen));
+      this.gen = oldGen + 1;
+      this.fh = await open(this.livePath, "a", FILE_MODE);
+      await writeAll(this.fh, `{"$log":${this.gen}}\n`);
+      this.needsNewline = false;
+    } catch (err) {
+      if (!this.fh) this.fh = await open(this.livePath, "a", FILE_MODE);
+      for (const w of waiters) w.reject(err);
+      return;
+    }
+    const records = this.opts.snapshot();
+    this.appendsSinceSnapshot = 0;
+    const done = this.writeSnapshot(records, this.gen);
+    this.snapshotting = done;
+    done
+      .then(
+        () => {
+          for (const w of waiters) w.resolve();
+        },
+        (err: unknown) => {
+          for (const w of waiters) w.reject(err);
+        },
+      )
+      .finally(() => {
+        this.snapshotting = null;
+        if (!this.closed) {
+          if (this.rotateWaiters.length > 0) this.kick();
+          else this.maybeCompact();
+        }
+      });
+  }
+
+  private async writeSnapshot(records: R[], gen: number): Promise<void> {
+    const tmp = `${this.snapshotPath}.tmp`;
+    const fh = await open(tmp, "w", FILE_MODE);
+    try {
+      await writeAll(fh, `{"$snapshot":${gen}}\n`);
+      for (let i = 0; i < records.length; i += SNAPSHOT_SLICE) {
+        if (this.aborting) throw new SwitchboardError("UNAVAILABLE", "compaction aborted: store closing");
+        let text = "";
+        const end = Math.min(records.length, i + SNAPSHOT_SLICE);
+        for (let k = i; k < end; k++) text += `${JSON.stringify(records[k])}\n`;
+        await writeAll(fh, text); // each slice yields to the event loop
+      }
+      await fh.sync();
+    } catch (err) {
+      await fh.close();
+      await unlink(tmp).catch(() => {});
+      throw err;
+    }
+    await fh.close();
+    await rename(tmp, this.snapshotPath);
+    await syncDir(this.opts.dir);
+    for (let g = gen - 1; g > 0; g--) {
+      try {
+        await unlink(this.rotatedPath(g));
+      } catch (err) {
+        if (isErrno(err, "ENOENT")) break; // older ones were removed by earlier compactions
+        throw err;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- closing
+
+  /** Waits for queued writes, abandons a running snapshot (its logs stay), closes. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    while (this.flushing) await this.flushing;
+    this.closed = true;
+    this.aborting = true;
+    for (const w of this.rotateWaiters.splice(0)) w.reject(closedError(this.opts.name));
+    if (this.snapshotting) await this.snapshotting.catch(() => {});
+    await this.fh?.close();
+    this.fh = null;
+  }
+}
+
+function isHeader(v: unknown): v is { $log?: number; $snapshot?: number } {
+  if (typeof v !== "object" || v === null) return false;
+  const h = v as Record<string, unknown>;
+  return Number.isInteger(h.$log) || Number.isInteger(h.$snapshot);
+}
+
+function closedError(name: string): SwitchboardError {
+  return new SwitchboardError("UNAVAILABLE", `store is closed (journal ${name})`);
+}
+
+function escapeRe(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}

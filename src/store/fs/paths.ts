@@ -1,0 +1,96 @@
+import { constants } from "node:fs";
+import { chmod, type FileHandle, mkdir, open, stat } from "node:fs/promises";
+import path from "node:path";
+import { InvalidParamsError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+
+/** Every file the fs driver creates is private to the user running the gateway. */
+export const FILE_MODE = 0o600;
+export const DIR_MODE = 0o700;
+
+/** Flags for append-only files: create if missing, never truncate, writes go to the end. */
+export const APPEND_FLAGS = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT;
+
+/**
+ * Layout under the state dir (one place names every path):
+ *   gateway.lock                                   pid of the process that owns the dir
+ *   sessions/index.jsonl (+ .snapshot.jsonl)       session entries (journal)
+ *   agents/<agentId>/sessions/<sessionId>.jsonl    transcripts, one message per line
+ *   runs/runs.jsonl, outbox/outbox.jsonl, kv/kv.jsonl   the other journals
+ */
+export const layout = {
+  lock: (stateDir: string) => path.join(stateDir, "gateway.lock"),
+  sessionsDir: (stateDir: string) => path.join(stateDir, "sessions"),
+  runsDir: (stateDir: string) => path.join(stateDir, "runs"),
+  outboxDir: (stateDir: string) => path.join(stateDir, "outbox"),
+  kvDir: (stateDir: string) => path.join(stateDir, "kv"),
+  transcriptDir: (stateDir: string, agentId: string) => path.join(stateDir, "agents", agentId, "sessions"),
+  transcript: (stateDir: string, agentId: string, sessionId: string) =>
+    path.join(stateDir, "agents", agentId, "sessions", `${sessionId}.jsonl`),
+};
+
+const SAFE_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** Ids become file names: refuse anything that could escape its folder. */
+export function assertSafeSegment(field: string, value: unknown): asserts value is string {
+  if (typeof value !== "string" || !SAFE_SEGMENT.test(value) || value.includes("..")) {
+    throw new InvalidParamsError(`${field}: must match ${SAFE_SEGMENT.source} (it names a file)`, {
+      field,
+    });
+  }
+}
+
+/** mkdir -p with 0700 on every created level. */
+export async function ensureDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: DIR_MODE });
+}
+
+/** Creates the state dir 0700, or tightens an existing one that others could read. */
+export async function ensureStateDir(dir: string, logger: Logger): Promise<void> {
+  await ensureDir(dir);
+  const st = await stat(dir);
+  if ((st.mode & 0o077) !== 0) {
+    await chmod(dir, DIR_MODE);
+    logger.warn(
+      { stateDir: dir, mode: (st.mode & 0o777).toString(8) },
+      `state dir ${dir} was readable by other users (mode ${(st.mode & 0o777).toString(8)}); changed it to 700`,
+    );
+  }
+}
+
+/** Size of a file, or -1 when it does not exist. */
+export async function fileSize(file: string): Promise<number> {
+  try {
+    return (await stat(file)).size;
+  } catch (err) {
+    if (isErrno(err, "ENOENT")) return -1;
+    throw err;
+  }
+}
+
+/** Makes a rename inside `dir` durable (best effort: some filesystems refuse fsync on a dir). */
+export async function syncDir(dir: string): Promise<void> {
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    fh = await open(dir, "r");
+    await fh.sync();
+  } catch {
+    // not supported here; the rename is still atomic, only its durability is weaker
+  } finally {
+    await fh?.close();
+  }
+}
+
+export function isErrno(err: unknown, code: string): boolean {
+  return typeof err === "object" && err !== null && (err as { code?: unknown }).code === code;
+}
+
+/** Writes the whole text (a single write(2) in practice; loops if the OS takes less). */
+export async function writeAll(fh: FileHandle, text: string): Promise<void> {
+  const buf = Buffer.from(text, "utf8");
+  let off = 0;
+  while (off < buf.length) {
+    const { bytesWritten } = await fh.write(buf, off, buf.length - off);
+    off += bytesWritten;
+  }
+}

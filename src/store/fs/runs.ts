@@ -1,0 +1,197 @@
+import { InvalidParamsError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import { FINAL_RUN_STATUSES, type RunRecord, type RunStatus, type RunStore } from "../types.js";
+import { Journal } from "./journal.js";
+import { KeyedSerial } from "./serial.js";
+import type { WarningSink } from "./warnings.js";
+
+type RunJournalRecord = { op: "put"; run: RunRecord };
+
+const STATUSES: ReadonlySet<string> = new Set<RunStatus>([
+  "queued",
+  "running",
+  "ok",
+  "error",
+  "timeout",
+  "aborted",
+]);
+
+export interface FsRunStoreOptions {
+  dir: string;
+  logger: Logger;
+  warnings: WarningSink;
+  compactEveryAppends: number;
+  /** Finished runs retained (newest by finishing order); older ones are forgotten. */
+  maxFinishedRuns: number;
+}
+
+/**
+ * Runs journaled to `runs/runs.jsonl` and held in memory. Unfinished runs are always kept;
+ * of the finished ones only the newest `maxFinishedRuns` (by the order they finished) are
+ * retained — in memory, in snapshots and therefore across restarts; older ones are dropped.
+ */
+export class FsRunStore implements RunStore {
+  private readonly runs = new Map<string, RunRecord>();
+  /** Per session, sorted by (createdAt, runId) ascending. */
+  private readonly bySession = new Map<string, RunRecord[]>();
+  /** Finished run ids in the order they finished (a Set iterates in insertion order). */
+  private readonly finished = new Set<string>();
+  private readonly serial = new KeyedSerial();
+  private journal!: Journal<RunJournalRecord>;
+
+  private constructor(private readonly maxFinishedRuns: number) {}
+
+  static async open(opts: FsRunStoreOptions): Promise<FsRunStore> {
+    const store = new FsRunStore(opts.maxFinishedRuns);
+    store.journal = await Journal.open<RunJournalRecord>({
+      dir: opts.dir,
+      name: "runs",
+      logger: opts.logger,
+      warnings: opts.warnings,
+      compactEveryAppends: opts.compactEveryAppends,
+      decode: (v) => {
+        if (typeof v !== "object" || v === null) return null;
+        const r = v as { op?: unknown; run?: unknown };
+        return r.op === "put" && runProblem(r.run) === null ? { op: "put", run: r.run as RunRecord } : null;
+      },
+      replay: (r) => store.set(r.run),
+      snapshot: () => store.snapshotRecords(),
+      size: () => store.runs.size,
+    });
+    return store;
+  }
+
+  async put(run: RunRecord): Promise<void> {
+    const stored = normalizeRun(run, "run");
+    return this.serial.run(stored.runId, () => this.write(stored));
+  }
+
+  async get(runId: string): Promise<RunRecord | null> {
+    const r = this.runs.get(runId);
+    return r ? cloneRun(r) : null;
+  }
+
+  patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
+    return this.serial.run(runId, async () => {
+      const cur = this.runs.get(runId);
+      if (!cur) return null;
+      const merged: Record<string, unknown> = { ...cur };
+      for (const [field, value] of Object.entries(patch)) {
+        if (field === "runId") continue;
+        if (value === undefined) delete merged[field];
+        else merged[field] = value;
+      }
+      const stored = normalizeRun(merged as unknown as RunRecord, "patch");
+      await this.write(stored);
+      return cloneRun(stored);
+    });
+  }
+
+  /** Newest-created first. */
+  async listBySession(sessionKey: string, limit: number): Promise<RunRecord[]> {
+    const arr = this.bySession.get(sessionKey) ?? [];
+    const out: RunRecord[] = [];
+    for (let i = arr.length - 1; i >= 0 && out.length < limit; i--) out.push(cloneRun(arr[i]!));
+    return out;
+  }
+
+  compact(): Promise<void> {
+    return this.journal.compact();
+  }
+
+  async close(): Promise<void> {
+    await this.serial.drain();
+    await this.journal.close();
+  }
+
+  private write(run: RunRecord): Promise<void> {
+    return this.journal.append({ op: "put", run }, () => this.set(run));
+  }
+
+  private set(run: RunRecord): void {
+    const old = this.runs.get(run.runId);
+    if (old) this.unlinkSession(old);
+    this.runs.set(run.runId, run);
+    let arr = this.bySession.get(run.sessionKey);
+    if (!arr) {
+      arr = [];
+      this.bySession.set(run.sessionKey, arr);
+    }
+    const last = arr[arr.length - 1];
+    if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
+    else arr.splice(lowerBound(arr, run), 0, run);
+
+    this.finished.delete(run.runId);
+    if (FINAL_RUN_STATUSES.has(run.status)) {
+      this.finished.add(run.runId);
+      while (this.finished.size > this.maxFinishedRuns) {
+        const oldest = this.finished.values().next().value as string;
+        this.finished.delete(oldest);
+        const victim = this.runs.get(oldest);
+        if (victim) {
+          this.runs.delete(oldest);
+          this.unlinkSession(victim);
+        }
+      }
+    }
+  }
+
+  private unlinkSession(run: RunRecord): void {
+    const arr = this.bySession.get(run.sessionKey);
+    if (!arr) return;
+    const i = lowerBound(arr, run);
+    if (arr[i] === run) arr.splice(i, 1);
+    if (arr.length === 0) this.bySession.delete(run.sessionKey);
+  }
+
+  /** Unfinished runs first, then finished ones in finishing order, so a reload evicts the same ones. */
+  private snapshotRecords(): RunJournalRecord[] {
+    const out: RunJournalRecord[] = [];
+    for (const r of this.runs.values()) if (!this.finished.has(r.runId)) out.push({ op: "put", run: r });
+    for (const id of this.finished) {
+      const r = this.runs.get(id);
+      if (r) out.push({ op: "put", run: r });
+    }
+    return out;
+  }
+}
+
+function compareRuns(a: RunRecord, b: RunRecord): number {
+  return a.createdAt - b.createdAt || (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0);
+}
+
+function lowerBound(arr: RunRecord[], r: RunRecord): number {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareRuns(arr[mid]!, r) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function runProblem(v: unknown): string | null {
+  if (typeof v !== "object" || v === null) return "(root): must be an object";
+  const r = v as Record<string, unknown>;
+  for (const f of ["runId", "sessionKey", "agentId"]) {
+    if (typeof r[f] !== "string" || (r[f] as string).length === 0) return `${f}: must be a non-empty string`;
+  }
+  if (typeof r.status !== "string" || !STATUSES.has(r.status))
+    return `status: must be one of ${[...STATUSES]}`;
+  if (typeof r.createdAt !== "number" || !Number.isFinite(r.createdAt))
+    return "createdAt: must be a finite number (ms)";
+  return null;
+}
+
+function normalizeRun(run: RunRecord, what: string): RunRecord {
+  const problem = runProblem(run);
+  if (problem) throw new InvalidParamsError(`${what}.${problem}`, { field: problem.split(":")[0] });
+  return JSON.parse(JSON.stringify(run)) as RunRecord;
+}
+
+function cloneRun(r: RunRecord): RunRecord {
+  const c = { ...r };
+  if (r.usage) c.usage = { ...r.usage };
+  return c;
+}

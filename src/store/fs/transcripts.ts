@@ -1,0 +1,267 @@
+import { type FileHandle, open, rename } from "node:fs/promises";
+import path from "node:path";
+import { InvalidParamsError, SwitchboardError } from "../../errors.js";
+import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
+import { assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout, writeAll } from "./paths.js";
+import { KeyedSerial } from "./serial.js";
+import { scanBackwards } from "./tail.js";
+import type { WarningSink } from "./warnings.js";
+
+const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
+const TOOL_ROLES = new Set(["toolCall", "toolResult"]);
+const CLOSE_BRACE = 0x7d;
+const NL = 0x0a;
+
+interface OpenTranscript {
+  fh: FileHandle;
+  /** The file does not end with a newline (torn write): the next append starts a fresh line. */
+  needsNewline: boolean;
+}
+
+export interface FsTranscriptStoreOptions {
+  stateDir: string;
+  warnings: WarningSink;
+  now: () => number;
+  /** Append handles kept open (least recently used are closed). Default 128. */
+  maxOpenFiles?: number;
+  /** Per-transcript message counts kept in memory. Default 50,000. */
+  maxCachedCounts?: number;
+}
+
+/**
+ * Transcripts as JSONL files (API.md §6), one per sessionId. Every operation on one file runs
+ * through a per-file queue, so appends keep call order and never interleave, and reads see
+ * only whole appends. Tails are read backwards from the end of the file; counts are computed
+ * once per file (a scan) and then kept up to date by appends.
+ */
+export class FsTranscriptStore implements TranscriptStore {
+  private readonly serial = new KeyedSerial();
+  private readonly handles = new Map<string, OpenTranscript>();
+  private readonly counts = new Map<string, number>();
+  private readonly maxOpenFiles: number;
+  private readonly maxCachedCounts: number;
+  private tailBytesRead = 0;
+  private countBytesRead = 0;
+  private closed = false;
+
+  constructor(private readonly opts: FsTranscriptStoreOptions) {
+    this.maxOpenFiles = opts.maxOpenFiles ?? 128;
+    this.maxCachedCounts = opts.maxCachedCounts ?? 50_000;
+  }
+
+  locate(ref: TranscriptRef): string {
+    assertSafeSegment("agentId", ref.agentId);
+    assertSafeSegment("sessionId", ref.sessionId);
+    return layout.transcript(this.opts.stateDir, ref.agentId, ref.sessionId);
+  }
+
+  async append(ref: TranscriptRef, message: TranscriptMessage): Promise<void> {
+    this.assertOpen();
+    const file = this.locate(ref);
+    checkMessage(message);
+    const line = `${JSON.stringify(message)}\n`;
+    return this.serial.run(file, async () => {
+      this.assertOpen();
+      const t = await this.handle(file);
+      try {
+        await writeAll(t.fh, t.needsNewline ? `\n${line}` : line);
+        t.needsNewline = false;
+      } catch (err) {
+        t.needsNewline = true; // part of the line may be in the file
+        throw err;
+      }
+      const c = this.counts.get(file);
+      if (c !== undefined) this.counts.set(file, c + 1);
+    });
+  }
+
+  async readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]> {
+    const file = this.locate(ref);
+    const limit = Math.floor(opts.limit);
+    if (!(limit > 0)) return [];
+    const includeTools = opts.includeTools === true;
+    return this.serial.run(file, async () => {
+      let fh: FileHandle;
+      try {
+        fh = await open(file, "r");
+      } catch (err) {
+        if (isErrno(err, "ENOENT")) return [];
+        throw err;
+      }
+      const out: TranscriptMessage[] = [];
+      try {
+        const { size } = await fh.stat();
+        this.tailBytesRead += await scanBackwards(fh, size, (buf, info) => {
+          const msg = this.parseLine(file, buf, info.offset, info.terminated);
+          if (msg && (includeTools || !TOOL_ROLES.has(msg.role))) out.push(msg);
+          return out.length >= limit;
+        });
+      } finally {
+        await fh.close();
+      }
+      return out.reverse();
+    });
+  }
+
+  async count(ref: TranscriptRef): Promise<number> {
+    const file = this.locate(ref);
+    return this.serial.run(file, async () => {
+      const cached = this.counts.get(file);
+      if (cached !== undefined) return cached;
+      const n = await this.countLines(file);
+      if (this.counts.size >= this.maxCachedCounts) {
+        const oldest = this.counts.keys().next();
+        if (!oldest.done) this.counts.delete(oldest.value);
+      }
+      this.counts.set(file, n);
+      return n;
+    });
+  }
+
+  /** Renames `<sessionId>.jsonl` to `<sessionId>.jsonl.<reason>.<ISO time>`; null when there is none. */
+  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+    this.assertOpen();
+    const file = this.locate(ref);
+    return this.serial.run(file, async () => {
+      await this.closeHandle(file); // an open append handle would follow the renamed file
+      this.counts.delete(file);
+      if ((await fileSize(file)) < 0) return null;
+      const stamp = new Date(this.opts.now()).toISOString().replace(/:/g, "-");
+      let target = `${file}.${reason}.${stamp}`;
+      for (let i = 1; (await fileSize(target)) >= 0; i++) target = `${file}.${reason}.${stamp}-${i}`;
+      await rename(file, target);
+      return target;
+    });
+  }
+
+  warnings(): string[] {
+    return this.opts.warnings.all();
+  }
+
+  /** Bytes read so far by tail reads and by count scans (lets tests prove tails stay small). */
+  readStats(): { tailBytesRead: number; countBytesRead: number } {
+    return { tailBytesRead: this.tailBytesRead, countBytesRead: this.countBytesRead };
+  }
+
+  /** Waits for queued operations, then closes every file. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.serial.drain();
+    const open = [...this.handles.values()];
+    this.handles.clear();
+    await Promise.all(open.map((t) => t.fh.close()));
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private assertOpen(): void {
+    if (this.closed) throw new SwitchboardError("UNAVAILABLE", "store is closed (transcripts)");
+  }
+
+  /** Must run inside the file's queue. */
+  private async handle(file: string): Promise<OpenTranscript> {
+    const cached = this.handles.get(file);
+    if (cached) {
+      this.handles.delete(file); // re-insert: the map's order is least recently used first
+      this.handles.set(file, cached);
+      return cached;
+    }
+    await ensureDir(path.dirname(file));
+    const fh = await open(file, "a+", FILE_MODE);
+    let needsNewline = false;
+    const { size } = await fh.stat();
+    if (size > 0) {
+      const last = Buffer.alloc(1);
+      await fh.read(last, 0, 1, size - 1);
+      needsNewline = last[0] !== NL;
+    }
+    const t = { fh, needsNewline };
+    this.handles.set(file, t);
+    if (this.handles.size > this.maxOpenFiles) {
+      const [victim] = this.handles.keys();
+      if (victim !== undefined && victim !== file) {
+        const v = this.handles.get(victim)!;
+        this.handles.delete(victim);
+        // queued behind whatever that file is doing right now
+        void this.serial.run(victim, () => v.fh.close()).catch(() => {});
+      }
+    }
+    return t;
+  }
+
+  private async closeHandle(file: string): Promise<void> {
+    const t = this.handles.get(file);
+    if (!t) return;
+    this.handles.delete(file);
+    await t.fh.close();
+  }
+
+  /** A valid message, or null (the line is reported once and skipped). */
+  private parseLine(
+    file: string,
+    buf: Buffer,
+    offset: number,
+    terminated: boolean,
+  ): TranscriptMessage | null {
+    try {
+      const v: unknown = JSON.parse(buf.toString("utf8"));
+      if (isMessage(v)) return v;
+    } catch {
+      // reported below
+    }
+    const what = terminated ? "unreadable line" : "torn last line (no trailing newline)";
+    this.opts.warnings.add(`${file}: ${what} at byte ${offset} skipped`, { file, offset });
+    return null;
+  }
+
+  /**
+   * Counts lines that look like whole JSON objects (end with `}`), so a torn line is not
+   * counted. A scan of the file without allocating per line, done once per file and then
+   * maintained by appends.
+   */
+  private async countLines(file: string): Promise<number> {
+    let fh: FileHandle;
+    try {
+      fh = await open(file, "r");
+    } catch (err) {
+      if (isErrno(err, "ENOENT")) return 0;
+      throw err;
+    }
+    try {
+      const buf = Buffer.allocUnsafe(1 << 20);
+      let n = 0;
+      let pos = 0;
+      let prev = NL; // last byte of the previous chunk
+      for (;;) {
+        const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
+        if (bytesRead === 0) break;
+        pos += bytesRead;
+        for (let nl = buf.indexOf(NL); nl !== -1 && nl < bytesRead; nl = buf.indexOf(NL, nl + 1)) {
+          if ((nl === 0 ? prev : buf[nl - 1]) === CLOSE_BRACE) n++;
+        }
+        prev = buf[bytesRead - 1]!;
+      }
+      if (prev === CLOSE_BRACE) n++; // a last line without a newline that is still whole
+      this.countBytesRead += pos;
+      return n;
+    } finally {
+      await fh.close();
+    }
+  }
+}
+
+function isMessage(v: unknown): v is TranscriptMessage {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const m = v as Record<string, unknown>;
+  return typeof m.id === "string" && typeof m.role === "string" && ROLES.has(m.role);
+}
+
+function checkMessage(m: TranscriptMessage): void {
+  if (typeof m !== "object" || m === null) throw new InvalidParamsError("message: must be an object");
+  if (typeof m.id !== "string" || m.id.length === 0) {
+    throw new InvalidParamsError("message.id: must be a non-empty string", { field: "id" });
+  }
+  if (!ROLES.has(m.role)) {
+    throw new InvalidParamsError(`message.role: must be one of ${[...ROLES].join(", ")}`, { field: "role" });
+  }
+}

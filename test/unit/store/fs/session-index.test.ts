@@ -1,0 +1,128 @@
+import { describe, expect, it } from "vitest";
+import { defaultClassifyKind } from "../../../../src/store/fs/kind.js";
+import { SessionIndex } from "../../../../src/store/fs/session-index.js";
+import type { ListSessionsQuery, SessionEntry, SessionKind } from "../../../../src/store/types.js";
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const NOW = 1_700_000_000_000;
+const AGENTS = ["a", "b", "c"];
+const KINDS: SessionKind[] = ["main", "group", "cron", "hook", "node", "other"];
+
+/** The obvious implementation the index must agree with. */
+function reference(entries: Iterable<SessionEntry>, q: ListSessionsQuery): string[] {
+  const kinds = q.kinds && q.kinds.length > 0 ? new Set(q.kinds) : null;
+  const cutoff = q.activeMinutes === undefined ? Number.NEGATIVE_INFINITY : NOW - q.activeMinutes * 60_000;
+  const s = q.search?.toLowerCase();
+  return [...entries]
+    .filter(
+      (e) =>
+        (q.agentId === undefined || e.agentId === q.agentId) &&
+        (q.label === undefined || e.label === q.label) &&
+        (q.spawnedBy === undefined || e.spawnedBy === q.spawnedBy) &&
+        (q.includeArchived === true || e.archivedAt === undefined) &&
+        e.updatedAt >= cutoff &&
+        (kinds === null || kinds.has(defaultClassifyKind(e.key))) &&
+        (!s || [e.key, e.label, e.displayName].some((f) => f?.toLowerCase().includes(s))),
+    )
+    .sort((x, y) => y.updatedAt - x.updatedAt || (x.key < y.key ? 1 : x.key > y.key ? -1 : 0))
+    .slice(0, q.limit ?? 50)
+    .map((e) => e.key);
+}
+
+function randomEntry(rand: () => number, i: number): SessionEntry {
+  const agentId = AGENTS[Math.floor(rand() * AGENTS.length)]!;
+  const shapes = [
+    `agent:${agentId}:main`,
+    `agent:${agentId}:telegram:group:${i}`,
+    `cron:job${i}`,
+    `agent:${agentId}:hook:${i}`,
+    `node-${i}`,
+    `agent:${agentId}:direct:u${i}`,
+  ];
+  const e: SessionEntry = {
+    key: shapes[Math.floor(rand() * shapes.length)]!.replace(":main", i % 7 === 0 ? ":main" : `:x${i}`),
+    sessionId: `s${i}-${Math.floor(rand() * 1e9)}`,
+    agentId,
+    createdAt: NOW,
+    updatedAt: NOW - Math.floor(rand() * 120) * 60_000, // ties on purpose
+  };
+  if (rand() < 0.3) e.label = `L${Math.floor(rand() * 4)}`;
+  if (rand() < 0.3) e.spawnedBy = `p${Math.floor(rand() * 3)}`;
+  if (rand() < 0.2) e.archivedAt = NOW;
+  if (rand() < 0.5) e.displayName = `Name ${i} ${rand() < 0.5 ? "Alpha" : "beta"}`;
+  return e;
+}
+
+function randomQuery(rand: () => number): ListSessionsQuery {
+  const q: ListSessionsQuery = { limit: 1 + Math.floor(rand() * 40) };
+  if (rand() < 0.4) q.agentId = AGENTS[Math.floor(rand() * (AGENTS.length + 1))] ?? "nobody";
+  if (rand() < 0.4) q.kinds = KINDS.filter(() => rand() < 0.3);
+  if (rand() < 0.15) q.label = `L${Math.floor(rand() * 5)}`;
+  if (rand() < 0.15) q.spawnedBy = `p${Math.floor(rand() * 4)}`;
+  if (rand() < 0.3) q.includeArchived = true;
+  if (rand() < 0.2) q.activeMinutes = Math.floor(rand() * 100);
+  if (rand() < 0.15) q.search = rand() < 0.5 ? "ALPHA" : "group";
+  return q;
+}
+
+describe("SessionIndex", () => {
+  it("agrees with a reference filter/sort through random changes and queries", () => {
+    const rand = rng(7);
+    const index = new SessionIndex(defaultClassifyKind);
+    const model = new Map<string, SessionEntry>();
+    // a loaded part (bulk build) then live changes
+    for (let i = 0; i < 300; i++) {
+      const e = randomEntry(rand, i);
+      index.set(e);
+      model.set(e.key, e);
+    }
+    index.build();
+    for (let step = 0; step < 3000; step++) {
+      const r = rand();
+      const keys = [...model.keys()];
+      if (r < 0.15 && keys.length > 0) {
+        const k = keys[Math.floor(rand() * keys.length)]!;
+        expect(index.remove(k)).toBe(true);
+        model.delete(k);
+      } else if (r < 0.6 && keys.length > 0) {
+        // replace an existing entry: new time, maybe archived/unarchived, maybe another agent
+        const old = model.get(keys[Math.floor(rand() * keys.length)]!)!;
+        const next = { ...randomEntry(rand, step + 1000), key: old.key };
+        index.set(next);
+        model.set(next.key, next);
+      } else {
+        const e = randomEntry(rand, step + 1000);
+        index.set(e);
+        model.set(e.key, e);
+      }
+      if (step % 10 === 0) {
+        const q = randomQuery(rand);
+        expect(
+          index.list(q, NOW).map((e) => e.key),
+          JSON.stringify(q),
+        ).toEqual(reference(model.values(), q));
+      }
+    }
+    expect(index.size).toBe(model.size);
+    for (const e of model.values()) expect(index.getBySessionId(e.sessionId)?.key).toBe(e.key);
+    const labels = new Set([...model.values()].flatMap((e) => (e.label ? [e.label] : [])));
+    for (const l of labels) {
+      expect(index.findByLabel(l).map((e) => e.key)).toEqual(
+        reference(model.values(), { label: l, includeArchived: true, limit: 1e9 }),
+      );
+    }
+    expect(
+      index
+        .entries()
+        .map((e) => e.key)
+        .sort(),
+    ).toEqual([...model.keys()].sort());
+  });
+});
