@@ -25,10 +25,16 @@ export async function run(): Promise<Record<string, unknown>> {
   const config = parseConfig({
     stateDir: dir,
     queue: { concurrency: 8, mode: "followup" },
-    models: { default: "s/zero", providers: { s: { kind: "scripted", rules: [{ match: ".", reply: "ok" }] } } },
+    models: {
+      default: "s/zero",
+      providers: { s: { kind: "scripted", rules: [{ match: ".", reply: "ok" }] } },
+    },
     tools: { profile: "minimal", deny: ["*"] },
   });
-  const app = await createApp({ config, source: null, baseDir: dir }, { logger: silentLogger(), role: "worker" });
+  const app = await createApp(
+    { config, source: null, baseDir: dir },
+    { logger: silentLogger(), role: "worker" },
+  );
   const submitted = new Map<string, number>();
   const latencies: number[] = [];
   let delivered = 0;

@@ -1,12 +1,15 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { createSlackChannel } from "../channels/slack/index.js";
+import { createTelegramChannel } from "../channels/telegram/index.js";
 import { ConfiguredModels } from "./agent/models.js";
 import { AgentRuntime } from "./agent/runtime.js";
 import { ToolRegistry } from "./agent/tool-registry.js";
 import { createJobHandlers, type HandlerRegistry } from "./agent/turn-handler.js";
+import type { ChannelAdapter, WebhookHeaders } from "./channels/types.js";
 import type { LoadedConfig } from "./config/load.js";
-import { SwitchboardError } from "./errors.js";
 import { AdapterRegistry, ChannelDelivery } from "./delivery/index.js";
+import { SwitchboardError } from "./errors.js";
 import { EventBus } from "./events.js";
 import { registerMethods } from "./gateway/methods.js";
 import { RpcDispatcher } from "./gateway/rpc.js";
@@ -14,13 +17,10 @@ import { GatewayServer, isLoopbackHost } from "./gateway/server.js";
 import type { Logger } from "./log.js";
 import { createLocalPipeline } from "./pipeline/local/index.js";
 import type { Pipeline } from "./pipeline/types.js";
+import { createRouter, type Router } from "./routing/router.js";
 import type { Services } from "./services.js";
 import { createFsStore } from "./store/fs/index.js";
 import type { StoreDriver } from "./store/types.js";
-import { createSlackChannel } from "../channels/slack/index.js";
-import { createTelegramChannel } from "../channels/telegram/index.js";
-import type { ChannelAdapter, WebhookHeaders } from "./channels/types.js";
-import { createRouter, type Router } from "./routing/router.js";
 import { allTools } from "./tools/index.js";
 import { installSendFlow } from "./tools/send-flow.js";
 import { installSpawnFlow } from "./tools/spawn-flow.js";
@@ -32,7 +32,9 @@ import { installSpawnFlow } from "./tools/spawn-flow.js";
 
 export function packageVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      version?: string;
+    };
     return pkg.version ?? "0.0.0";
   } catch {
     return "0.0.0";
@@ -64,25 +66,53 @@ export interface App {
 async function createStore(loaded: LoadedConfig, stateDir: string, logger: Logger): Promise<StoreDriver> {
   const { storage } = loaded.config;
   if (storage.driver === "fs") return createFsStore({ stateDir, logger });
-  throw new SwitchboardError("CONFIG", `config: storage.driver: "${storage.driver}" is not available in this build`);
+  throw new SwitchboardError(
+    "CONFIG",
+    `config: storage.driver: "${storage.driver}" is not available in this build`,
+  );
 }
 
-function createPipeline(loaded: LoadedConfig, stateDir: string, store: StoreDriver, logger: Logger, now: () => number): Pipeline {
+function createPipeline(
+  loaded: LoadedConfig,
+  stateDir: string,
+  store: StoreDriver,
+  logger: Logger,
+  now: () => number,
+): Pipeline {
   const { queue } = loaded.config;
   if (queue.driver === "local") {
-    return createLocalPipeline({ stateDir, runs: store.runs, logger, concurrency: queue.concurrency, mode: queue.mode, now });
+    return createLocalPipeline({
+      stateDir,
+      runs: store.runs,
+      logger,
+      concurrency: queue.concurrency,
+      mode: queue.mode,
+      now,
+    });
   }
-  throw new SwitchboardError("CONFIG", `config: queue.driver: "${queue.driver}" is not available in this build`);
+  throw new SwitchboardError(
+    "CONFIG",
+    `config: queue.driver: "${queue.driver}" is not available in this build`,
+  );
 }
 
-type WebhookMount = { path: string; handle: (headers: WebhookHeaders, rawBody: string) => Promise<{ status: number; body?: unknown }> };
+type WebhookMount = {
+  path: string;
+  handle: (headers: WebhookHeaders, rawBody: string) => Promise<{ status: number; body?: unknown }>;
+};
 
 /** One adapter per configured account; webhooks to mount on the gateway port. */
-function createChannels(config: LoadedConfig["config"], logger: Logger): { adapters: ChannelAdapter[]; hooks: WebhookMount[] } {
+function createChannels(
+  config: LoadedConfig["config"],
+  logger: Logger,
+): { adapters: ChannelAdapter[]; hooks: WebhookMount[] } {
   const adapters: ChannelAdapter[] = [];
   const hooks: WebhookMount[] = [];
   for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
-    const tg = createTelegramChannel({ accountId, ...acc }, { logger: logger.child({ channel: "telegram", accountId }) });
+    const tg = createTelegramChannel(
+      { accountId, ...acc },
+      { logger: logger.child({ channel: "telegram", accountId }) },
+    );
     adapters.push(tg);
     if (acc.mode === "webhook") {
       hooks.push({
@@ -100,9 +130,13 @@ function createChannels(config: LoadedConfig["config"], logger: Logger): { adapt
     }
   }
   for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
-    const sl = createSlackChannel({ accountId, ...acc }, { logger: logger.child({ channel: "slack", accountId }) });
+    const sl = createSlackChannel(
+      { accountId, ...acc },
+      { logger: logger.child({ channel: "slack", accountId }) },
+    );
     adapters.push(sl);
-    if (acc.mode === "http") hooks.push({ path: `/hooks/slack/${accountId}/events`, handle: (h, raw) => sl.handleEvents(h, raw) });
+    if (acc.mode === "http")
+      hooks.push({ path: `/hooks/slack/${accountId}/events`, handle: (h, raw) => sl.handleEvents(h, raw) });
   }
   return { adapters, hooks };
 }
@@ -149,7 +183,8 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   pipeline.onRunEvent((e) => bus.emit(e.type, { run: e.run }));
 
   const router: Router = createRouter(services);
-  const { adapters, hooks } = opts.role === "gateway" ? createChannels(config, logger) : { adapters: [], hooks: [] };
+  const { adapters, hooks } =
+    opts.role === "gateway" ? createChannels(config, logger) : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
 
   const rpc = new RpcDispatcher(logger);
@@ -206,7 +241,8 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       if (!started) return;
       started = false;
       await server?.close();
-      for (const a of channels.all()) await a.stop().catch((err) => logger.warn({ err }, "channel stop failed"));
+      for (const a of channels.all())
+        await a.stop().catch((err) => logger.warn({ err }, "channel stop failed"));
       await pipeline.stop();
       await store.close();
     },

@@ -20,7 +20,11 @@ export class SwitchboardError extends Error {
   readonly code: ErrorCode;
   readonly details?: Record<string, unknown>;
 
-  constructor(code: ErrorCode, message: string, options?: { details?: Record<string, unknown>; cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { details?: Record<string, unknown>; cause?: unknown },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SwitchboardError";
     this.code = code;

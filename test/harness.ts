@@ -11,7 +11,10 @@ export interface TestApp {
   app: App;
   dir: string;
   /** Dispatch an RPC in process (same path as POST /rpc after parsing). */
-  rpc<T = any>(method: string, params?: Record<string, unknown>): Promise<{ ok: boolean; result?: T; error?: { code: string; message: string } }>;
+  rpc<T = any>(
+    method: string,
+    params?: Record<string, unknown>,
+  ): Promise<{ ok: boolean; result?: T; error?: { code: string; message: string } }>;
   /** `tools.invoke` as the agent of `sessionKey`; throws on RPC errors. */
   invoke<T = any>(sessionKey: string, tool: string, args?: Record<string, unknown>): Promise<T>;
   stop(): Promise<void>;
@@ -22,10 +25,18 @@ export async function startTestApp(
   opts: { listen?: boolean; dir?: string; now?: () => number } = {},
 ): Promise<TestApp> {
   const t = opts.dir ? { dir: opts.dir, cleanup: () => {} } : tempDir();
-  const config = parseConfig({ stateDir: t.dir, ...overrides, gateway: { port: 0, ...(overrides.gateway ?? {}) } });
+  const config = parseConfig({
+    stateDir: t.dir,
+    ...overrides,
+    gateway: { port: 0, ...(overrides.gateway ?? {}) },
+  });
   const app = await createApp(
     { config, source: null, baseDir: t.dir },
-    { logger: silentLogger(), role: opts.listen ? "gateway" : "worker", ...(opts.now ? { now: opts.now } : {}) },
+    {
+      logger: silentLogger(),
+      role: opts.listen ? "gateway" : "worker",
+      ...(opts.now ? { now: opts.now } : {}),
+    },
   );
   await app.start();
   const rpc: TestApp["rpc"] = async (method, params = {}) => {
@@ -38,7 +49,8 @@ export async function startTestApp(
     rpc,
     async invoke(sessionKey, tool, args = {}) {
       const r = await rpc("tools.invoke", { sessionKey, tool, args });
-      if (!r.ok) throw Object.assign(new Error(`${r.error?.code}: ${r.error?.message}`), { code: r.error?.code });
+      if (!r.ok)
+        throw Object.assign(new Error(`${r.error?.code}: ${r.error?.message}`), { code: r.error?.code });
       return r.result as never;
     },
     async stop() {

@@ -17,7 +17,11 @@ export function randomPrefix(name = "t"): string {
 }
 
 /** Poll `fn` until it returns a truthy value (event-driven waits preferred; this bounds by count, not wall time). */
-export async function eventually<T>(fn: () => T | Promise<T>, tries = 200, stepMs = 10): Promise<NonNullable<T>> {
+export async function eventually<T>(
+  fn: () => T | Promise<T>,
+  tries = 200,
+  stepMs = 10,
+): Promise<NonNullable<T>> {
   let last: unknown;
   for (let i = 0; i < tries; i++) {
     try {

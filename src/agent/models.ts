@@ -29,7 +29,11 @@ export class ConfiguredModels implements ModelRegistry {
     if (this.demo && !this.#providers.has("scripted")) {
       this.#providers.set(
         "scripted",
-        createProvider("scripted", { kind: "scripted", models: {}, timeoutMs: 120_000, maxRetries: 0 }, { logger, baseDir, demo: true }),
+        createProvider(
+          "scripted",
+          { kind: "scripted", models: {}, timeoutMs: 120_000, maxRetries: 0 },
+          { logger, baseDir, demo: true },
+        ),
       );
     }
   }
@@ -40,7 +44,13 @@ export class ConfiguredModels implements ModelRegistry {
 
   modelFor(agentId: string, entry?: SessionEntry | null): string {
     const agent = this.config.agents.list.find((a) => a.id === agentId);
-    return entry?.model ?? agent?.model ?? this.config.agents.defaults.model ?? this.config.models.default ?? DEMO_MODEL;
+    return (
+      entry?.model ??
+      agent?.model ??
+      this.config.agents.defaults.model ??
+      this.config.models.default ??
+      DEMO_MODEL
+    );
   }
 
   resolve(ref: string): { provider: ModelProvider; model: string; ref: string } {

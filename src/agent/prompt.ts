@@ -28,7 +28,8 @@ export function estimateTokens(value: unknown): number {
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
-  if (content && typeof content === "object" && "text" in content && typeof content.text === "string") return content.text;
+  if (content && typeof content === "object" && "text" in content && typeof content.text === "string")
+    return content.text;
   return JSON.stringify(content ?? "");
 }
 
@@ -38,13 +39,22 @@ type Unit = ModelMessage[];
 /** Converts stored transcript messages (oldest first) into model messages grouped into units. */
 export function toUnits(messages: TranscriptMessage[]): Unit[] {
   const units: Unit[] = [];
-  let open: { assistant: Extract<ModelMessage, { role: "assistant" }>; unit: Unit; pending: Set<string> } | null = null;
+  let open: {
+    assistant: Extract<ModelMessage, { role: "assistant" }>;
+    unit: Unit;
+    pending: Set<string>;
+  } | null = null;
   const closeOpen = () => {
     if (!open) return;
     // Calls without results (crash mid-tool) are answered so providers accept the history.
     for (const id of open.pending) {
       const call = open.assistant.toolCalls?.find((c) => c.id === id);
-      open.unit.push({ role: "tool", toolCallId: id, name: call?.name ?? "unknown", content: '{"status":"error","error":"no result recorded"}' });
+      open.unit.push({
+        role: "tool",
+        toolCallId: id,
+        name: call?.name ?? "unknown",
+        content: '{"status":"error","error":"no result recorded"}',
+      });
     }
     open = null;
   };
@@ -54,7 +64,10 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
       units.push([{ role: "user", content: renderUserContent(textOf(m.content), m.provenance) }]);
     } else if (m.role === "assistant") {
       closeOpen();
-      const assistant: Extract<ModelMessage, { role: "assistant" }> = { role: "assistant", content: textOf(m.content) };
+      const assistant: Extract<ModelMessage, { role: "assistant" }> = {
+        role: "assistant",
+        content: textOf(m.content),
+      };
       const unit: Unit = [assistant];
       units.push(unit);
       open = { assistant, unit, pending: new Set() };
@@ -79,7 +92,12 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
       const id = m.toolCallId ?? "";
       if (!open || !open.pending.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
-      open.unit.push({ role: "tool", toolCallId: id, name: m.toolName ?? "unknown", content: textOf(m.content) });
+      open.unit.push({
+        role: "tool",
+        toolCallId: id,
+        name: m.toolName ?? "unknown",
+        content: textOf(m.content),
+      });
     }
   }
   closeOpen();
@@ -87,7 +105,10 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
 }
 
 /** Keeps the newest units that fit `budgetTokens` (always at least the newest unit). */
-export function fitWindow(units: Unit[], budgetTokens: number): { messages: ModelMessage[]; dropped: number } {
+export function fitWindow(
+  units: Unit[],
+  budgetTokens: number,
+): { messages: ModelMessage[]; dropped: number } {
   let used = 0;
   let start = units.length;
   for (let i = units.length - 1; i >= 0; i--) {
@@ -116,7 +137,8 @@ export function buildSystemPrompt(parts: {
     `- Session: ${parts.sessionKey} (channel: ${parts.channel})`,
     `- Agent: ${parts.agentId}`,
   ];
-  if (parts.callerAgentId && parts.callerAgentId !== parts.agentId) lines.push(`- Requested by agent: ${parts.callerAgentId}`);
+  if (parts.callerAgentId && parts.callerAgentId !== parts.agentId)
+    lines.push(`- Requested by agent: ${parts.callerAgentId}`);
   for (const e of parts.extra) if (e.trim()) lines.push("", e.trim());
   return lines.join("\n");
 }

@@ -80,13 +80,20 @@ export class ToolRegistry {
 
   async invoke(name: string, rawArgs: unknown, ctx: ToolContext): Promise<InvokeOutcome> {
     const tool = this.#tools.get(name);
-    if (!tool) return { ok: false, code: "NOT_FOUND", message: `unknown tool "${name}"; available: ${this.names().join(", ")}` };
+    if (!tool)
+      return {
+        ok: false,
+        code: "NOT_FOUND",
+        message: `unknown tool "${name}"; available: ${this.names().join(", ")}`,
+      };
     const allowed = this.allowedFor(ctx.services, ctx.caller);
     if (!allowed.has(name)) {
       return {
         ok: false,
         code: "FORBIDDEN",
-        message: explainDenied(name, policyInput(ctx.services, ctx.caller)) ?? `tool ${name} is not allowed for this session`,
+        message:
+          explainDenied(name, policyInput(ctx.services, ctx.caller)) ??
+          `tool ${name} is not allowed for this session`,
       };
     }
     const parsed = tool.schema(ctx).safeParse(rawArgs ?? {});

@@ -1,6 +1,6 @@
+import { routeOf } from "../delivery/index.js";
 import type { BackgroundJob, JobContext, JobHandlers, TurnJob } from "../pipeline/types.js";
 import type { Services } from "../services.js";
-import { routeOf } from "../delivery/index.js";
 import type { AgentRuntime, TurnOutcome } from "./runtime.js";
 
 /**
@@ -37,7 +37,11 @@ async function startTyping(services: Services, sessionKey: string): Promise<() =
   return () => clearInterval(timer);
 }
 
-export function createJobHandlers(services: Services, runtime: AgentRuntime, registry: HandlerRegistry): JobHandlers {
+export function createJobHandlers(
+  services: Services,
+  runtime: AgentRuntime,
+  registry: HandlerRegistry,
+): JobHandlers {
   return {
     async turn(job, ctx) {
       const stopTyping = job.deliver ? await startTyping(services, job.sessionKey) : () => {};
@@ -56,7 +60,10 @@ export function createJobHandlers(services: Services, runtime: AgentRuntime, reg
           });
           if (res.status === "failed" || res.status === "blocked" || res.status === "no-route") {
             const why = "error" in res ? res.error : res.reason;
-            services.logger.warn({ runId: job.runId, sessionKey: job.sessionKey, why }, "reply not delivered");
+            services.logger.warn(
+              { runId: job.runId, sessionKey: job.sessionKey, why },
+              "reply not delivered",
+            );
             outcome.deliveryError = why;
           }
         }

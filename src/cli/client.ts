@@ -28,8 +28,10 @@ export class RpcClient {
       | { ok: true; result: T }
       | { ok: false; error: { code: string; message: string } }
       | null;
-    if (!body) throw new SwitchboardError("INTERNAL", `gateway answered HTTP ${res.status} without a JSON body`);
-    if (!body.ok) throw new SwitchboardError(body.error.code as "INTERNAL", `${body.error.code}: ${body.error.message}`);
+    if (!body)
+      throw new SwitchboardError("INTERNAL", `gateway answered HTTP ${res.status} without a JSON body`);
+    if (!body.ok)
+      throw new SwitchboardError(body.error.code as "INTERNAL", `${body.error.code}: ${body.error.message}`);
     return body.result;
   }
 }

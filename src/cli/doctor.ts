@@ -17,7 +17,12 @@ export interface Check {
 
 /** Redis facts that matter for the bullmq/redis drivers (shared with start-up checks). */
 export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: timeoutMs, retryStrategy: () => null });
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    connectTimeout: timeoutMs,
+    retryStrategy: () => null,
+  });
   client.on("error", () => {});
   const checks: Check[] = [];
   try {
@@ -26,7 +31,12 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
     const version = /redis_version:(\S+)/.exec(info)?.[1] ?? "unknown";
     checks.push({ name: "redis", status: "ok", message: `reachable at ${url} (Redis ${version})` });
     const major = Number(version.split(".")[0]);
-    if (major && major < 6) checks.push({ name: "redis.version", status: "fail", message: `Redis ${version} is too old; BullMQ needs 6.2 or newer` });
+    if (major && major < 6)
+      checks.push({
+        name: "redis.version",
+        status: "fail",
+        message: `Redis ${version} is too old; BullMQ needs 6.2 or newer`,
+      });
     const policy = ((await client.config("GET", "maxmemory-policy")) as string[])[1] ?? "unknown";
     checks.push(
       policy === "noeviction"
@@ -49,7 +59,11 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
           },
     );
   } catch (err) {
-    checks.push({ name: "redis", status: "fail", message: `cannot reach Redis at ${url}: ${errorMessage(err)}` });
+    checks.push({
+      name: "redis",
+      status: "fail",
+      message: `cannot reach Redis at ${url}: ${errorMessage(err)}`,
+    });
   } finally {
     client.disconnect();
   }
@@ -60,10 +74,19 @@ function checkStateDir(dir: string): Check {
   try {
     const st = statSync(dir);
     const mode = st.mode & 0o777;
-    if (mode & 0o077) return { name: "stateDir", status: "warn", message: `${dir} has mode ${mode.toString(8)}; expected 700 (run chmod 700 ${dir})` };
+    if (mode & 0o077)
+      return {
+        name: "stateDir",
+        status: "warn",
+        message: `${dir} has mode ${mode.toString(8)}; expected 700 (run chmod 700 ${dir})`,
+      };
     return { name: "stateDir", status: "ok", message: `${dir} (mode 700)` };
   } catch {
-    return { name: "stateDir", status: "ok", message: `${dir} does not exist yet; it is created with mode 700 on start` };
+    return {
+      name: "stateDir",
+      status: "ok",
+      message: `${dir} does not exist yet; it is created with mode 700 on start`,
+    };
   }
 }
 
@@ -71,17 +94,36 @@ function checkChannels(config: Config): Check[] {
   const out: Check[] = [];
   const ch = config.channels;
   for (const [id, a] of Object.entries(ch.telegram?.accounts ?? {})) {
-    out.push({ name: `telegram:${id}`, status: a.token ? "ok" : "fail", message: a.token ? "token present" : "token missing" });
+    out.push({
+      name: `telegram:${id}`,
+      status: a.token ? "ok" : "fail",
+      message: a.token ? "token present" : "token missing",
+    });
     if (a.mode === "webhook" && !a.webhookSecret) {
       out.push({ name: `telegram:${id}`, status: "fail", message: "webhook mode needs webhookSecret" });
     }
   }
   for (const [id, a] of Object.entries(ch.slack?.accounts ?? {})) {
-    const missing = a.mode === "socket" ? (!a.appToken ? "appToken (Socket Mode)" : "") : !a.signingSecret ? "signingSecret (HTTP mode)" : "";
-    out.push({ name: `slack:${id}`, status: missing ? "fail" : "ok", message: missing ? `${missing} missing` : "credentials present" });
+    const missing =
+      a.mode === "socket"
+        ? !a.appToken
+          ? "appToken (Socket Mode)"
+          : ""
+        : !a.signingSecret
+          ? "signingSecret (HTTP mode)"
+          : "";
+    out.push({
+      name: `slack:${id}`,
+      status: missing ? "fail" : "ok",
+      message: missing ? `${missing} missing` : "credentials present",
+    });
   }
   for (const [id, a] of Object.entries(ch.discord?.accounts ?? {})) {
-    out.push({ name: `discord:${id}`, status: a.token ? "ok" : "fail", message: a.token ? "token present" : "token missing" });
+    out.push({
+      name: `discord:${id}`,
+      status: a.token ? "ok" : "fail",
+      message: a.token ? "token present" : "token missing",
+    });
   }
   for (const id of Object.keys(ch.whatsapp?.accounts ?? {})) {
     out.push({ name: `whatsapp:${id}`, status: "ok", message: "linked by QR code on start (see README)" });
@@ -94,7 +136,11 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   let loaded: ReturnType<typeof loadConfig>;
   try {
     loaded = loadConfig(configFile ? { file: configFile } : {});
-    checks.push({ name: "config", status: "ok", message: loaded.source ?? "no config file: built-in defaults" });
+    checks.push({
+      name: "config",
+      status: "ok",
+      message: loaded.source ?? "no config file: built-in defaults",
+    });
   } catch (err) {
     checks.push({ name: "config", status: "fail", message: errorMessage(err) });
     return checks;
@@ -108,7 +154,12 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   checks.push(...checkChannels(config));
   try {
     const models = new ConfiguredModels(config, silentLogger(), loaded.baseDir);
-    if (models.demo) checks.push({ name: "model", status: "warn", message: "no model configured: the scripted demo model answers (set models.default)" });
+    if (models.demo)
+      checks.push({
+        name: "model",
+        status: "warn",
+        message: "no model configured: the scripted demo model answers (set models.default)",
+      });
     for (const p of models.providers()) {
       if (!p.ping) continue;
       const r = await p.ping().catch((err: unknown) => ({ ok: false, message: errorMessage(err) }));
@@ -120,9 +171,16 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   return checks;
 }
 
-export async function runDoctor(opts: { config?: string; json?: boolean }, io: { out: (s: string) => void; err: (s: string) => void }): Promise<number> {
+export async function runDoctor(
+  opts: { config?: string; json?: boolean },
+  io: { out: (s: string) => void; err: (s: string) => void },
+): Promise<number> {
   const checks = await doctorChecks(opts.config);
   if (opts.json) io.out(JSON.stringify({ checks }, null, 2));
-  else for (const c of checks) io.out(`${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${c.name}: ${c.message}`);
+  else
+    for (const c of checks)
+      io.out(
+        `${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${c.name}: ${c.message}`,
+      );
   return checks.some((c) => c.status === "fail") ? 1 : 0;
 }

@@ -1,8 +1,9 @@
 import { Command, CommanderError, Option } from "commander";
-import { createApp } from "../app.js";
+import { createApp, packageVersion } from "../app.js";
 import { envLogLevel, type LoadedConfig, loadConfig } from "../config/load.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { createLogger } from "../log.js";
+import { serveMcp } from "../mcp/server.js";
 import { RpcClient } from "./client.js";
 import { runDoctor } from "./doctor.js";
 
@@ -31,7 +32,9 @@ function clientFor(opts: { url?: string; config?: string; token?: string }): Rpc
   if (!url || !token) {
     try {
       const { config } = load(opts.config);
-      url ??= config.gateway.url ?? `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
+      url ??=
+        config.gateway.url ??
+        `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
       token ??= config.gateway.auth.token;
     } catch (err) {
       if (!url) throw err;
@@ -54,12 +57,19 @@ function waitForSignal(): Promise<string> {
   });
 }
 
-async function runServer(role: "gateway" | "worker", opts: { config?: string; port?: string; host?: string }, io: Io): Promise<number> {
+async function runServer(
+  role: "gateway" | "worker",
+  opts: { config?: string; port?: string; host?: string },
+  io: Io,
+): Promise<number> {
   const loaded = load(opts.config);
   const logger = createLogger({ level: envLogLevel() ?? loaded.config.logLevel });
   const port = opts.port !== undefined ? Number(opts.port) : undefined;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
-    throw new SwitchboardError("INVALID_PARAMS", `--port: must be an integer between 0 and 65535 (got ${opts.port})`);
+    throw new SwitchboardError(
+      "INVALID_PARAMS",
+      `--port: must be an integer between 0 and 65535 (got ${opts.port})`,
+    );
   }
   const app = await createApp(loaded, {
     logger,
@@ -72,10 +82,19 @@ async function runServer(role: "gateway" | "worker", opts: { config?: string; po
   const model = services.models.demo
     ? "scripted/demo (scripted demo model: no model configured, see README)"
     : services.models.modelFor(services.config.agents.list[0]?.id ?? "main");
-  const storage = services.store.name === "fs" ? `fs at ${services.stateDir}` : `redis ${services.config.storage.redisUrl}`;
-  const where = app.address ? `listening on http://${app.address.host}:${app.address.port}` : "worker running (no RPC)";
+  const storage =
+    services.store.name === "fs" ? `fs at ${services.stateDir}` : `redis ${services.config.storage.redisUrl}`;
+  const where = app.address
+    ? `listening on http://${app.address.host}:${app.address.port}`
+    : "worker running (no RPC)";
   logger.info(
-    { address: app.address, storage: services.store.name, queue: services.pipeline.driver, model, config: loaded.source },
+    {
+      address: app.address,
+      storage: services.store.name,
+      queue: services.pipeline.driver,
+      model,
+      config: loaded.source,
+    },
     `Switchboard ${role} ${where} — storage: ${storage}, queue: ${services.pipeline.driver}, model: ${model}`,
   );
   const sig = await waitForSignal();
@@ -88,21 +107,32 @@ async function runServer(role: "gateway" | "worker", opts: { config?: string; po
 
 export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = () => {}): Command {
   const program = new Command("switchboard")
-    .description("Self-hosted gateway connecting AI agents to chat apps, with durable sessions and session tools.")
+    .description(
+      "Self-hosted gateway connecting AI agents to chat apps, with durable sessions and session tools.",
+    )
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .showHelpAfterError();
 
-  const configOpt = () => new Option("-c, --config <file>", "config file (JSON5); default $SWITCHBOARD_CONFIG, then ./switchboard.json5");
-  const urlOpt = () => new Option("--url <url>", "gateway URL; default from config gateway.url or http://host:port");
-  const tokenOpt = () => new Option("--token <token>", "bearer token; default from config gateway.auth.token");
+  const configOpt = () =>
+    new Option(
+      "-c, --config <file>",
+      "config file (JSON5); default $SWITCHBOARD_CONFIG, then ./switchboard.json5",
+    );
+  const urlOpt = () =>
+    new Option("--url <url>", "gateway URL; default from config gateway.url or http://host:port");
+  const tokenOpt = () =>
+    new Option("--token <token>", "bearer token; default from config gateway.auth.token");
 
   program
     .command("start")
     .description("run the gateway: channels, pipeline workers, RPC and web chat")
     .addOption(configOpt())
     .option("-p, --port <n>", "port to listen on (overrides gateway.port; 0 = any free port)")
-    .option("--host <host>", "address to bind (overrides gateway.host; non-loopback requires gateway.auth.token)")
+    .option(
+      "--host <host>",
+      "address to bind (overrides gateway.host; non-loopback requires gateway.auth.token)",
+    )
     .action(async (opts) => setCode(await runServer("gateway", opts, io)));
 
   program
@@ -124,15 +154,24 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     .addOption(configOpt())
     .action(async (opts) => {
       const params: Record<string, unknown> = {};
-      if (opts.kinds) params.kinds = String(opts.kinds).split(",").map((s) => s.trim()).filter(Boolean);
+      if (opts.kinds)
+        params.kinds = String(opts.kinds)
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean);
       if (opts.limit) params.limit = Number(opts.limit);
       if (opts.active) params.activeMinutes = Number(opts.active);
-      const res = await clientFor(opts).call<{ sessions: Array<Record<string, unknown>> }>("sessions.list", params);
+      const res = await clientFor(opts).call<{ sessions: Array<Record<string, unknown>> }>(
+        "sessions.list",
+        params,
+      );
       if (opts.json) io.out(JSON.stringify(res, null, 2));
       else if (res.sessions.length === 0) io.out("no sessions");
       else
         for (const s of res.sessions) {
-          io.out(`${new Date(Number(s.updatedAt)).toISOString()}  ${String(s.kind).padEnd(5)}  ${String(s.channel).padEnd(9)}  ${s.key}${s.label ? `  [${s.label}]` : ""}`);
+          io.out(
+            `${new Date(Number(s.updatedAt)).toISOString()}  ${String(s.kind).padEnd(5)}  ${String(s.channel).padEnd(9)}  ${s.key}${s.label ? `  [${s.label}]` : ""}`,
+          );
         }
     });
   sessions
@@ -148,10 +187,9 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
       const params: Record<string, unknown> = { sessionKey: key };
       if (opts.limit) params.limit = Number(opts.limit);
       if (opts.tools) params.includeTools = true;
-      const res = await clientFor(opts).call<{ messages: Array<{ role: string; content: unknown; timestamp: number }> }>(
-        "sessions.history",
-        params,
-      );
+      const res = await clientFor(opts).call<{
+        messages: Array<{ role: string; content: unknown; timestamp: number }>;
+      }>("sessions.history", params);
       if (opts.json) io.out(JSON.stringify(res, null, 2));
       else
         for (const m of res.messages) {
@@ -170,7 +208,12 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     .addOption(tokenOpt())
     .addOption(configOpt())
     .action(async (key: string, message: string, opts) => {
-      const res = await clientFor(opts).call<{ status: string; reply?: string; error?: string; runId: string }>("chat.send", {
+      const res = await clientFor(opts).call<{
+        status: string;
+        reply?: string;
+        error?: string;
+        runId: string;
+      }>("chat.send", {
         sessionKey: key,
         message,
         timeoutSeconds: opts.timeout !== undefined ? Number(opts.timeout) : 60,
@@ -209,6 +252,19 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     .addOption(configOpt())
     .option("--json", "print machine-readable JSON")
     .action(async (opts) => setCode(await runDoctor(opts, io)));
+
+  program
+    .command("mcp")
+    .description("serve the session tools over MCP (stdio), acting as one session of the running gateway")
+    .option("--session <key>", "session the tools act as (default: main)", "main")
+    .addOption(urlOpt())
+    .addOption(tokenOpt())
+    .addOption(configOpt())
+    .action(async (opts) => {
+      await serveMcp(clientFor(opts), String(opts.session), packageVersion());
+      // Stays up until stdin closes.
+      await new Promise<void>((resolve) => process.stdin.once("close", () => resolve()));
+    });
 
   return program;
 }

@@ -69,7 +69,8 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env):
   const config = result.data;
   const ids = new Set<string>();
   for (const [i, a] of config.agents.list.entries()) {
-    if (ids.has(a.id)) throw new SwitchboardError("CONFIG", `config: agents.list.${i}.id: duplicate agent id "${a.id}"`);
+    if (ids.has(a.id))
+      throw new SwitchboardError("CONFIG", `config: agents.list.${i}.id: duplicate agent id "${a.id}"`);
     ids.add(a.id);
   }
   if (config.agents.list.length === 0) {
@@ -77,7 +78,10 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env):
   }
   for (const [i, b] of config.bindings.entries()) {
     if (!ids.has(b.agentId)) {
-      throw new SwitchboardError("CONFIG", `config: bindings.${i}.agentId: no agent "${b.agentId}" in agents.list`);
+      throw new SwitchboardError(
+        "CONFIG",
+        `config: bindings.${i}.agentId: no agent "${b.agentId}" in agents.list`,
+      );
     }
   }
   return config;
@@ -92,7 +96,10 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new SwitchboardError("CONFIG", `config: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+    throw new SwitchboardError(
+      "CONFIG",
+      `config: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`,
+    );
   }
   let raw: unknown;
   try {

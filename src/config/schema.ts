@@ -18,9 +18,15 @@ export const gatewaySchema = z
   .strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(18790),
-    auth: z.strictObject({ token: z.string().min(8, "must be at least 8 characters").optional() }).default({}),
+    auth: z
+      .strictObject({ token: z.string().min(8, "must be at least 8 characters").optional() })
+      .default({}),
     /** Largest accepted request body in bytes. */
-    maxBodyBytes: z.number().int().positive().default(1024 * 1024),
+    maxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(1024 * 1024),
     /** Base URL the CLI uses to reach a running gateway; defaults to http://host:port. */
     url: z.string().url().optional(),
   })
@@ -150,7 +156,9 @@ export const sessionSchema = z
     dmScope: z.enum(["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]).default("main"),
     identityLinks: z.record(z.string(), z.array(z.string())).default({}),
     sendPolicy: sendPolicySchema,
-    agentToAgent: z.strictObject({ maxPingPongTurns: pingPongTurns.default(5) }).default({ maxPingPongTurns: 5 }),
+    agentToAgent: z
+      .strictObject({ maxPingPongTurns: pingPongTurns.default(5) })
+      .default({ maxPingPongTurns: 5 }),
     threadBindings: threadBindingsSchema.default({ enabled: true, idleHours: 24, maxAgeHours: 0 }),
   })
   .default({
@@ -162,7 +170,10 @@ export const sessionSchema = z
     threadBindings: { enabled: true, idleHours: 24, maxAgeHours: 0 },
   });
 
-const allowDeny = z.strictObject({ allow: z.array(z.string()).default([]), deny: z.array(z.string()).default([]) });
+const allowDeny = z.strictObject({
+  allow: z.array(z.string()).default([]),
+  deny: z.array(z.string()).default([]),
+});
 
 export const toolsSchema = z
   .strictObject({
@@ -181,12 +192,22 @@ export const toolsSchema = z
           .strictObject({
             enabled: z.boolean().default(false),
             maxFiles: z.number().int().min(0).default(50),
-            maxFileBytes: z.number().int().min(0).default(1024 * 1024),
-            maxTotalBytes: z.number().int().min(0).default(5 * 1024 * 1024),
+            maxFileBytes: z
+              .number()
+              .int()
+              .min(0)
+              .default(1024 * 1024),
+            maxTotalBytes: z
+              .number()
+              .int()
+              .min(0)
+              .default(5 * 1024 * 1024),
           })
           .default({ enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 }),
       })
-      .default({ attachments: { enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 } }),
+      .default({
+        attachments: { enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 },
+      }),
     agentToAgent: z
       .strictObject({ enabled: z.boolean().default(false), allow: z.array(z.string()).default([]) })
       .default({ enabled: false, allow: [] }),

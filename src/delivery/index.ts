@@ -1,9 +1,9 @@
 import type { ChannelAdapter } from "../channels/types.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { chatTypeOfKey, evaluateSendPolicy } from "../tools/send-policy.js";
 import type { ChannelRegistry, Delivery, DeliveryOutcome, DeliveryRequest, Services } from "../services.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
+import { chatTypeOfKey, evaluateSendPolicy } from "../tools/send-policy.js";
 import { chunkText } from "./chunk.js";
 import { renderMarkdown } from "./format/index.js";
 
@@ -32,7 +32,10 @@ export function routeOf(entry: SessionEntry): DeliveryContext | null {
 
 export class ChannelDelivery implements Delivery {
   constructor(
-    private readonly services: Pick<Services, "store" | "config"> & { channels: ChannelRegistry; logger: Logger },
+    private readonly services: Pick<Services, "store" | "config"> & {
+      channels: ChannelRegistry;
+      logger: Logger;
+    },
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {}
 
@@ -41,18 +44,31 @@ export class ChannelDelivery implements Delivery {
     const entry = await store.sessions.get(req.sessionKey);
     if (!entry) return { status: "no-route", reason: `session ${req.sessionKey} does not exist` };
     const route = req.route ?? routeOf(entry);
-    if (!route) return { status: "no-route", reason: `session ${req.sessionKey} has no delivery context (no chat to post into)` };
+    if (!route)
+      return {
+        status: "no-route",
+        reason: `session ${req.sessionKey} has no delivery context (no chat to post into)`,
+      };
     if (!req.bypassPolicy) {
       const verdict = evaluateSendPolicy({
         ...(entry.sendPolicy ? { override: entry.sendPolicy } : {}),
         rules: config.session.sendPolicy.rules,
         default: config.session.sendPolicy.default,
-        target: { key: entry.key, channel: route.channel, chatType: entry.chatType ?? chatTypeOfKey(entry.key) },
+        target: {
+          key: entry.key,
+          channel: route.channel,
+          chatType: entry.chatType ?? chatTypeOfKey(entry.key),
+        },
       });
-      if (verdict.action === "deny") return { status: "blocked", reason: `send blocked by session policy: ${verdict.reason}` };
+      if (verdict.action === "deny")
+        return { status: "blocked", reason: `send blocked by session policy: ${verdict.reason}` };
     }
     const adapter = this.services.channels.get(route.channel, route.accountId);
-    if (!adapter) return { status: "no-route", reason: `channel ${route.channel} (account ${route.accountId ?? "default"}) is not running` };
+    if (!adapter)
+      return {
+        status: "no-route",
+        reason: `channel ${route.channel} (account ${route.accountId ?? "default"}) is not running`,
+      };
     const text = req.text.trim();
     if (!text) return { status: "no-route", reason: "empty text" };
     const rendered = renderMarkdown(text, adapter.capabilities.markdown);
@@ -85,7 +101,10 @@ export class ChannelDelivery implements Delivery {
     return { status: "sent", channel: route.channel, messageIds: ids };
   }
 
-  async #sendWithRetry(adapter: ChannelAdapter, msg: Parameters<ChannelAdapter["send"]>[0]): Promise<{ messageIds: string[] }> {
+  async #sendWithRetry(
+    adapter: ChannelAdapter,
+    msg: Parameters<ChannelAdapter["send"]>[0],
+  ): Promise<{ messageIds: string[] }> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await adapter.send(msg);
@@ -110,7 +129,10 @@ export class AdapterRegistry implements ChannelRegistry {
 
   get(channel: string, accountId?: string): ChannelAdapter | undefined {
     const same = this.#adapters.filter((a) => a.channel === channel);
-    return (accountId ? same.find((a) => a.accountId === accountId) : undefined) ?? (accountId ? undefined : same[0]);
+    return (
+      (accountId ? same.find((a) => a.accountId === accountId) : undefined) ??
+      (accountId ? undefined : same[0])
+    );
   }
 
   all(): ChannelAdapter[] {

@@ -8,25 +8,42 @@ import { operatorCaller } from "./methods.js";
 /** `chat.send`: the operator writes into a session (created when the key is new). */
 export async function chatSend(
   services: Services,
-  p: { sessionKey: string; message: string; timeoutSeconds?: number | undefined; deliver?: boolean | undefined },
+  p: {
+    sessionKey: string;
+    message: string;
+    timeoutSeconds?: number | undefined;
+    deliver?: boolean | undefined;
+  },
 ): Promise<Record<string, unknown>> {
   const caller = operatorCaller(services);
   const n = normalizeKeyInput(p.sessionKey, caller);
-  if (n.kind === "error") throw new SwitchboardError("INVALID_PARAMS", `sessionKey: ${n.error}`, { details: { field: "sessionKey" } });
+  if (n.kind === "error")
+    throw new SwitchboardError("INVALID_PARAMS", `sessionKey: ${n.error}`, {
+      details: { field: "sessionKey" },
+    });
   let key: string;
   if (n.kind === "sessionId") {
     const e = await services.store.sessions.getBySessionId(n.id);
-    if (!e) throw new SwitchboardError("NOT_FOUND", `no session with sessionId ${n.id}; use the full key`, { details: { field: "sessionKey" } });
+    if (!e)
+      throw new SwitchboardError("NOT_FOUND", `no session with sessionId ${n.id}; use the full key`, {
+        details: { field: "sessionKey" },
+      });
     key = e.key;
   } else key = n.key;
   if (/\s/.test(key) || isReservedKey(key)) {
-    throw new SwitchboardError("INVALID_PARAMS", `sessionKey: "${p.sessionKey}" is not a valid session key`, { details: { field: "sessionKey" } });
+    throw new SwitchboardError("INVALID_PARAMS", `sessionKey: "${p.sessionKey}" is not a valid session key`, {
+      details: { field: "sessionKey" },
+    });
   }
   const agentId = parseSessionKey(key).agentId ?? caller.agentId;
   if (!services.config.agents.list.some((a) => a.id === agentId)) {
-    throw new SwitchboardError("INVALID_PARAMS", `sessionKey: agent "${agentId}" is not configured (agents.list)`, {
-      details: { field: "sessionKey" },
-    });
+    throw new SwitchboardError(
+      "INVALID_PARAMS",
+      `sessionKey: agent "${agentId}" is not configured (agents.list)`,
+      {
+        details: { field: "sessionKey" },
+      },
+    );
   }
   const entry = await ensureSession(services, key, { agentId });
   const blocked = sendBlocked(services, entry);
@@ -43,8 +60,19 @@ export async function chatSend(
   if (timeoutSeconds === 0) return { runId: run.runId, status: "accepted", sessionKey: entry.key };
   const rec = await services.pipeline.wait(run.runId, timeoutSeconds * 1000);
   if (!rec || rec.status === "queued" || rec.status === "running") {
-    return { runId: run.runId, status: "timeout", error: `no reply within ${timeoutSeconds}s; the run goes on (agent.wait ${run.runId})`, sessionKey: entry.key };
+    return {
+      runId: run.runId,
+      status: "timeout",
+      error: `no reply within ${timeoutSeconds}s; the run goes on (agent.wait ${run.runId})`,
+      sessionKey: entry.key,
+    };
   }
-  if (rec.status === "ok") return { runId: run.runId, status: "ok", reply: rec.reply ?? "", sessionKey: entry.key };
-  return { runId: run.runId, status: rec.status === "timeout" ? "timeout" : "error", error: rec.error ?? rec.status, sessionKey: entry.key };
+  if (rec.status === "ok")
+    return { runId: run.runId, status: "ok", reply: rec.reply ?? "", sessionKey: entry.key };
+  return {
+    runId: run.runId,
+    status: rec.status === "timeout" ? "timeout" : "error",
+    error: rec.error ?? rec.status,
+    sessionKey: entry.key,
+  };
 }

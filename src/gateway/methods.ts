@@ -4,11 +4,10 @@ import { NotFoundError, SwitchboardError } from "../errors.js";
 import { isReservedKey, mainKey } from "../routing/keys.js";
 import type { Services } from "../services.js";
 import { toRow } from "../sessions/rows.js";
-import { resolveSessionRef } from "../sessions/service.js";
+import { callerOf, resolveSessionRef } from "../sessions/service.js";
 import type { SessionPatch } from "../store/types.js";
 import { buildHistoryView } from "../tools/sanitize.js";
 import { readHistory, sessionsHistorySchema } from "../tools/sessions-history.js";
-import type { ToolCaller } from "../tools/types.js";
 import { chatSend } from "./chat-send.js";
 import { method, type RpcDispatcher } from "./rpc.js";
 
@@ -41,7 +40,10 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   const { services, tools } = deps;
   const { store } = services;
 
-  rpc.register("health", method(z.object({}), () => deps.health()));
+  rpc.register(
+    "health",
+    method(z.object({}), () => deps.health()),
+  );
 
   rpc.register(
     "agents.list",
@@ -67,7 +69,9 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
         search: z.string().optional(),
       }),
       async (p) => {
-        const kinds = (p.kinds ?? []).filter((k): k is (typeof KINDS)[number] => (KINDS as readonly string[]).includes(k));
+        const kinds = (p.kinds ?? []).filter((k): k is (typeof KINDS)[number] =>
+          (KINDS as readonly string[]).includes(k),
+        );
         const entries = await store.sessions.list({
           ...(p.agentId ? { agentId: p.agentId.toLowerCase() } : {}),
           ...(kinds.length ? { kinds } : {}),
@@ -96,7 +100,9 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
 
   rpc.register(
     "sessions.history",
-    method(sessionsHistorySchema, async (p) => readHistory(services, await requireSession(services, p.sessionKey), p)),
+    method(sessionsHistorySchema, async (p) =>
+      readHistory(services, await requireSession(services, p.sessionKey), p),
+    ),
   );
 
   rpc.register(
@@ -122,9 +128,13 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
           else {
             services.models.resolve(p.patch.model);
             if (!services.models.isAllowed(p.patch.model)) {
-              throw new SwitchboardError("FORBIDDEN", `model ${p.patch.model} is not allowed (models.allowed)`, {
-                details: { field: "patch.model" },
-              });
+              throw new SwitchboardError(
+                "FORBIDDEN",
+                `model ${p.patch.model} is not allowed (models.allowed)`,
+                {
+                  details: { field: "patch.model" },
+                },
+              );
             }
             patch.model = p.patch.model;
           }
@@ -170,7 +180,10 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   rpc.register(
     "agent.wait",
     method(
-      z.strictObject({ runId: z.string().min(1), timeoutMs: z.number().int().min(0).max(3_600_000).default(30_000) }),
+      z.strictObject({
+        runId: z.string().min(1),
+        timeoutMs: z.number().int().min(0).max(3_600_000).default(30_000),
+      }),
       async (p) => {
         const run = await services.pipeline.wait(p.runId, p.timeoutMs);
         if (!run) throw new NotFoundError("run", p.runId);
@@ -199,23 +212,31 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   );
 
   rpc.register(
+    "tools.list",
+    method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {
+      const entry = await requireSession(services, p.sessionKey);
+      return { sessionKey: entry.key, tools: tools.specs(services, callerOf(services, entry)) };
+    }),
+  );
+
+  rpc.register(
     "tools.invoke",
     method(
-      z.strictObject({ sessionKey: z.string().min(1), tool: z.string().min(1), args: z.record(z.string(), z.unknown()).default({}) }),
+      z.strictObject({
+        sessionKey: z.string().min(1),
+        tool: z.string().min(1),
+        args: z.record(z.string(), z.unknown()).default({}),
+      }),
       async (p) => {
         const entry = await requireSession(services, p.sessionKey);
-        const agentCfg = services.config.agents.list.find((a) => a.id === entry.agentId);
-        const caller: ToolCaller = {
-          sessionKey: entry.key,
-          agentId: entry.agentId,
-          entry,
-          depth: entry.spawnDepth ?? 0,
-          sandboxed:
-            entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? services.config.agents.defaults.sandbox.mode) === "all",
-        };
+        const caller = callerOf(services, entry);
         const active = (await services.pipeline.queueInfo(entry.key)).activeRunId;
         if (active) caller.runId = active;
-        const out = await tools.invoke(p.tool, p.args, { services, caller, signal: new AbortController().signal });
+        const out = await tools.invoke(p.tool, p.args, {
+          services,
+          caller,
+          signal: new AbortController().signal,
+        });
         if (!out.ok) throw new SwitchboardError(out.code, out.message, { details: { tool: p.tool } });
         return out.result;
       },

@@ -13,14 +13,19 @@ export interface RpcError {
   details?: Record<string, unknown>;
 }
 
-export type RpcReply = { id: unknown; ok: true; result: unknown } | { id: unknown; ok: false; error: RpcError };
+export type RpcReply =
+  | { id: unknown; ok: true; result: unknown }
+  | { id: unknown; ok: false; error: RpcError };
 
 export interface RpcMethod<S extends z.ZodType = z.ZodType> {
   params: S;
   handler: (params: z.infer<S>) => Promise<unknown>;
 }
 
-export function method<S extends z.ZodType>(params: S, handler: (params: z.infer<S>) => Promise<unknown>): RpcMethod {
+export function method<S extends z.ZodType>(
+  params: S,
+  handler: (params: z.infer<S>) => Promise<unknown>,
+): RpcMethod {
   return { params, handler } as unknown as RpcMethod;
 }
 
@@ -47,11 +52,18 @@ export function toRpcError(err: unknown, logger?: Logger): RpcError {
   if (err instanceof SwitchboardError) {
     let code: ErrorCode = err.code;
     if (!WIRE_CODES.has(code)) {
-      code = code === "RATE_LIMITED" ? "UNAVAILABLE" : code === "NOT_SUPPORTED" ? "INVALID_PARAMS" : "INTERNAL";
+      code =
+        code === "RATE_LIMITED" ? "UNAVAILABLE" : code === "NOT_SUPPORTED" ? "INVALID_PARAMS" : "INTERNAL";
     }
-    return err.details ? { code, message: err.message, details: err.details } : { code, message: err.message };
+    return err.details
+      ? { code, message: err.message, details: err.details }
+      : { code, message: err.message };
   }
-  if (isRedisDown(err)) return { code: "UNAVAILABLE", message: "storage or queue is unavailable (Redis not reachable); retry shortly" };
+  if (isRedisDown(err))
+    return {
+      code: "UNAVAILABLE",
+      message: "storage or queue is unavailable (Redis not reachable); retry shortly",
+    };
   logger?.error({ err }, "rpc: internal error");
   return { code: "INTERNAL", message: "internal error (see gateway log)" };
 }
@@ -110,7 +122,9 @@ export class RpcDispatcher {
         error: {
           code: "INVALID_PARAMS",
           message: formatIssues(params.error.issues, "params."),
-          details: { issues: params.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+          details: {
+            issues: params.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
+          },
         },
       };
     }

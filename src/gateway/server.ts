@@ -18,7 +18,10 @@ export interface WebhookResponse {
   headers?: Record<string, string>;
 }
 
-export type WebhookHandler = (req: { headers: Record<string, string | undefined>; rawBody: string }) => Promise<WebhookResponse>;
+export type WebhookHandler = (req: {
+  headers: Record<string, string | undefined>;
+  rawBody: string;
+}) => Promise<WebhookResponse>;
 
 export interface GatewayServerOptions {
   host: string;
@@ -63,7 +66,11 @@ export class GatewayServer {
       if (status === 500) opts.logger.error({ err }, "gateway: unhandled error");
       const code = status === 413 ? "INVALID_PARAMS" : status === 500 ? "INTERNAL" : "INVALID_PARAMS";
       const message =
-        status === 413 ? `request body too large (limit ${opts.maxBodyBytes} bytes)` : status === 500 ? "internal error" : err.message;
+        status === 413
+          ? `request body too large (limit ${opts.maxBodyBytes} bytes)`
+          : status === 500
+            ? "internal error"
+            : err.message;
       void reply.status(status).send({ id: null, ok: false, error: { code, message } });
     });
     this.#routes();
@@ -79,7 +86,12 @@ export class GatewayServer {
     const token = this.opts.token;
     if (!token) return true;
     const header = req.headers.authorization;
-    if (typeof header === "string" && header.startsWith("Bearer ") && safeEqual(header.slice(7).trim(), token)) return true;
+    if (
+      typeof header === "string" &&
+      header.startsWith("Bearer ") &&
+      safeEqual(header.slice(7).trim(), token)
+    )
+      return true;
     return typeof queryToken === "string" && safeEqual(queryToken, token);
   }
 
@@ -95,21 +107,33 @@ export class GatewayServer {
         return reply.status(401).send({
           id: null,
           ok: false,
-          error: { code: "UNAUTHORIZED", message: "missing or invalid bearer token (Authorization: Bearer <gateway.auth.token>)" },
+          error: {
+            code: "UNAUTHORIZED",
+            message: "missing or invalid bearer token (Authorization: Bearer <gateway.auth.token>)",
+          },
         });
       }
       let body: unknown;
       try {
         body = JSON.parse(typeof req.body === "string" ? req.body : "");
       } catch {
-        return reply.status(400).send({ id: null, ok: false, error: { code: "INVALID_PARAMS", message: "request body is not valid JSON" } });
+        return reply
+          .status(400)
+          .send({
+            id: null,
+            ok: false,
+            error: { code: "INVALID_PARAMS", message: "request body is not valid JSON" },
+          });
       }
       return opts.rpc.dispatch(body);
     });
     app.post("/hooks/*", async (req, reply) => {
       const path = req.url.split("?")[0] ?? req.url;
       const handler = this.#hooks.get(path);
-      if (!handler) return reply.status(404).send({ ok: false, error: { code: "NOT_FOUND", message: `no webhook at ${path}` } });
+      if (!handler)
+        return reply
+          .status(404)
+          .send({ ok: false, error: { code: "NOT_FOUND", message: `no webhook at ${path}` } });
       const headers: Record<string, string | undefined> = {};
       for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(",") : v;
       try {
@@ -131,7 +155,13 @@ export class GatewayServer {
       scope.get("/ws", { websocket: true }, (socket, req) => {
         const q = req.query as Record<string, string | undefined>;
         if (!this.#authorized(req, q.token)) {
-          socket.send(JSON.stringify({ id: null, ok: false, error: { code: "UNAUTHORIZED", message: "missing or invalid token" } }));
+          socket.send(
+            JSON.stringify({
+              id: null,
+              ok: false,
+              error: { code: "UNAUTHORIZED", message: "missing or invalid token" },
+            }),
+          );
           socket.close(4401, "unauthorized");
           return;
         }
@@ -142,7 +172,13 @@ export class GatewayServer {
           try {
             body = JSON.parse(data.toString());
           } catch {
-            socket.send(JSON.stringify({ id: null, ok: false, error: { code: "INVALID_PARAMS", message: "frame is not valid JSON" } }));
+            socket.send(
+              JSON.stringify({
+                id: null,
+                ok: false,
+                error: { code: "INVALID_PARAMS", message: "frame is not valid JSON" },
+              }),
+            );
             return;
           }
           void this.opts.rpc.dispatch(body).then((r) => {

@@ -4,7 +4,9 @@
  */
 export type Middleware<C> = (ctx: C, next: () => Promise<void>) => Promise<void>;
 
-export function compose<C>(middleware: ReadonlyArray<Middleware<C>>): (ctx: C, last?: () => Promise<void>) => Promise<void> {
+export function compose<C>(
+  middleware: ReadonlyArray<Middleware<C>>,
+): (ctx: C, last?: () => Promise<void>) => Promise<void> {
   return (ctx, last) => {
     let index = -1;
     const dispatch = async (i: number): Promise<void> => {
@@ -19,7 +21,10 @@ export function compose<C>(middleware: ReadonlyArray<Middleware<C>>): (ctx: C, l
 }
 
 /** A gate that lets a message through only when `predicate` holds (the one filter primitive). */
-export function filter<C>(predicate: (ctx: C) => boolean | Promise<boolean>, onDrop?: (ctx: C) => void): Middleware<C> {
+export function filter<C>(
+  predicate: (ctx: C) => boolean | Promise<boolean>,
+  onDrop?: (ctx: C) => void,
+): Middleware<C> {
   return async (ctx, next) => {
     if (await predicate(ctx)) await next();
     else onDrop?.(ctx);

@@ -1,8 +1,8 @@
 import type { InboundMessage } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import type { Services } from "../services.js";
-import { sendBlocked } from "../tools/access.js";
 import type { DeliveryContext } from "../store/types.js";
+import { sendBlocked } from "../tools/access.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
@@ -20,12 +20,14 @@ import { buildSessionKey } from "./keys.js";
  */
 
 export function channelPolicy(config: Config, channel: string): ChannelPolicy {
-  const c = (config.channels as Record<string, unknown>)[channel] as Partial<{
-    allowFrom: string[];
-    dmPolicy: ChannelPolicy["dmPolicy"];
-    owners: string[];
-    groups: { requireMention: boolean; mentionPatterns: string[] };
-  }> | undefined;
+  const c = (config.channels as Record<string, unknown>)[channel] as
+    | Partial<{
+        allowFrom: string[];
+        dmPolicy: ChannelPolicy["dmPolicy"];
+        owners: string[];
+        groups: { requireMention: boolean; mentionPatterns: string[] };
+      }>
+    | undefined;
   return {
     allowFrom: c?.allowFrom ?? ["*"],
     dmPolicy: c?.dmPolicy ?? "open",
@@ -63,13 +65,21 @@ export function createRouter(services: Services) {
       if (bound) {
         const entry = await services.store.sessions.get(bound.sessionKey);
         if (entry && !entry.archivedAt) {
-          return { ...ctx, agentId: entry.agentId, sessionKey: entry.key, entry, matchedBy: "thread-binding" };
+          return {
+            ...ctx,
+            agentId: entry.agentId,
+            sessionKey: entry.key,
+            entry,
+            matchedBy: "thread-binding",
+          };
         }
       }
     }
     const { agentId, matchedBy } = resolveAgent(config, msg);
     // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
-    const firstAccount = Object.keys(((config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts) ?? {})[0];
+    const firstAccount = Object.keys(
+      (config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts ?? {},
+    )[0];
     const dmScope =
       msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
         ? "per-account-channel-peer"
@@ -138,14 +148,20 @@ export function createRouter(services: Services) {
       await pre(ctx, async () => {
         const routed = await route(ctx);
         // Gates inside a bound thread: no mention needed there.
-        if (routed.matchedBy === "thread-binding") routed.policy = { ...routed.policy, requireMention: false };
+        if (routed.matchedBy === "thread-binding")
+          routed.policy = { ...routed.policy, requireMention: false };
         await post(routed, async () => {
           result = await accepted(routed);
         });
-        if (!result.accepted && routed.dropped) result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };
+        if (!result.accepted && routed.dropped)
+          result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };
       });
       if (ctx.dropped) result = { accepted: false, dropped: ctx.dropped };
-      if (!result.accepted) services.logger.debug({ channel: msg.channel, messageId: msg.messageId, dropped: result.dropped }, "inbound dropped");
+      if (!result.accepted)
+        services.logger.debug(
+          { channel: msg.channel, messageId: msg.messageId, dropped: result.dropped },
+          "inbound dropped",
+        );
       return result;
     },
   };

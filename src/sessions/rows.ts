@@ -60,6 +60,7 @@ export function toRow(entry: SessionEntry, transcripts?: TranscriptStore, displa
     const { channel, to, accountId } = entry.deliveryContext;
     row.deliveryContext = accountId ? { channel, to, accountId } : { channel, to };
   }
-  if (transcripts) row.transcriptPath = transcripts.locate({ agentId: entry.agentId, sessionId: entry.sessionId });
+  if (transcripts)
+    row.transcriptPath = transcripts.locate({ agentId: entry.agentId, sessionId: entry.sessionId });
   return row;
 }

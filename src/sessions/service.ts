@@ -2,10 +2,13 @@ import { randomUUID } from "node:crypto";
 import { normalizeKeyInput, parseSessionKey } from "../routing/keys.js";
 import type { Services } from "../services.js";
 import type { SessionEntry } from "../store/types.js";
+import type { ToolCaller } from "../tools/types.js";
 
 /** Session lifecycle helpers shared by the router, the RPC methods and the tools. */
 
-export type SessionInit = Partial<Omit<SessionEntry, "key" | "sessionId" | "createdAt" | "updatedAt">> & { agentId: string };
+export type SessionInit = Partial<Omit<SessionEntry, "key" | "sessionId" | "createdAt" | "updatedAt">> & {
+  agentId: string;
+};
 
 /** Returns the entry for `key`, creating it (new sessionId) when absent. Emits session.updated on create. */
 export async function ensureSession(
@@ -61,5 +64,22 @@ export async function resolveSessionRef(
   }
   const e = await services.store.sessions.get(n.key);
   if (e) return { ok: true, entry: e };
-  return { ok: false, notFound: true, error: `no session with key ${n.key}; sessions_list shows the keys you can use` };
+  return {
+    ok: false,
+    notFound: true,
+    error: `no session with key ${n.key}; sessions_list shows the keys you can use`,
+  };
+}
+
+/** The tool caller for a session entry (the same derivation for model turns and `tools.invoke`). */
+export function callerOf(services: Pick<Services, "config">, entry: SessionEntry): ToolCaller {
+  const agentCfg = services.config.agents.list.find((a) => a.id === entry.agentId);
+  return {
+    sessionKey: entry.key,
+    agentId: entry.agentId,
+    entry,
+    depth: entry.spawnDepth ?? 0,
+    sandboxed:
+      entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? services.config.agents.defaults.sandbox.mode) === "all",
+  };
 }

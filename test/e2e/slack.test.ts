@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeSlack, signSlackRequest } from "../fakes/slack.js";
-import { eventually } from "../helpers.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { eventually } from "../helpers.js";
 
 /** The whole gateway with the Slack adapter in HTTP mode, events posted to the gateway's own port. */
 
@@ -14,10 +14,20 @@ beforeAll(async () => {
   slack = await FakeSlack.start();
   t = await startTestApp(
     {
-      models: { default: "s/echo", providers: { s: { kind: "scripted", rules: [{ match: "^hi (.+)$", reply: "**hello** $1, see [docs](https://example.com)" }] } } },
+      models: {
+        default: "s/echo",
+        providers: {
+          s: {
+            kind: "scripted",
+            rules: [{ match: "^hi (.+)$", reply: "**hello** $1, see [docs](https://example.com)" }],
+          },
+        },
+      },
       channels: {
         slack: {
-          accounts: { default: { botToken: slack.botToken, signingSecret: SECRET, mode: "http", apiUrl: slack.apiUrl } },
+          accounts: {
+            default: { botToken: slack.botToken, signingSecret: SECRET, mode: "http", apiUrl: slack.apiUrl },
+          },
         },
       },
     },
@@ -47,9 +57,22 @@ describe("slack through the gateway (HTTP mode)", () => {
   it("a DM is answered in the same conversation, rendered as mrkdwn", async () => {
     slack.conversations.set("D100", { is_im: true });
     const ts = slack.nextTs();
-    const r = await post(slack.envelope({ type: "message", channel: "D100", channel_type: "im", user: "U1", text: "hi there", ts }));
+    const r = await post(
+      slack.envelope({
+        type: "message",
+        channel: "D100",
+        channel_type: "im",
+        user: "U1",
+        text: "hi there",
+        ts,
+      }),
+    );
     expect(r.status).toBe(200);
-    const reply = await eventually(() => slack.posted().find((p) => p.channel === "U1" || p.channel === "D100"), 500, 20);
+    const reply = await eventually(
+      () => slack.posted().find((p) => p.channel === "U1" || p.channel === "D100"),
+      500,
+      20,
+    );
     expect(reply.text).toContain("*hello*");
     expect(reply.text).toContain("<https://example.com|docs>");
   });
@@ -59,7 +82,14 @@ describe("slack through the gateway (HTTP mode)", () => {
     const root = slack.nextTs();
     const ts = slack.nextTs();
     await post(
-      slack.envelope({ type: "app_mention", channel: "C200", user: "U2", text: `<@${slack.botUserId}> hi thread`, ts, thread_ts: root }),
+      slack.envelope({
+        type: "app_mention",
+        channel: "C200",
+        user: "U2",
+        text: `<@${slack.botUserId}> hi thread`,
+        ts,
+        thread_ts: root,
+      }),
     );
     const reply = await eventually(() => slack.posted().find((p) => p.channel === "C200"), 500, 20);
     expect(reply.thread_ts).toBe(root);
@@ -71,7 +101,14 @@ describe("slack through the gateway (HTTP mode)", () => {
     slack.conversations.set("D300", { is_im: true });
     const before = await t.app.services.store.sessions.count();
     const r = await post(
-      slack.envelope({ type: "message", channel: "D300", channel_type: "im", user: "U3", text: "hi forged", ts: slack.nextTs() }),
+      slack.envelope({
+        type: "message",
+        channel: "D300",
+        channel_type: "im",
+        user: "U3",
+        text: "hi forged",
+        ts: slack.nextTs(),
+      }),
       "wrong-secret",
     );
     expect(r.status).toBe(401);
@@ -81,18 +118,45 @@ describe("slack through the gateway (HTTP mode)", () => {
 
   it("a retried event is processed once", async () => {
     slack.conversations.set("D400", { is_im: true });
-    const env = slack.envelope({ type: "message", channel: "D400", channel_type: "im", user: "U4", text: "hi once", ts: slack.nextTs() });
+    const env = slack.envelope({
+      type: "message",
+      channel: "D400",
+      channel_type: "im",
+      user: "U4",
+      text: "hi once",
+      ts: slack.nextTs(),
+    });
     expect((await post(env)).status).toBe(200);
     const raw = JSON.stringify(env);
     const retry = await fetch(hook, {
       method: "POST",
-      headers: { ...signSlackRequest(SECRET, raw), "x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout" },
+      headers: {
+        ...signSlackRequest(SECRET, raw),
+        "x-slack-retry-num": "1",
+        "x-slack-retry-reason": "http_timeout",
+      },
       body: raw,
     });
     expect(retry.status).toBe(200);
-    await eventually(() => slack.posted().find((p) => (p.channel === "D400" || p.channel === "U4")), 500, 20);
-    await post(slack.envelope({ type: "message", channel: "D400", channel_type: "im", user: "U4", text: "hi after", ts: slack.nextTs() }));
-    await eventually(() => slack.posted().find((p) => (p.channel === "D400" || p.channel === "U4") && p.text.includes("after")), 500, 20);
-    expect(slack.posted().filter((p) => (p.channel === "D400" || p.channel === "U4") && p.text.includes("once"))).toHaveLength(1);
+    await eventually(() => slack.posted().find((p) => p.channel === "D400" || p.channel === "U4"), 500, 20);
+    await post(
+      slack.envelope({
+        type: "message",
+        channel: "D400",
+        channel_type: "im",
+        user: "U4",
+        text: "hi after",
+        ts: slack.nextTs(),
+      }),
+    );
+    await eventually(
+      () =>
+        slack.posted().find((p) => (p.channel === "D400" || p.channel === "U4") && p.text.includes("after")),
+      500,
+      20,
+    );
+    expect(
+      slack.posted().filter((p) => (p.channel === "D400" || p.channel === "U4") && p.text.includes("once")),
+    ).toHaveLength(1);
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeTelegram } from "../fakes/telegram.js";
-import { eventually } from "../helpers.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { eventually } from "../helpers.js";
 
 /** The whole gateway with the real grammY adapter against the loopback Bot API. */
 
@@ -16,28 +16,35 @@ let t: TestApp;
 
 beforeAll(async () => {
   tg = await FakeTelegram.start();
-  t = await startTestApp({
-    models: {
-      default: "s/echo",
-      providers: {
-        s: {
-          kind: "scripted",
-          rules: [
-            { match: "^long$", reply: LONG },
-            { match: "^spawn (.+)$", toolCalls: [{ name: "sessions_spawn", args: { task: "$1" } }], afterTools: "spawned" },
-            { match: "\\[Subagent Task\\]: (.+)$", reply: "child result: $1" },
-          ],
+  t = await startTestApp(
+    {
+      models: {
+        default: "s/echo",
+        providers: {
+          s: {
+            kind: "scripted",
+            rules: [
+              { match: "^long$", reply: LONG },
+              {
+                match: "^spawn (.+)$",
+                toolCalls: [{ name: "sessions_spawn", args: { task: "$1" } }],
+                afterTools: "spawned",
+              },
+              { match: "\\[Subagent Task\\]: (.+)$", reply: "child result: $1" },
+            ],
+          },
+        },
+      },
+      tools: { profile: "full" },
+      channels: {
+        telegram: {
+          accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
+          owners: [String(OWNER.id)],
         },
       },
     },
-    tools: { profile: "full" },
-    channels: {
-      telegram: {
-        accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
-        owners: [String(OWNER.id)],
-      },
-    },
-  }, { listen: true });
+    { listen: true },
+  );
 });
 
 afterAll(async () => {
@@ -53,7 +60,11 @@ describe("telegram through the gateway", () => {
     const reply = await eventually(() => sent(OWNER.id).find((m) => m.text.includes("hello bot")), 500, 20);
     expect(reply.text).toContain("You said: hello bot");
     const entry = await t.app.services.store.sessions.get("agent:main:main");
-    expect(entry?.deliveryContext).toMatchObject({ channel: "telegram", to: String(OWNER.id), accountId: "default" });
+    expect(entry?.deliveryContext).toMatchObject({
+      channel: "telegram",
+      to: String(OWNER.id),
+      accountId: "default",
+    });
   });
 
   it("a group message is answered only when the bot is mentioned", async () => {
@@ -77,7 +88,9 @@ describe("telegram through the gateway", () => {
     });
     const reply = await eventually(() => sent(FORUM.id).find((m) => m.text.includes("in topic")), 500, 20);
     expect(reply.message_thread_id).toBe(55);
-    expect(await t.app.services.store.sessions.get("agent:main:telegram:group:-1002:topic:55")).not.toBeNull();
+    expect(
+      await t.app.services.store.sessions.get("agent:main:telegram:group:-1002:topic:55"),
+    ).not.toBeNull();
   });
 
   it("/send off from an owner silences the chat, a stranger's /send changes nothing, /send inherit restores", async () => {
@@ -94,7 +107,11 @@ describe("telegram through the gateway", () => {
     await tg.waitConfirmed(s);
     tg.pushMessage(dmOwner, OWNER, { text: "/send inherit" });
     await eventually(() => sent(OWNER.id).find((m) => m.text.includes("default policy")), 500, 20);
-    expect(sent(OWNER.id).slice(before).some((m) => m.text.includes("are you there"))).toBe(false);
+    expect(
+      sent(OWNER.id)
+        .slice(before)
+        .some((m) => m.text.includes("are you there")),
+    ).toBe(false);
     expect(sent(STRANGER.id)).toHaveLength(0);
     expect((await t.app.services.store.sessions.get("agent:main:main"))?.sendPolicy).toBeUndefined();
 
@@ -120,10 +137,19 @@ describe("telegram through the gateway", () => {
     const chat = { id: 902, type: "private" as const };
     tg.failNext("sendMessage", 429, "Too Many Requests: retry after 1", 1);
     tg.pushMessage(chat, { id: 902, is_bot: false, first_name: "Lee" }, { text: "long" });
-    const chunks = await eventually(() => {
-      const got = sent(902);
-      return got.map((m) => m.text).join(" ").includes("word3999") ? got : null;
-    }, 1000, 20);
+    const chunks = await eventually(
+      () => {
+        const got = sent(902);
+        return got
+          .map((m) => m.text)
+          .join(" ")
+          .includes("word3999")
+          ? got
+          : null;
+      },
+      1000,
+      20,
+    );
     expect(chunks.length).toBeGreaterThan(1);
     for (const c of chunks) expect(c.text.length).toBeLessThanOrEqual(4096);
     const words = chunks.flatMap((c) => c.text.split(/\s+/)).filter((w) => w.startsWith("word"));
@@ -134,7 +160,11 @@ describe("telegram through the gateway", () => {
   it("a spawned sub-agent's completion lands in the chat it was spawned from", async () => {
     const chat = { id: 903, type: "private" as const };
     tg.pushMessage(chat, { id: 903, is_bot: false, first_name: "Kim" }, { text: "spawn count the stars" });
-    const announce = await eventually(() => sent(903).find((m) => m.text.includes("child result: count the stars")), 1000, 20);
+    const announce = await eventually(
+      () => sent(903).find((m) => m.text.includes("child result: count the stars")),
+      1000,
+      20,
+    );
     expect(announce.text).toMatch(/Status: ok/);
   });
 });

@@ -8,9 +8,16 @@ import { tempDir } from "../helpers.js";
 
 const BIN = path.resolve(import.meta.dirname, "../../bin/switchboard.js");
 
-function run(args: string[], cwd: string, timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  args: string[],
+  cwd: string,
+  timeoutMs = 15_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, SWITCHBOARD_CONFIG: "" } });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
+      env: { ...process.env, SWITCHBOARD_CONFIG: "" },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -48,7 +55,8 @@ describe("switchboard CLI", () => {
     expect(r.stdout).toContain("--port");
     expect(r.stdout).toContain("--config");
     const top = await run(["--help"], t.dir);
-    for (const c of ["start", "worker", "sessions", "send", "runs", "doctor"]) expect(top.stdout).toContain(c);
+    for (const c of ["start", "worker", "sessions", "send", "runs", "doctor"])
+      expect(top.stdout).toContain(c);
     t.cleanup();
   });
 

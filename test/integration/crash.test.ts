@@ -14,7 +14,11 @@ afterAll(() => {
   for (const c of children) c.kill("SIGKILL");
 });
 
-function startGateway(configPath: string, sentPath: string, seedKey = "agent:main:crash"): Promise<{ child: ChildProcess; url: string }> {
+function startGateway(
+  configPath: string,
+  sentPath: string,
+  seedKey = "agent:main:crash",
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(TSX, [FIXTURE, configPath, sentPath, seedKey], { stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let out = "";
@@ -50,14 +54,22 @@ describe("crash mid-turn", () => {
       JSON.stringify({
         stateDir: path.join(t.dir, "state"),
         gateway: { port: 0 },
-        models: { default: "fake/m", providers: { fake: { kind: "openai", baseUrl: fake.url, maxRetries: 0 } } },
+        models: {
+          default: "fake/m",
+          providers: { fake: { kind: "openai", baseUrl: fake.url, maxRetries: 0 } },
+        },
       }),
     );
     try {
       // First life: the model call hangs; the gateway dies during it.
       fake.enqueue({ delayMs: 60_000, text: "never" });
       const first = await startGateway(configPath, sentPath);
-      const sent = await rpc(first.url, "chat.send", { sessionKey: "agent:main:crash", message: "prepare", timeoutSeconds: 0, deliver: true });
+      const sent = await rpc(first.url, "chat.send", {
+        sessionKey: "agent:main:crash",
+        message: "prepare",
+        timeoutSeconds: 0,
+        deliver: true,
+      });
       expect(sent.result.status).toBe("accepted");
       await fake.waitForRequests(1);
       first.child.kill("SIGKILL");
@@ -69,16 +81,24 @@ describe("crash mid-turn", () => {
       const runs = await rpc(second.url, "sessions.history", { sessionKey: "agent:main:crash" });
       expect(runs.ok).toBe(true);
       await eventually(async () => fake.chatRequests().length >= 2, 500, 20);
-      const hist = await eventually(async () => {
-        const h = await rpc(second.url, "sessions.history", { sessionKey: "agent:main:crash" });
-        return h.result.messages.some((m: { role: string }) => m.role === "assistant") ? h : null;
-      }, 500, 20);
+      const hist = await eventually(
+        async () => {
+          const h = await rpc(second.url, "sessions.history", { sessionKey: "agent:main:crash" });
+          return h.result.messages.some((m: { role: string }) => m.role === "assistant") ? h : null;
+        },
+        500,
+        20,
+      );
       const users = hist.result.messages.filter((m: { role: string }) => m.role === "user");
       expect(users).toHaveLength(1);
       expect(hist.result.messages.at(-1).content).toBe("prepare");
       const wait = await rpc(second.url, "agent.wait", { runId: sent.result.runId, timeoutMs: 10_000 });
       expect(wait.result).toMatchObject({ status: "ok", reply: "prepare" });
-      const lines = await eventually(() => (existsSync(sentPath) ? readFileSync(sentPath, "utf8").trim().split("\n") : null), 500, 20);
+      const lines = await eventually(
+        () => (existsSync(sentPath) ? readFileSync(sentPath, "utf8").trim().split("\n") : null),
+        500,
+        20,
+      );
       expect(lines.map((l) => JSON.parse(l))).toEqual([{ to: "chat-1", text: "prepare" }]);
       second.child.kill("SIGTERM");
       await new Promise((r) => second.child.once("exit", r));

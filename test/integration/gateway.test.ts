@@ -11,20 +11,30 @@ let app: App;
 let base: string;
 let cleanup: () => void;
 
-async function rpc(method: string, params: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+async function rpc(
+  method: string,
+  params: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+) {
   const res = await fetch(`${base}/rpc`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ id: 7, method, params }),
   });
-  return { status: res.status, body: (await res.json()) as { id: unknown; ok: boolean; result?: any; error?: any } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { id: unknown; ok: boolean; result?: any; error?: any },
+  };
 }
 
 beforeAll(async () => {
   const t = tempDir();
   cleanup = t.cleanup;
   const config = parseConfig({ stateDir: t.dir, gateway: { port: 0 } });
-  app = await createApp({ config, source: null, baseDir: t.dir }, { logger: silentLogger(), role: "gateway" });
+  app = await createApp(
+    { config, source: null, baseDir: t.dir },
+    { logger: silentLogger(), role: "gateway" },
+  );
   await app.start();
   base = `http://127.0.0.1:${app.address?.port}`;
 });
@@ -50,14 +60,22 @@ describe("HTTP surface", () => {
   });
 
   it("400 for unparseable JSON, never a 5xx", async () => {
-    const res = await fetch(`${base}/rpc`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+    const res = await fetch(`${base}/rpc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{nope",
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INVALID_PARAMS");
   });
 
   it("bodies over 1 MiB are refused with a 4xx", async () => {
     const big = JSON.stringify({ method: "health", params: { pad: "x".repeat(1024 * 1024 + 10) } });
-    const res = await fetch(`${base}/rpc`, { method: "POST", headers: { "content-type": "application/json" }, body: big });
+    const res = await fetch(`${base}/rpc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: big,
+    });
     expect(res.status).toBe(413);
   });
 
@@ -68,7 +86,9 @@ describe("HTTP surface", () => {
     expect(bad.body.error.message).toContain("sessionKey");
     expect(bad.body.error.message).toContain("limit");
     expect((await rpc("nope.nope")).body.error.code).toBe("NOT_FOUND");
-    expect((await rpc("sessions.history", { sessionKey: "agent:main:discord:group:zzz" })).body.error.code).toBe("NOT_FOUND");
+    expect(
+      (await rpc("sessions.history", { sessionKey: "agent:main:discord:group:zzz" })).body.error.code,
+    ).toBe("NOT_FOUND");
     expect((await rpc("runs.get", { runId: "missing" })).body.error.code).toBe("NOT_FOUND");
     expect((await rpc("agent.wait", { runId: "missing", timeoutMs: 10 })).body.error.code).toBe("NOT_FOUND");
   });
@@ -76,7 +96,11 @@ describe("HTTP surface", () => {
 
 describe("a conversation over RPC", () => {
   it("chat.send creates the session, runs a turn and returns the scripted reply", async () => {
-    const { body } = await rpc("chat.send", { sessionKey: "main", message: "hello there", timeoutSeconds: 20 });
+    const { body } = await rpc("chat.send", {
+      sessionKey: "main",
+      message: "hello there",
+      timeoutSeconds: 20,
+    });
     expect(body.ok).toBe(true);
     expect(body.result).toMatchObject({ status: "ok", sessionKey: "agent:main:main" });
     expect(body.result.reply).toContain("hello there");
@@ -97,7 +121,11 @@ describe("a conversation over RPC", () => {
   });
 
   it("chat.send with timeoutSeconds 0 is accepted at once; agent.wait gets the result", async () => {
-    const { body } = await rpc("chat.send", { sessionKey: "agent:main:ops", message: "ping", timeoutSeconds: 0 });
+    const { body } = await rpc("chat.send", {
+      sessionKey: "agent:main:ops",
+      message: "ping",
+      timeoutSeconds: 0,
+    });
     expect(body.result.status).toBe("accepted");
     const wait = await rpc("agent.wait", { runId: body.result.runId, timeoutMs: 20_000 });
     expect(wait.body.result.status).toBe("ok");
@@ -106,21 +134,38 @@ describe("a conversation over RPC", () => {
 
   it("sessions.patch sets and clears fields; sendPolicy deny blocks chat.send", async () => {
     await rpc("chat.send", { sessionKey: "agent:main:patchme", message: "x", timeoutSeconds: 20 });
-    const p = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { label: "ops", sendPolicy: "deny" } });
+    const p = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { label: "ops", sendPolicy: "deny" },
+    });
     expect(p.body.result.entry).toMatchObject({ label: "ops", sendPolicy: "deny" });
-    const blocked = await rpc("chat.send", { sessionKey: "agent:main:patchme", message: "y", timeoutSeconds: 5 });
+    const blocked = await rpc("chat.send", {
+      sessionKey: "agent:main:patchme",
+      message: "y",
+      timeoutSeconds: 5,
+    });
     expect(blocked.body.result.status).toBe("error");
     expect(blocked.body.result.error).toContain("send blocked by session policy");
-    const cleared = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { sendPolicy: null } });
+    const cleared = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { sendPolicy: null },
+    });
     expect(cleared.body.result.entry.sendPolicy).toBeUndefined();
-    const badModel = await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { model: "nope/x" } });
+    const badModel = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { model: "nope/x" },
+    });
     expect(badModel.body.ok).toBe(false);
   });
 
   it("sessions.delete removes the session", async () => {
     await rpc("chat.send", { sessionKey: "agent:main:gone", message: "x", timeoutSeconds: 20 });
-    expect((await rpc("sessions.delete", { sessionKey: "agent:main:gone" })).body.result).toEqual({ deleted: true });
-    expect((await rpc("sessions.history", { sessionKey: "agent:main:gone" })).body.error.code).toBe("NOT_FOUND");
+    expect((await rpc("sessions.delete", { sessionKey: "agent:main:gone" })).body.result).toEqual({
+      deleted: true,
+    });
+    expect((await rpc("sessions.history", { sessionKey: "agent:main:gone" })).body.error.code).toBe(
+      "NOT_FOUND",
+    );
   });
 });
 
@@ -133,7 +178,13 @@ describe("WebSocket", () => {
       ws.once("error", reject);
     });
     ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-    ws.send(JSON.stringify({ id: "a", method: "chat.send", params: { sessionKey: "agent:main:ws", message: "over ws", timeoutSeconds: 20 } }));
+    ws.send(
+      JSON.stringify({
+        id: "a",
+        method: "chat.send",
+        params: { sessionKey: "agent:main:ws", message: "over ws", timeoutSeconds: 20 },
+      }),
+    );
     const reply = await new Promise<Record<string, unknown>>((resolve) => {
       const check = () => {
         const f = frames.find((x) => x.id === "a");
@@ -144,10 +195,14 @@ describe("WebSocket", () => {
     });
     expect(reply).toMatchObject({ ok: true, result: { status: "ok" } });
     const events = frames.map((f) => f.event).filter(Boolean);
-    expect(events).toEqual(expect.arrayContaining(["session.updated", "message.appended", "run.started", "run.finished"]));
+    expect(events).toEqual(
+      expect.arrayContaining(["session.updated", "message.appended", "run.started", "run.finished"]),
+    );
     ws.send("not json");
     await new Promise((r) => setTimeout(r, 50));
-    expect(frames.some((f) => f.id === null && (f.error as { code: string })?.code === "INVALID_PARAMS")).toBe(true);
+    expect(
+      frames.some((f) => f.id === null && (f.error as { code: string })?.code === "INVALID_PARAMS"),
+    ).toBe(true);
     ws.close();
   });
 });
@@ -155,8 +210,14 @@ describe("WebSocket", () => {
 describe("auth", () => {
   it("401 without a valid token when one is configured; loopback-only without a token", async () => {
     const t = tempDir();
-    const config = parseConfig({ stateDir: t.dir, gateway: { port: 0, auth: { token: "s3cret-token-123" } } });
-    const secured = await createApp({ config, source: null, baseDir: t.dir }, { logger: silentLogger(), role: "gateway" });
+    const config = parseConfig({
+      stateDir: t.dir,
+      gateway: { port: 0, auth: { token: "s3cret-token-123" } },
+    });
+    const secured = await createApp(
+      { config, source: null, baseDir: t.dir },
+      { logger: silentLogger(), role: "gateway" },
+    );
     await secured.start();
     const url = `http://127.0.0.1:${secured.address?.port}/rpc`;
     try {
@@ -178,7 +239,11 @@ describe("auth", () => {
     const t2 = tempDir();
     await expect(
       createApp(
-        { config: parseConfig({ stateDir: t2.dir, gateway: { host: "0.0.0.0", port: 0 } }), source: null, baseDir: t2.dir },
+        {
+          config: parseConfig({ stateDir: t2.dir, gateway: { host: "0.0.0.0", port: 0 } }),
+          source: null,
+          baseDir: t2.dir,
+        },
         { logger: silentLogger(), role: "gateway" },
       ),
     ).rejects.toThrow(/gateway.auth.token/);

@@ -41,14 +41,25 @@ describe("a turn with a tool call", () => {
 
   it("chat.send → tool call → tool result → final reply; every message in the transcript with usage", async () => {
     fake.enqueue(
-      { text: "let me look", toolCalls: [{ name: "agents_list", arguments: {} }], usage: { prompt: 100, completion: 10 } },
+      {
+        text: "let me look",
+        toolCalls: [{ name: "agents_list", arguments: {} }],
+        usage: { prompt: 100, completion: 10 },
+      },
       (req) => {
         const last = req.body.messages?.at(-1);
-        return { text: `agents: ${String(last?.content).includes('"main"') ? "main" : "?"}`, usage: { prompt: 150, completion: 5 } };
+        return {
+          text: `agents: ${String(last?.content).includes('"main"') ? "main" : "?"}`,
+          usage: { prompt: 150, completion: 5 },
+        };
       },
     );
     const before = fake.chatRequests().length;
-    const r = await t.rpc("chat.send", { sessionKey: "main", message: "which agents exist?", timeoutSeconds: 20 });
+    const r = await t.rpc("chat.send", {
+      sessionKey: "main",
+      message: "which agents exist?",
+      timeoutSeconds: 20,
+    });
     expect(r.result).toMatchObject({ status: "ok", reply: "agents: main" });
 
     const reqs = fake.chatRequests().slice(before);
@@ -62,10 +73,21 @@ describe("a turn with a tool call", () => {
     expect(roles).toEqual(["system", "user", "assistant", "tool"]);
 
     const hist = await t.rpc("sessions.history", { sessionKey: "main", includeTools: true });
-    expect(hist.result.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant", "toolCall", "toolResult", "assistant"]);
+    expect(hist.result.messages.map((m: { role: string }) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "toolCall",
+      "toolResult",
+      "assistant",
+    ]);
 
     const entry = await t.app.services.store.sessions.get("agent:main:main");
-    expect(entry).toMatchObject({ lastModel: "fake/m1", inputTokens: 250, outputTokens: 15, totalTokens: 155 });
+    expect(entry).toMatchObject({
+      lastModel: "fake/m1",
+      inputTokens: 250,
+      outputTokens: 15,
+      totalTokens: 155,
+    });
     expect(entry?.costUsd).toBeCloseTo((250 * 1 + 15 * 2) / 1e6, 12);
     const run = await t.rpc("runs.get", { runId: r.result.runId });
     expect(run.result.usage).toMatchObject({ input: 250, output: 15 });
@@ -81,20 +103,35 @@ describe("a turn with a tool call", () => {
     fake.enqueue({ toolCalls: [{ name: "agents_list", arguments: "{not json" }] }, (req) => ({
       text: `saw: ${String(req.body.messages?.at(-1)?.content)}`,
     }));
-    const r = await t.rpc("chat.send", { sessionKey: "agent:main:bad-args", message: "go", timeoutSeconds: 20 });
+    const r = await t.rpc("chat.send", {
+      sessionKey: "agent:main:bad-args",
+      message: "go",
+      timeoutSeconds: 20,
+    });
     expect(r.result.status).toBe("ok");
     expect(r.result.reply).toContain("not valid JSON");
   });
 
   it("schema-invalid and unknown tools are error results, not crashes", async () => {
     fake.enqueue(
-      { toolCalls: [{ name: "sessions_history", arguments: { limit: "ten" } }, { name: "no_such_tool", arguments: {} }] },
+      {
+        toolCalls: [
+          { name: "sessions_history", arguments: { limit: "ten" } },
+          { name: "no_such_tool", arguments: {} },
+        ],
+      },
       (req) => {
-        const tools = (req.body.messages ?? []).filter((m) => m.role === "tool").map((m) => String(m.content));
+        const tools = (req.body.messages ?? [])
+          .filter((m) => m.role === "tool")
+          .map((m) => String(m.content));
         return { text: tools.join(" | ") };
       },
     );
-    const r = await t.rpc("chat.send", { sessionKey: "agent:main:bad-schema", message: "go", timeoutSeconds: 20 });
+    const r = await t.rpc("chat.send", {
+      sessionKey: "agent:main:bad-schema",
+      message: "go",
+      timeoutSeconds: 20,
+    });
     expect(r.result.status).toBe("ok");
     expect(r.result.reply).toContain("sessionKey");
     expect(r.result.reply).toContain("no_such_tool");
@@ -112,7 +149,11 @@ describe("a turn with a tool call", () => {
     expect(r2.result.status).toBe("error");
     expect(r2.result.error).toMatch(/time/i);
 
-    const ok = await t.rpc("chat.send", { sessionKey: "agent:main:err", message: "still there?", timeoutSeconds: 20 });
+    const ok = await t.rpc("chat.send", {
+      sessionKey: "agent:main:err",
+      message: "still there?",
+      timeoutSeconds: 20,
+    });
     expect(ok.result).toMatchObject({ status: "ok", reply: "still there?" });
   });
 });
@@ -124,7 +165,11 @@ describe("model selection", () => {
       agents: { list: [{ id: "main" }, { id: "ghost", model: "nowhere/x" }] },
     });
     try {
-      const r = await t.rpc("chat.send", { sessionKey: "agent:ghost:main", message: "hi", timeoutSeconds: 20 });
+      const r = await t.rpc("chat.send", {
+        sessionKey: "agent:ghost:main",
+        message: "hi",
+        timeoutSeconds: 20,
+      });
       expect(r.result.status).toBe("error");
       expect(r.result.error).toContain('unknown model provider "nowhere"');
     } finally {
@@ -160,21 +205,33 @@ describe("lanes through the runtime", () => {
     try {
       const runs: string[] = [];
       for (let i = 0; i < 50; i++) {
-        const r = await t.rpc("chat.send", { sessionKey: "agent:main:lane", message: `m${i}`, timeoutSeconds: 0 });
+        const r = await t.rpc("chat.send", {
+          sessionKey: "agent:main:lane",
+          message: `m${i}`,
+          timeoutSeconds: 0,
+        });
         runs.push(r.result.runId);
       }
-      for (const id of runs) expect((await t.rpc("agent.wait", { runId: id, timeoutMs: 30_000 })).result.status).toBe("ok");
+      for (const id of runs)
+        expect((await t.rpc("agent.wait", { runId: id, timeoutMs: 30_000 })).result.status).toBe("ok");
       const hist = await t.rpc("sessions.history", { sessionKey: "agent:main:lane", limit: 100 });
-      const texts = hist.result.messages.map((m: { role: string; content: string }) => `${m.role}:${m.content}`);
+      const texts = hist.result.messages.map(
+        (m: { role: string; content: string }) => `${m.role}:${m.content}`,
+      );
       const expected = Array.from({ length: 50 }, (_, i) => [`user:m${i}`, `assistant:re:m${i}`]).flat();
       expect(texts).toEqual(expected);
       expect(maxInFlight).toBe(1);
 
       maxInFlight = 0;
       const many = await Promise.all(
-        Array.from({ length: 50 }, (_, i) => t.rpc("chat.send", { sessionKey: `agent:main:p${i}`, message: "hi", timeoutSeconds: 0 })),
+        Array.from({ length: 50 }, (_, i) =>
+          t.rpc("chat.send", { sessionKey: `agent:main:p${i}`, message: "hi", timeoutSeconds: 0 }),
+        ),
       );
-      for (const r of many) expect((await t.rpc("agent.wait", { runId: r.result.runId, timeoutMs: 30_000 })).result.status).toBe("ok");
+      for (const r of many)
+        expect((await t.rpc("agent.wait", { runId: r.result.runId, timeoutMs: 30_000 })).result.status).toBe(
+          "ok",
+        );
       expect(maxInFlight).toBeGreaterThan(1);
       expect(maxInFlight).toBeLessThanOrEqual(8);
     } finally {

@@ -23,23 +23,89 @@ function files(dir: string): string[] {
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const specs = [...text.matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((m) => m[1] ?? "");
-  return specs.filter((s) => s.startsWith(".")).map((s) => path.relative(ROOT, path.resolve(path.dirname(file), s)));
+  return specs
+    .filter((s) => s.startsWith("."))
+    .map((s) => path.relative(ROOT, path.resolve(path.dirname(file), s)));
 }
 
 const rules: Array<{ from: string; mustNotImport: string[]; except?: string[] }> = [
   { from: "src", mustNotImport: ["channels/"], except: ["src/app.ts"] },
-  { from: "src/tools", mustNotImport: ["channels/", "src/pipeline/local", "src/pipeline/bullmq", "src/store/fs", "src/store/redis"] },
-  { from: "src/agent", mustNotImport: ["channels/", "src/store/fs", "src/store/redis", "src/pipeline/local", "src/pipeline/bullmq"] },
-  { from: "src/routing", mustNotImport: ["channels/", "src/store/fs", "src/store/redis", "src/pipeline/local", "src/pipeline/bullmq"] },
-  { from: "src/gateway", mustNotImport: ["channels/", "src/store/fs", "src/store/redis", "src/pipeline/local", "src/pipeline/bullmq"] },
+  {
+    from: "src/tools",
+    mustNotImport: [
+      "channels/",
+      "src/pipeline/local",
+      "src/pipeline/bullmq",
+      "src/store/fs",
+      "src/store/redis",
+    ],
+  },
+  {
+    from: "src/agent",
+    mustNotImport: [
+      "channels/",
+      "src/store/fs",
+      "src/store/redis",
+      "src/pipeline/local",
+      "src/pipeline/bullmq",
+    ],
+  },
+  {
+    from: "src/routing",
+    mustNotImport: [
+      "channels/",
+      "src/store/fs",
+      "src/store/redis",
+      "src/pipeline/local",
+      "src/pipeline/bullmq",
+    ],
+  },
+  {
+    from: "src/gateway",
+    mustNotImport: [
+      "channels/",
+      "src/store/fs",
+      "src/store/redis",
+      "src/pipeline/local",
+      "src/pipeline/bullmq",
+    ],
+  },
   { from: "src/delivery", mustNotImport: ["channels/", "src/store/fs", "src/store/redis"] },
-  { from: "src/store/fs", mustNotImport: ["src/store/redis", "src/pipeline", "src/agent", "src/tools", "channels/"] },
-  { from: "src/store/redis", mustNotImport: ["src/store/fs", "src/pipeline", "src/agent", "src/tools", "channels/"] },
-  { from: "src/pipeline/local", mustNotImport: ["src/pipeline/bullmq", "src/store/fs", "src/store/redis", "src/agent", "src/tools", "channels/"] },
-  { from: "src/pipeline/bullmq", mustNotImport: ["src/pipeline/local", "src/store/fs", "src/store/redis", "src/agent", "src/tools", "channels/"] },
+  {
+    from: "src/store/fs",
+    mustNotImport: ["src/store/redis", "src/pipeline", "src/agent", "src/tools", "channels/"],
+  },
+  {
+    from: "src/store/redis",
+    mustNotImport: ["src/store/fs", "src/pipeline", "src/agent", "src/tools", "channels/"],
+  },
+  {
+    from: "src/pipeline/local",
+    mustNotImport: [
+      "src/pipeline/bullmq",
+      "src/store/fs",
+      "src/store/redis",
+      "src/agent",
+      "src/tools",
+      "channels/",
+    ],
+  },
+  {
+    from: "src/pipeline/bullmq",
+    mustNotImport: [
+      "src/pipeline/local",
+      "src/store/fs",
+      "src/store/redis",
+      "src/agent",
+      "src/tools",
+      "channels/",
+    ],
+  },
 ];
 
-const channelDirs = readdirSync(path.join(ROOT, "channels")).filter((d) => statSync(path.join(ROOT, "channels", d)).isDirectory());
+const channelDirs = readdirSync(path.join(ROOT, "channels")).filter((d) =>
+  statSync(path.join(ROOT, "channels", d)).isDirectory(),
+);
 
 describe("folder boundaries", () => {
   for (const rule of rules) {
@@ -49,7 +115,11 @@ describe("folder boundaries", () => {
         const rel = path.relative(ROOT, f);
         if (rule.except?.includes(rel)) continue;
         for (const imp of importsOf(f)) {
-          if (rule.mustNotImport.some((p) => imp.startsWith(p.endsWith("/") ? p : `${p}/`) || imp.startsWith(`${p}.`))) {
+          if (
+            rule.mustNotImport.some(
+              (p) => imp.startsWith(p.endsWith("/") ? p : `${p}/`) || imp.startsWith(`${p}.`),
+            )
+          ) {
             bad.push(`${rel} → ${imp}`);
           }
         }
@@ -60,12 +130,20 @@ describe("folder boundaries", () => {
 
   for (const dir of channelDirs) {
     it(`channels/${dir} imports only the channel contract, errors, log and delivery helpers from src/`, () => {
-      const allowed = ["src/channels/types", "src/errors", "src/log", "src/delivery/format", "src/delivery/chunk"];
+      const allowed = [
+        "src/channels/types",
+        "src/errors",
+        "src/log",
+        "src/delivery/format",
+        "src/delivery/chunk",
+      ];
       const bad: string[] = [];
       for (const f of files(path.join(ROOT, "channels", dir))) {
         for (const imp of importsOf(f)) {
-          if (imp.startsWith("src/") && !allowed.some((a) => imp.startsWith(a))) bad.push(`${path.relative(ROOT, f)} → ${imp}`);
-          if (imp.startsWith("channels/") && !imp.startsWith(`channels/${dir}`)) bad.push(`${path.relative(ROOT, f)} → ${imp}`);
+          if (imp.startsWith("src/") && !allowed.some((a) => imp.startsWith(a)))
+            bad.push(`${path.relative(ROOT, f)} → ${imp}`);
+          if (imp.startsWith("channels/") && !imp.startsWith(`channels/${dir}`))
+            bad.push(`${path.relative(ROOT, f)} → ${imp}`);
         }
       }
       expect(bad).toEqual([]);
@@ -80,7 +158,9 @@ describe("channel naming (STYLE habit 4)", () => {
       const names = Object.keys(mod);
       expect(names.some((n) => /^create[A-Z]\w*Channel$/.test(n) && typeof mod[n] === "function")).toBe(true);
       expect(names.some((n) => /^[A-Z]\w*Channel$/.test(n) && typeof mod[n] === "function")).toBe(true);
-      expect(readFileSync(path.join(ROOT, "channels", dir, "types.ts"), "utf8")).toMatch(/export type \w+ChannelConfig\b/);
+      expect(readFileSync(path.join(ROOT, "channels", dir, "types.ts"), "utf8")).toMatch(
+        /export type \w+ChannelConfig\b/,
+      );
     });
   }
 });

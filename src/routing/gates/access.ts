@@ -6,7 +6,12 @@ export function senderAllowed(list: readonly string[], channel: string, senderId
   const id = senderId.trim().toLowerCase();
   return list.some((raw) => {
     const e = raw.trim().toLowerCase();
-    return e === "*" || e === id || e === `${channel}:${id}` || (e.startsWith("+") && id.replace(/^\+/, "") === e.slice(1));
+    return (
+      e === "*" ||
+      e === id ||
+      e === `${channel}:${id}` ||
+      (e.startsWith("+") && id.replace(/^\+/, "") === e.slice(1))
+    );
   });
 }
 

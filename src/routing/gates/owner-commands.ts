@@ -12,7 +12,10 @@ import { senderAllowed } from "./access.js";
  * from anyone else they are ignored (no reply, no change, and never passed to a model).
  */
 
-type Command = { kind: "send"; value: SendPolicyOverride | null } | { kind: "status" } | { kind: "bad"; text: string };
+type Command =
+  | { kind: "send"; value: SendPolicyOverride | null }
+  | { kind: "status" }
+  | { kind: "bad"; text: string };
 
 export function parseOwnerCommand(text: string): Command | null {
   const m = /^\/(send|status)(?:@\S+)?(?:\s+(\S+))?\s*$/i.exec(text.trim());
@@ -45,7 +48,13 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   const cmd = parseOwnerCommand(ctx.msg.text);
   if (!cmd) return next();
   const { services } = ctx;
-  if (!senderAllowed(ctx.policy.owners.filter((o) => o !== "*"), ctx.msg.channel, ctx.msg.senderId)) {
+  if (
+    !senderAllowed(
+      ctx.policy.owners.filter((o) => o !== "*"),
+      ctx.msg.channel,
+      ctx.msg.senderId,
+    )
+  ) {
     ctx.dropped = "command-from-non-owner";
     return;
   }
@@ -56,7 +65,10 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
     await confirm(services, ctx, await statusCard(services, entry));
   } else {
     if (!ctx.entry) await ensureRouted(ctx);
-    const updated = await services.store.sessions.patch(ctx.sessionKey, { sendPolicy: cmd.value ?? undefined, updatedAt: services.now() });
+    const updated = await services.store.sessions.patch(ctx.sessionKey, {
+      sendPolicy: cmd.value ?? undefined,
+      updatedAt: services.now(),
+    });
     if (updated) services.bus.emit("session.updated", { entry: updated });
     const text =
       cmd.value === "allow"

@@ -1,7 +1,12 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { clampPingPongTurns, discoverConfigFile, loadConfig, parseConfig } from "../../../src/config/index.js";
+import {
+  clampPingPongTurns,
+  discoverConfigFile,
+  loadConfig,
+  parseConfig,
+} from "../../../src/config/index.js";
 import { SwitchboardError } from "../../../src/errors.js";
 import { tempDir } from "../../helpers.js";
 
@@ -33,9 +38,18 @@ describe("config defaults", () => {
     expect(c.stateDir).toBe("./.switchboard");
     expect(c.storage.driver).toBe("fs");
     expect(c.queue).toMatchObject({ driver: "local", concurrency: 8 });
-    expect(c.session).toMatchObject({ scope: "per-sender", dmScope: "main", agentToAgent: { maxPingPongTurns: 5 } });
+    expect(c.session).toMatchObject({
+      scope: "per-sender",
+      dmScope: "main",
+      agentToAgent: { maxPingPongTurns: 5 },
+    });
     expect(c.tools).toMatchObject({ profile: "coding", sessions: { visibility: "tree" } });
-    expect(c.agents.defaults.subagents).toEqual({ archiveAfterMinutes: 60, runTimeoutSeconds: 0, maxSpawnDepth: 1, maxChildren: 5 });
+    expect(c.agents.defaults.subagents).toEqual({
+      archiveAfterMinutes: 60,
+      runTimeoutSeconds: 0,
+      maxSpawnDepth: 1,
+      maxChildren: 5,
+    });
     expect(c.agents.list.map((a) => a.id)).toEqual(["main"]);
     expect(c.channels.webchat.enabled).toBe(true);
   });
@@ -52,7 +66,10 @@ describe("config validation names the path", () => {
     expect(msg).toContain("config: session.agentToAgent.maxPingPongTurns: must be between 0 and 5");
   });
   it("floors decimal ping-pong turns, and the runtime clamp handles odd values", () => {
-    expect(parseConfig({ session: { agentToAgent: { maxPingPongTurns: 2.7 } } }).session.agentToAgent.maxPingPongTurns).toBe(2);
+    expect(
+      parseConfig({ session: { agentToAgent: { maxPingPongTurns: 2.7 } } }).session.agentToAgent
+        .maxPingPongTurns,
+    ).toBe(2);
     expect(clampPingPongTurns("x")).toBe(5);
     expect(clampPingPongTurns(-3)).toBe(0);
     expect(clampPingPongTurns(99)).toBe(5);
@@ -63,25 +80,36 @@ describe("config validation names the path", () => {
   });
   it("wrong types deep inside", () => {
     expect(configError(() => parseConfig({ gateway: { port: "x" } }))).toContain("config: gateway.port:");
-    expect(configError(() => parseConfig({ queue: { driver: "rabbit" } }))).toContain("config: queue.driver:");
-    expect(configError(() => parseConfig({ agents: { list: [{ id: "Bad Id!" }] } }))).toContain("config: agents.list.0.id:");
+    expect(configError(() => parseConfig({ queue: { driver: "rabbit" } }))).toContain(
+      "config: queue.driver:",
+    );
+    expect(configError(() => parseConfig({ agents: { list: [{ id: "Bad Id!" }] } }))).toContain(
+      "config: agents.list.0.id:",
+    );
   });
   it("duplicate agents and bindings to unknown agents", () => {
-    expect(configError(() => parseConfig({ agents: { list: [{ id: "a" }, { id: "a" }] } }))).toContain("agents.list.1.id");
-    expect(configError(() => parseConfig({ bindings: [{ agentId: "nope", match: { channel: "telegram" } }] }))).toContain(
-      "bindings.0.agentId",
+    expect(configError(() => parseConfig({ agents: { list: [{ id: "a" }, { id: "a" }] } }))).toContain(
+      "agents.list.1.id",
     );
+    expect(
+      configError(() => parseConfig({ bindings: [{ agentId: "nope", match: { channel: "telegram" } }] })),
+    ).toContain("bindings.0.agentId");
   });
 });
 
 describe("env substitution", () => {
   it("replaces ${VAR} in strings", () => {
-    const c = parseConfig({ gateway: { auth: { token: "${TOK}" } }, stateDir: "/x/${NAME}/y" }, { TOK: "sekret-123456", NAME: "n" });
+    const c = parseConfig(
+      { gateway: { auth: { token: "${TOK}" } }, stateDir: "/x/${NAME}/y" },
+      { TOK: "sekret-123456", NAME: "n" },
+    );
     expect(c.gateway.auth.token).toBe("sekret-123456");
     expect(c.stateDir).toBe("/x/n/y");
   });
   it("a missing variable is an error naming the path and the variable", () => {
-    const msg = configError(() => parseConfig({ models: { providers: { o: { kind: "openai", apiKey: "${NOPE_KEY}" } } } }, {}));
+    const msg = configError(() =>
+      parseConfig({ models: { providers: { o: { kind: "openai", apiKey: "${NOPE_KEY}" } } } }, {}),
+    );
     expect(msg).toContain("models.providers.o.apiKey");
     expect(msg).toContain("NOPE_KEY");
   });
@@ -94,8 +122,12 @@ describe("discovery", () => {
     writeFileSync(path.join(d, "switchboard.json5"), "{ // comment\n stateDir: 'local', }\n");
     expect(discoverConfigFile({ cwd: d, env: {} })).toBe(path.join(d, "switchboard.json5"));
     writeFileSync(path.join(d, "env.json5"), "{ stateDir: 'fromenv' }");
-    expect(discoverConfigFile({ cwd: d, env: { SWITCHBOARD_CONFIG: "env.json5" } })).toBe(path.join(d, "env.json5"));
-    expect(discoverConfigFile({ cwd: d, env: { SWITCHBOARD_CONFIG: "env.json5" }, file: "x.json5" })).toBe(path.join(d, "x.json5"));
+    expect(discoverConfigFile({ cwd: d, env: { SWITCHBOARD_CONFIG: "env.json5" } })).toBe(
+      path.join(d, "env.json5"),
+    );
+    expect(discoverConfigFile({ cwd: d, env: { SWITCHBOARD_CONFIG: "env.json5" }, file: "x.json5" })).toBe(
+      path.join(d, "x.json5"),
+    );
     const loaded = loadConfig({ cwd: d, env: {} });
     expect(loaded.config.stateDir).toBe("local");
     expect(loaded.source).toBe(path.join(d, "switchboard.json5"));
@@ -104,6 +136,8 @@ describe("discovery", () => {
     const d = dir();
     writeFileSync(path.join(d, "bad.json5"), "{ nope: ");
     expect(configError(() => loadConfig({ cwd: d, file: "bad.json5", env: {} }))).toContain("bad.json5");
-    expect(configError(() => loadConfig({ cwd: d, file: "missing.json5", env: {} }))).toContain("missing.json5");
+    expect(configError(() => loadConfig({ cwd: d, file: "missing.json5", env: {} }))).toContain(
+      "missing.json5",
+    );
   });
 });
