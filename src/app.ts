@@ -1,7 +1,9 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { createDiscordChannel } from "../channels/discord/index.js";
 import { createSlackChannel } from "../channels/slack/index.js";
 import { createTelegramChannel } from "../channels/telegram/index.js";
+import { createWhatsAppChannel } from "../channels/whatsapp/index.js";
 import { ConfiguredModels } from "./agent/models.js";
 import { AgentRuntime } from "./agent/runtime.js";
 import { ToolRegistry } from "./agent/tool-registry.js";
@@ -15,11 +17,14 @@ import { registerMethods } from "./gateway/methods.js";
 import { RpcDispatcher } from "./gateway/rpc.js";
 import { GatewayServer, isLoopbackHost } from "./gateway/server.js";
 import type { Logger } from "./log.js";
+import { createBullmqPipeline } from "./pipeline/bullmq/index.js";
 import { createLocalPipeline } from "./pipeline/local/index.js";
 import type { Pipeline } from "./pipeline/types.js";
+import { RedisConnections } from "./redis-connections.js";
 import { createRouter, type Router } from "./routing/router.js";
 import type { Services } from "./services.js";
 import { createFsStore } from "./store/fs/index.js";
+import { createRedisStore } from "./store/redis/index.js";
 import type { StoreDriver } from "./store/types.js";
 import { allTools } from "./tools/index.js";
 import { installSendFlow } from "./tools/send-flow.js";
@@ -44,6 +49,8 @@ export function packageVersion(): string {
 export interface AppOptions {
   logger: Logger;
   role: "gateway" | "worker";
+  /** Listen on HTTP (default true for the gateway role); tests may run a gateway without a port. */
+  serve?: boolean;
   /** Overrides of gateway.host/port from the command line. */
   host?: string;
   port?: number;
@@ -63,22 +70,26 @@ export interface App {
   stop(): Promise<void>;
 }
 
-async function createStore(loaded: LoadedConfig, stateDir: string, logger: Logger): Promise<StoreDriver> {
+async function createStore(
+  loaded: LoadedConfig,
+  stateDir: string,
+  logger: Logger,
+  redis: RedisConnections,
+): Promise<StoreDriver> {
   const { storage } = loaded.config;
   if (storage.driver === "fs") return createFsStore({ stateDir, logger });
-  throw new SwitchboardError(
-    "CONFIG",
-    `config: storage.driver: "${storage.driver}" is not available in this build`,
-  );
+  const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
+  return createRedisStore({ client, prefix: storage.prefix, logger });
 }
 
-function createPipeline(
+async function createPipeline(
   loaded: LoadedConfig,
   stateDir: string,
   store: StoreDriver,
   logger: Logger,
   now: () => number,
-): Pipeline {
+  redis: RedisConnections,
+): Promise<Pipeline> {
   const { queue } = loaded.config;
   if (queue.driver === "local") {
     return createLocalPipeline({
@@ -90,10 +101,19 @@ function createPipeline(
       now,
     });
   }
-  throw new SwitchboardError(
-    "CONFIG",
-    `config: queue.driver: "${queue.driver}" is not available in this build`,
-  );
+  const connection = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
+  return createBullmqPipeline({
+    connection,
+    createBlockingConnection: () => redis.blocking(queue.redisUrl),
+    prefix: queue.prefix,
+    runs: store.runs,
+    logger,
+    now,
+    concurrency: queue.concurrency,
+    mode: queue.mode,
+    lockDurationMs: queue.lockDurationMs,
+    stalledIntervalMs: queue.stalledIntervalMs,
+  });
 }
 
 type WebhookMount = {
@@ -105,6 +125,7 @@ type WebhookMount = {
 function createChannels(
   config: LoadedConfig["config"],
   logger: Logger,
+  dirs: { stateDir: string; baseDir: string },
 ): { adapters: ChannelAdapter[]; hooks: WebhookMount[] } {
   const adapters: ChannelAdapter[] = [];
   const hooks: WebhookMount[] = [];
@@ -138,6 +159,22 @@ function createChannels(
     if (acc.mode === "http")
       hooks.push({ path: `/hooks/slack/${accountId}/events`, handle: (h, raw) => sl.handleEvents(h, raw) });
   }
+  for (const [accountId, acc] of Object.entries(config.channels.discord?.accounts ?? {})) {
+    adapters.push(
+      createDiscordChannel(
+        { accountId, ...acc },
+        { logger: logger.child({ channel: "discord", accountId }) },
+      ),
+    );
+  }
+  for (const [accountId, acc] of Object.entries(config.channels.whatsapp?.accounts ?? {})) {
+    adapters.push(
+      createWhatsAppChannel(
+        { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
+        { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
+      ),
+    );
+  }
   return { adapters, hooks };
 }
 
@@ -153,11 +190,31 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       `config: gateway.auth.token: required when gateway.host is not loopback (host is ${host}); set a token or bind to 127.0.0.1`,
     );
   }
+  if (config.queue.driver === "local" && config.storage.driver === "redis") {
+    throw new SwitchboardError(
+      "CONFIG",
+      'config: queue.driver: "local" keeps its journal on this machine; use queue.driver "bullmq" with storage.driver "redis"',
+    );
+  }
+  if (opts.role === "worker" && config.queue.driver !== "bullmq") {
+    throw new SwitchboardError(
+      "CONFIG",
+      'config: queue.driver: `switchboard worker` needs queue.driver "bullmq" (the local queue runs inside `switchboard start`)',
+    );
+  }
   const stateDir = path.resolve(loaded.baseDir, config.stateDir);
-  const store = await createStore(loaded, stateDir, logger);
+  const redis = new RedisConnections(logger);
+  let store: StoreDriver;
+  let pipeline: Pipeline;
+  try {
+    store = await createStore(loaded, stateDir, logger, redis);
+    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis);
+  } catch (err) {
+    await redis.close();
+    throw err;
+  }
   const bus = new EventBus();
   const channels = new AdapterRegistry();
-  const pipeline = createPipeline(loaded, stateDir, store, logger, now);
   const models = new ConfiguredModels(config, logger, loaded.baseDir);
   const partial = { config, store, channels, logger };
   const services: Services = {
@@ -184,7 +241,9 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
 
   const router: Router = createRouter(services);
   const { adapters, hooks } =
-    opts.role === "gateway" ? createChannels(config, logger) : { adapters: [], hooks: [] };
+    opts.role === "gateway"
+      ? createChannels(config, logger, { stateDir, baseDir: loaded.baseDir })
+      : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
 
   const rpc = new RpcDispatcher(logger);
@@ -196,6 +255,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       version: services.version,
       storage: store.name,
       queue: pipeline.driver,
+      redis: redis.status(),
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
     };
@@ -203,7 +263,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   registerMethods(rpc, { services, tools, health });
 
   const server =
-    opts.role === "gateway"
+    opts.role === "gateway" && opts.serve !== false
       ? new GatewayServer({
           host,
           port,
@@ -245,6 +305,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
         await a.stop().catch((err) => logger.warn({ err }, "channel stop failed"));
       await pipeline.stop();
       await store.close();
+      await redis.close();
     },
   };
   return app;

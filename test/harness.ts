@@ -34,7 +34,8 @@ export async function startTestApp(
     { config, source: null, baseDir: t.dir },
     {
       logger: silentLogger(),
-      role: opts.listen ? "gateway" : "worker",
+      role: "gateway",
+      serve: opts.listen ?? false,
       ...(opts.now ? { now: opts.now } : {}),
     },
   );

@@ -8,7 +8,6 @@ import { eventually, tempDir } from "../helpers.js";
 /** SIGKILL a gateway mid-turn: after restart the run completes and the reply is delivered exactly once. */
 
 const FIXTURE = path.resolve(import.meta.dirname, "../fixtures/file-channel-gateway.ts");
-const TSX = path.resolve(import.meta.dirname, "../../node_modules/.bin/tsx");
 const children: ChildProcess[] = [];
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");
@@ -19,7 +18,9 @@ function startGateway(
   sentPath: string,
   seedKey = "agent:main:crash",
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(TSX, [FIXTURE, configPath, sentPath, seedKey], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, configPath, sentPath, seedKey], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.push(child);
   let out = "";
   return new Promise((resolve, reject) => {
@@ -44,7 +45,7 @@ async function rpc(url: string, method: string, params: Record<string, unknown>)
 }
 
 describe("crash mid-turn", () => {
-  it("re-runs the turn after restart and delivers the reply exactly once", async () => {
+  it("re-runs the turn after restart and delivers the reply exactly once", { timeout: 90_000 }, async () => {
     const fake = await startOpenAIFake();
     const t = tempDir();
     const configPath = path.join(t.dir, "config.json");

@@ -1,0 +1,213 @@
+import { type Client, Events, type Message } from "discord.js";
+import type {
+  ChannelAdapter,
+  ChannelCapabilities,
+  ChannelStatus,
+  InboundHandler,
+  OutboundMessage,
+} from "../../src/channels/types.js";
+import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
+import type { Logger } from "../../src/log.js";
+import { createGatewayClient, createRest } from "./client.js";
+import { toSwitchboardError } from "./errors.js";
+import { discordMessageToInbound, factsOf } from "./inbound.js";
+import { InboundQueue } from "./inbound-queue.js";
+import { DiscordOutbound } from "./outbound.js";
+import {
+  type DiscordChannelConfig,
+  type DiscordChannelDeps,
+  discordChannelConfigSchema,
+  type ResolvedDiscordChannelConfig,
+} from "./types.js";
+
+export type { DiscordChannelConfig, DiscordChannelDeps } from "./types.js";
+
+/** Gateway close codes after which discord.js gives up, with what to do about them. */
+const FATAL_CLOSE: Record<number, string> = {
+  4004: "the gateway rejected the token (4004); reset it in the Developer Portal",
+  4010: "invalid shard (4010)",
+  4011: "sharding required (4011): this bot is in too many servers for one shard",
+  4012: "invalid gateway API version (4012)",
+  4013: "invalid intents (4013)",
+  4014: 'disallowed intents (4014): enable "Message Content Intent" under Bot → Privileged Gateway Intents in the Developer Portal',
+};
+
+/**
+ * One Discord bot over discord.js. Inbound comes from the gateway (MESSAGE_CREATE in DMs,
+ * server text channels and threads); reconnects and session resumes are the SDK's and show
+ * up in `status()`. Outbound goes over REST and works while the gateway is resuming.
+ */
+export class DiscordChannel implements ChannelAdapter {
+  readonly channel = "discord";
+  readonly accountId: string;
+  readonly capabilities: ChannelCapabilities = {
+    textLimit: 2000,
+    threads: true,
+    typing: true,
+    markdown: "discord",
+    // Public threads under server text channels; DMs answer NOT_SUPPORTED.
+    createThread: true,
+  };
+
+  private readonly log: Logger;
+  private readonly outbound: DiscordOutbound;
+  private readonly queue: InboundQueue;
+  private client: Client | undefined;
+  private botUserId: string | undefined;
+  private state: ChannelStatus = "stopped";
+  private detail: string | undefined;
+  private onInbound: InboundHandler | undefined;
+  private starting: Promise<void> | undefined;
+  private abortStart: ((err: SwitchboardError) => void) | undefined;
+  private stopping = false;
+
+  constructor(
+    private readonly config: ResolvedDiscordChannelConfig,
+    deps: DiscordChannelDeps,
+  ) {
+    this.accountId = config.accountId;
+    this.log = deps.logger.child({ channel: "discord", accountId: config.accountId });
+    this.outbound = new DiscordOutbound(createRest(config), {
+      textLimit: this.capabilities.textLimit,
+      suppressEmbeds: config.suppressEmbeds,
+      dmCacheSize: config.dmCacheSize,
+    });
+    this.queue = new InboundQueue(config.inboundRetryDelaysMs, this.log);
+  }
+
+  status(): { state: ChannelStatus; detail?: string } {
+    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+  }
+
+  async start(onInbound: InboundHandler): Promise<void> {
+    if (this.onInbound) {
+      this.log.debug("discord channel already started");
+      return this.starting;
+    }
+    this.onInbound = onInbound;
+    this.stopping = false;
+    this.setState("starting");
+    this.starting = this.connect().catch(async (err: unknown) => {
+      const e = toSwitchboardError(err, "start");
+      await this.client?.destroy().catch(() => undefined);
+      this.client = undefined;
+      this.onInbound = undefined;
+      this.setState("error", e.message);
+      throw e;
+    });
+    return this.starting;
+  }
+
+  async stop(): Promise<void> {
+    if (!this.onInbound) return;
+    this.stopping = true;
+    this.abortStart?.(new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()"));
+    await this.client
+      ?.destroy()
+      .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "discord client destroy failed"));
+    await this.starting?.catch(() => undefined);
+    await this.queue.drain();
+    this.client = undefined;
+    this.onInbound = undefined;
+    this.starting = undefined;
+    this.setState("stopped");
+  }
+
+  async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
+    return { messageIds: await this.outbound.send(msg) };
+  }
+
+  async sendTyping(to: string, threadId?: string): Promise<void> {
+    await this.outbound.typing(to, threadId);
+  }
+
+  async createThread(to: string, title: string): Promise<{ threadId: string }> {
+    return this.outbound.createThread(to, title);
+  }
+
+  // ------------------------------------------------------------------------------ internals
+
+  private async connect(): Promise<void> {
+    const client = createGatewayClient(this.config);
+    this.client = client;
+    this.watch(client);
+    const ready = new Promise<void>((resolve, reject) => {
+      client.once(Events.ClientReady, () => resolve());
+      this.abortStart = reject;
+    });
+    try {
+      await Promise.race([client.login(this.config.token), ready]);
+      await ready;
+    } finally {
+      this.abortStart = undefined;
+    }
+    if (this.stopping) throw new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()");
+    this.botUserId = client.user?.id;
+    this.setState("connected");
+    this.log.info({ botUserId: this.botUserId }, "discord gateway ready");
+  }
+
+  /** Shard events → status; the SDK does the reconnecting and resuming itself. */
+  private watch(client: Client): void {
+    const live = () => this.client === client && !this.stopping;
+    client.on(Events.MessageCreate, (message) => {
+      if (live()) this.onMessage(message);
+    });
+    client.on(Events.ShardReconnecting, () => {
+      if (live()) this.setState("reconnecting", "gateway connection lost; reconnecting");
+    });
+    client.on(Events.ShardResume, () => {
+      if (live() && this.state !== "starting") this.setState("connected");
+    });
+    client.on(Events.ShardReady, () => {
+      if (live() && this.state !== "starting") this.setState("connected");
+    });
+    client.on(Events.ShardDisconnect, (event) => {
+      if (!live()) return;
+      const reason = FATAL_CLOSE[event.code] ?? `gateway closed with ${event.code}`;
+      this.log.error({ code: event.code }, `discord gateway gave up: ${reason}`);
+      this.setState("error", `discord: ${reason}`);
+    });
+    client.on(Events.Invalidated, () => {
+      if (live()) this.setState("error", "discord: the gateway session was invalidated; restart the channel");
+    });
+    client.on(Events.ShardError, (err) => this.log.warn({ err: errorMessage(err) }, "discord gateway error"));
+    client.on(Events.Warn, (warning) => this.log.warn({ warning }, "discord.js warning"));
+    // An 'error' event without a listener would crash the process.
+    client.on(Events.Error, (err) => this.log.error({ err: errorMessage(err) }, "discord.js error"));
+  }
+
+  private onMessage(message: Message): void {
+    const handler = this.onInbound;
+    const botUserId = this.botUserId ?? this.client?.user?.id;
+    if (!handler || !botUserId) return;
+    const result = discordMessageToInbound(factsOf(message), { accountId: this.accountId, botUserId });
+    if (result.kind === "ignored") {
+      this.log.debug({ messageId: message.id, reason: result.reason }, "discord message ignored");
+      return;
+    }
+    if (result.kind === "invalid") {
+      this.log.warn({ messageId: message.id, err: result.error }, "discord message dropped");
+      return;
+    }
+    if (result.facts.kind === "dm") this.outbound.rememberDm(result.facts.authorId, result.facts.channelId);
+    void this.queue.push(result.facts.channelId, result.message, handler);
+  }
+
+  private setState(state: ChannelStatus, detail?: string): void {
+    this.state = state;
+    this.detail = detail;
+  }
+}
+
+/** Validates the account config (errors name `channels.discord.accounts.<id>.<field>`). */
+export function createDiscordChannel(config: DiscordChannelConfig, deps: DiscordChannelDeps): DiscordChannel {
+  const parsed = discordChannelConfigSchema.safeParse(config);
+  if (!parsed.success) {
+    const prefix = `channels.discord.accounts.${config.accountId || "?"}.`;
+    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
+      details: { channel: "discord", accountId: config.accountId },
+    });
+  }
+  return new DiscordChannel(parsed.data, deps);
+}

@@ -1,0 +1,88 @@
+import { Redis } from "ioredis";
+import { errorMessage, SwitchboardError } from "./errors.js";
+import type { Logger } from "./log.js";
+
+/**
+ * Redis connections owned by the composition root: created here, closed by `close()`. Drivers
+ * handed a client never quit it.
+ */
+export class RedisConnections {
+  readonly #clients: Redis[] = [];
+  readonly #shared = new Map<string, Redis>();
+
+  constructor(private readonly logger: Logger) {}
+
+  /**
+   * One shared command client per URL. It fails fast while Redis is away (no offline queue), so
+   * RPC answers UNAVAILABLE instead of hanging; ioredis reconnects by itself.
+   */
+  async shared(url: string, field: string): Promise<Redis> {
+    const existing = this.#shared.get(url);
+    if (existing) return existing;
+    const client = new Redis(url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 3000,
+    });
+    this.#track(client, url);
+    try {
+      await client.connect();
+      await client.ping();
+    } catch (err) {
+      client.disconnect();
+      throw new SwitchboardError(
+        "UNAVAILABLE",
+        `${field}: cannot reach Redis at ${redactUrl(url)} (${errorMessage(err)}); start Redis or fix the URL`,
+      );
+    }
+    const policy = ((await client.config("GET", "maxmemory-policy").catch(() => [])) as string[])[1];
+    if (policy && policy !== "noeviction") {
+      this.logger.warn(
+        { url: redactUrl(url), policy },
+        "Redis maxmemory-policy is not noeviction: queued turns and sessions may be evicted; set maxmemory-policy noeviction",
+      );
+    }
+    this.#shared.set(url, client);
+    return client;
+  }
+
+  /** A new blocking client (BullMQ workers, subscribers): `maxRetriesPerRequest: null`, retries forever. */
+  blocking(url: string): Redis {
+    const client = new Redis(url, { maxRetriesPerRequest: null });
+    this.#track(client, url);
+    return client;
+  }
+
+  /** "ready" when every shared client is connected, "reconnecting" otherwise, "n/a" without Redis. */
+  status(): string {
+    const all = [...this.#shared.values()];
+    if (all.length === 0) return "n/a";
+    return all.every((c) => c.status === "ready") ? "ready" : "reconnecting";
+  }
+
+  #track(client: Redis, url: string): void {
+    this.#clients.push(client);
+    let down = false;
+    client.on("error", (err: Error) => {
+      if (!down)
+        this.logger.warn({ url: redactUrl(url), err: err.message }, "Redis connection error; retrying");
+      down = true;
+    });
+    client.on("ready", () => {
+      if (down) this.logger.info({ url: redactUrl(url) }, "Redis connection restored");
+      down = false;
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#clients.map((c) => c.quit().catch(() => c.disconnect())));
+    this.#clients.length = 0;
+    this.#shared.clear();
+  }
+}
+
+/** Hides credentials in a Redis URL for logs and errors. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, "//***@");
+}

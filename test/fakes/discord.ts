@@ -1,0 +1,502 @@
+/**
+ * A loopback Discord: REST v10 (`/api/v10/...`) and a JSON gateway on the same port that a real
+ * discord.js Client logs into (`rest.api` = `apiUrl`). One guild with one text channel; DMs,
+ * threads, typing and sends are recorded. Gateway frames are text JSON (no zlib), heartbeats
+ * are ACKed, and RESUME is answered with RESUMED, optionally held back by the test.
+ */
+import { once } from "node:events";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { type WebSocket, WebSocketServer } from "ws";
+
+export interface FakeDiscordUser {
+  id: string;
+  username: string;
+  global_name?: string | null;
+  bot?: boolean;
+}
+
+interface FakeChannel {
+  id: string;
+  type: number;
+  name?: string;
+  guild_id?: string;
+  parent_id?: string;
+  owner_id?: string;
+  recipients?: FakeDiscordUser[];
+}
+
+export interface RestCall {
+  method: string;
+  path: string;
+  body: Record<string, unknown> | undefined;
+  authorization: string | undefined;
+}
+
+export interface SentMessage {
+  id: string;
+  channelId: string;
+  body: Record<string, unknown>;
+}
+
+interface Fault {
+  status: number;
+  retryAfter?: number;
+  code?: number;
+  message?: string;
+}
+
+interface Conn {
+  ws: WebSocket;
+  seq: number;
+  sessionId?: string;
+  ready: boolean;
+}
+
+const EPOCH = 1_420_070_400_000n;
+let increment = 0n;
+/** A real-shaped snowflake (timestamp, then a counter) so discord.js derives sane timestamps. */
+export function snowflake(): string {
+  increment = (increment + 1n) & 0xfffn;
+  return String(((BigInt(Date.now()) - EPOCH) << 22n) | (1n << 17n) | increment);
+}
+
+export class FakeDiscord {
+  readonly token = "fake.discord.bot-token";
+  readonly bot: FakeDiscordUser = { id: snowflake(), username: "switchboard", global_name: null, bot: true };
+  readonly guildId = snowflake();
+  readonly textChannelId = snowflake();
+  readonly users = new Map<string, FakeDiscordUser>();
+  readonly channels = new Map<string, FakeChannel>();
+  readonly calls: RestCall[] = [];
+  readonly sent: SentMessage[] = [];
+  readonly typing: string[] = [];
+  /** IDENTIFY payloads received (token removed). */
+  readonly identifies: Array<Record<string, unknown>> = [];
+  /** Sessions that identified, by id (for RESUME). */
+  readonly sessions = new Map<string, number>();
+  /** What `GET /gateway/bot` answers as `url`; default this fake's own gateway. */
+  gatewayBotUrl: string | undefined;
+  /** When true, RESUME gets no answer until `releaseResumes()`. */
+  holdResumes = false;
+  /** Close code answered to IDENTIFY instead of READY (e.g. 4014 disallowed intents). */
+  identifyCloseCode: number | undefined;
+  private server!: http.Server;
+  private wss!: WebSocketServer;
+  private conns = new Set<Conn>();
+  private heldResumes: Array<() => void> = [];
+  private faults: Array<{ route: RegExp; fault: Fault }> = [];
+
+  static async start(): Promise<FakeDiscord> {
+    const fake = new FakeDiscord();
+    fake.channels.set(fake.textChannelId, {
+      id: fake.textChannelId,
+      type: 0,
+      name: "general",
+      guild_id: fake.guildId,
+    });
+    fake.server = http.createServer((req, res) => void fake.handle(req, res));
+    fake.wss = new WebSocketServer({ noServer: true });
+    fake.server.on("upgrade", (req, socket, head) => {
+      if (!req.url?.startsWith("/gateway")) return socket.destroy();
+      fake.wss.handleUpgrade(req, socket, head, (ws) => fake.onSocket(ws));
+    });
+    fake.server.listen(0, "127.0.0.1");
+    await once(fake.server, "listening");
+    return fake;
+  }
+
+  private get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** What to put in the adapter's `apiUrl`. */
+  get apiUrl(): string {
+    return `http://127.0.0.1:${this.port}/api`;
+  }
+
+  get gatewayUrl(): string {
+    return `ws://127.0.0.1:${this.port}/gateway`;
+  }
+
+  /** Identified gateway connections that are open. */
+  get liveConnections(): number {
+    return [...this.conns].filter((c) => c.ready && c.ws.readyState === c.ws.OPEN).length;
+  }
+
+  addUser(username: string): FakeDiscordUser {
+    const user = { id: snowflake(), username, global_name: username[0]?.toUpperCase() + username.slice(1) };
+    this.users.set(user.id, user);
+    return user;
+  }
+
+  /** The DM channel between the bot and `user` (created on first use). */
+  dmChannelOf(user: FakeDiscordUser): string {
+    for (const ch of this.channels.values()) {
+      if (ch.type === 1 && ch.recipients?.[0]?.id === user.id) return ch.id;
+    }
+    const id = snowflake();
+    this.channels.set(id, { id, type: 1, recipients: [user] });
+    return id;
+  }
+
+  // ------------------------------------------------------------------------------ injection
+
+  /** MESSAGE_CREATE in the user's DM with the bot; returns the message id. */
+  dm(user: FakeDiscordUser, content: string): string {
+    return this.message(this.dmChannelOf(user), user, content);
+  }
+
+  /**
+   * MESSAGE_CREATE in a guild channel or thread. `mentions` lists mentioned users;
+   * `replyTo` makes it a reply (type 19) to a message by that author.
+   */
+  message(
+    channelId: string,
+    author: FakeDiscordUser,
+    content: string,
+    opts: { mentions?: FakeDiscordUser[]; replyTo?: { id: string; author: FakeDiscordUser } } = {},
+  ): string {
+    const ch = this.channels.get(channelId);
+    if (!ch) throw new Error(`fake discord: unknown channel ${channelId}`);
+    const id = snowflake();
+    this.dispatch("MESSAGE_CREATE", {
+      id,
+      channel_id: channelId,
+      ...(ch.guild_id
+        ? {
+            guild_id: ch.guild_id,
+            member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
+          }
+        : { channel_type: ch.type }),
+      author: userPayload(author),
+      content,
+      timestamp: new Date().toISOString(),
+      edited_timestamp: null,
+      tts: false,
+      mention_everyone: false,
+      mentions: (opts.mentions ?? []).map(userPayload),
+      mention_roles: [],
+      attachments: [],
+      embeds: [],
+      pinned: false,
+      type: opts.replyTo ? 19 : 0,
+      ...(opts.replyTo
+        ? {
+            message_reference: {
+              type: 0,
+              message_id: opts.replyTo.id,
+              channel_id: channelId,
+              guild_id: ch.guild_id,
+            },
+            referenced_message: {
+              id: opts.replyTo.id,
+              channel_id: channelId,
+              author: userPayload(opts.replyTo.author),
+              content: "earlier",
+              timestamp: new Date().toISOString(),
+              edited_timestamp: null,
+              tts: false,
+              mention_everyone: false,
+              mentions: [],
+              mention_roles: [],
+              attachments: [],
+              embeds: [],
+              pinned: false,
+              type: 0,
+            },
+          }
+        : {}),
+    });
+    return id;
+  }
+
+  /** A user opens a thread under `parentId` (THREAD_CREATE); returns the thread id. */
+  openThread(parentId: string, owner: FakeDiscordUser, name: string): string {
+    return this.createThreadChannel(parentId, owner.id, name).id;
+  }
+
+  /** Sends one dispatch to every identified connection. */
+  dispatch(t: string, d: unknown): void {
+    for (const c of this.conns) {
+      if (c.ready && c.ws.readyState === c.ws.OPEN) c.ws.send(JSON.stringify({ op: 0, t, s: ++c.seq, d }));
+    }
+  }
+
+  /** Closes every gateway connection with a resumable code; discord.js reconnects and resumes. */
+  dropConnections(code = 4000): void {
+    for (const c of this.conns) c.ws.close(code, "fake drop");
+  }
+
+  /** RESUMEs waiting for `releaseResumes()`. */
+  get heldResumeCount(): number {
+    return this.heldResumes.length;
+  }
+
+  releaseResumes(): void {
+    const held = this.heldResumes;
+    this.heldResumes = [];
+    for (const fn of held) fn();
+  }
+
+  /** The next REST call whose `METHOD /path` (after /api/v10) matches `route` fails with `fault`. */
+  failNext(route: RegExp, fault: Fault): void {
+    this.faults.push({ route, fault });
+  }
+
+  /**
+   * Messages the bot sent, as chat targets: a DM's user, a channel, or a thread's parent plus
+   * `threadId`.
+   */
+  sentTo(): Array<{ to: string; text: string; threadId?: string; body: Record<string, unknown> }> {
+    return this.sent.map((m) => {
+      const ch = this.channels.get(m.channelId);
+      const text = String(m.body.content ?? "");
+      if (ch?.type === 1 && ch.recipients?.[0]) return { to: ch.recipients[0].id, text, body: m.body };
+      if (ch?.parent_id) return { to: ch.parent_id, threadId: ch.id, text, body: m.body };
+      return { to: m.channelId, text, body: m.body };
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.conns) c.ws.terminate();
+    this.wss.close();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  // ------------------------------------------------------------------------------ gateway
+
+  private onSocket(ws: WebSocket): void {
+    const conn: Conn = { ws, seq: 0, ready: false };
+    this.conns.add(conn);
+    ws.on("close", () => this.conns.delete(conn));
+    ws.on("message", (raw) => this.onFrame(conn, String(raw)));
+    ws.send(JSON.stringify({ op: 10, s: null, t: null, d: { heartbeat_interval: 41_250 } }));
+  }
+
+  private onFrame(conn: Conn, raw: string): void {
+    const frame = JSON.parse(raw) as { op: number; d: Record<string, unknown> | null };
+    if (frame.op === 1) {
+      conn.ws.send(JSON.stringify({ op: 11 }));
+    } else if (frame.op === 2) {
+      const { token: _token, ...identify } = frame.d ?? {};
+      this.identifies.push(identify);
+      if (frame.d?.token !== this.token) {
+        conn.ws.close(4004, "Authentication failed.");
+        return;
+      }
+      if (this.identifyCloseCode) {
+        conn.ws.close(this.identifyCloseCode, "Disallowed intent(s).");
+        return;
+      }
+      conn.sessionId = `session-${snowflake()}`;
+      conn.ready = true;
+      this.sendDispatch(conn, "READY", {
+        v: 10,
+        user: { ...userPayload(this.bot), verified: true, mfa_enabled: false, flags: 0 },
+        guilds: [{ id: this.guildId, unavailable: true }],
+        session_id: conn.sessionId,
+        resume_gateway_url: this.gatewayUrl,
+        shard: [0, 1],
+        application: { id: this.bot.id, flags: 0 },
+        private_channels: [],
+        user_settings: {},
+        relationships: [],
+      });
+      this.sendDispatch(conn, "GUILD_CREATE", this.guildPayload());
+      this.sessions.set(conn.sessionId, conn.seq);
+    } else if (frame.op === 6) {
+      const sessionId = String(frame.d?.session_id ?? "");
+      if (!this.sessions.has(sessionId) || frame.d?.token !== this.token) {
+        conn.ws.send(JSON.stringify({ op: 9, d: false }));
+        return;
+      }
+      const resume = () => {
+        conn.sessionId = sessionId;
+        conn.seq = Number(frame.d?.seq ?? 0);
+        conn.ready = true;
+        this.sendDispatch(conn, "RESUMED", {});
+      };
+      if (this.holdResumes) this.heldResumes.push(resume);
+      else resume();
+    }
+  }
+
+  private sendDispatch(conn: Conn, t: string, d: unknown): void {
+    conn.ws.send(JSON.stringify({ op: 0, t, s: ++conn.seq, d }));
+  }
+
+  private guildPayload(): Record<string, unknown> {
+    const inGuild = [...this.channels.values()].filter((c) => c.guild_id === this.guildId);
+    return {
+      id: this.guildId,
+      name: "Fake Guild",
+      owner_id: this.bot.id,
+      unavailable: false,
+      joined_at: new Date().toISOString(),
+      large: false,
+      member_count: 2,
+      features: [],
+      emojis: [],
+      stickers: [],
+      roles: [
+        {
+          id: this.guildId,
+          name: "@everyone",
+          permissions: "1071698660929",
+          position: 0,
+          color: 0,
+          hoist: false,
+          managed: false,
+          mentionable: false,
+          flags: 0,
+        },
+      ],
+      channels: inGuild
+        .filter((c) => c.parent_id === undefined)
+        .map((c) => ({ ...c, position: 0, permission_overwrites: [] })),
+      threads: inGuild.filter((c) => c.parent_id !== undefined).map((c) => threadPayload(c)),
+      members: [],
+      presences: [],
+      voice_states: [],
+      stage_instances: [],
+      guild_scheduled_events: [],
+    };
+  }
+
+  private createThreadChannel(parentId: string, ownerId: string, name: string): FakeChannel {
+    const thread: FakeChannel = {
+      id: snowflake(),
+      type: 11,
+      name,
+      guild_id: this.guildId,
+      parent_id: parentId,
+      owner_id: ownerId,
+    };
+    this.channels.set(thread.id, thread);
+    this.dispatch("THREAD_CREATE", { ...threadPayload(thread), newly_created: true });
+    return thread;
+  }
+
+  // ------------------------------------------------------------------------------ REST
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString("utf8");
+    const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
+    const url = new URL(req.url ?? "/", "http://x");
+    const path = url.pathname.replace(/^\/api\/v10/, "");
+    const method = req.method ?? "GET";
+    const authorization = req.headers.authorization;
+    this.calls.push({ method, path, body, authorization });
+
+    const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "content-type": "application/json", ...headers });
+      res.end(JSON.stringify(payload));
+    };
+    const error = (status: number, code: number, message: string) => json(status, { code, message });
+
+    if (authorization !== `Bot ${this.token}`) return error(401, 0, "401: Unauthorized");
+    const faultAt = this.faults.findIndex((f) => f.route.test(`${method} ${path}`));
+    if (faultAt >= 0) {
+      const { fault } = this.faults.splice(faultAt, 1)[0] as { fault: Fault };
+      if (fault.status === 429) {
+        const after = fault.retryAfter ?? 1;
+        return json(
+          429,
+          { message: "You are being rate limited.", retry_after: after, global: false },
+          { "retry-after": String(after) },
+        );
+      }
+      return error(fault.status, fault.code ?? 0, fault.message ?? "fault");
+    }
+
+    if (method === "GET" && path === "/gateway/bot") {
+      return json(200, {
+        url: this.gatewayBotUrl ?? this.gatewayUrl,
+        shards: 1,
+        session_start_limit: { total: 1000, remaining: 999, reset_after: 14_400_000, max_concurrency: 1 },
+      });
+    }
+    if (method === "POST" && path === "/users/@me/channels") {
+      const user = this.users.get(String(body?.recipient_id));
+      if (!user) return error(400, 50_035, "Invalid Form Body");
+      const id = this.dmChannelOf(user);
+      return json(200, { id, type: 1, recipients: [userPayload(user)], last_message_id: null });
+    }
+    const m = /^\/channels\/(\d+)(?:\/(messages|typing|threads))?$/.exec(path);
+    const ch = m ? this.channels.get(m[1] as string) : undefined;
+    if (m && !ch) return error(404, 10_003, "Unknown Channel");
+    if (m && ch) {
+      if (method === "GET" && !m[2]) return json(200, ch.parent_id ? threadPayload(ch) : ch);
+      if (method === "POST" && m[2] === "typing") {
+        this.typing.push(ch.id);
+        // No content-type on 204: @discordjs/rest would try to parse an empty JSON body.
+        res.writeHead(204);
+        return void res.end();
+      }
+      if (method === "POST" && m[2] === "messages") {
+        const id = snowflake();
+        this.sent.push({ id, channelId: ch.id, body: body ?? {} });
+        return json(200, {
+          id,
+          channel_id: ch.id,
+          author: userPayload(this.bot),
+          content: body?.content ?? "",
+          timestamp: new Date().toISOString(),
+          edited_timestamp: null,
+          tts: false,
+          mention_everyone: false,
+          mentions: [],
+          mention_roles: [],
+          attachments: [],
+          embeds: [],
+          pinned: false,
+          type: 0,
+        });
+      }
+      if (method === "POST" && m[2] === "threads") {
+        if (ch.type !== 0 && ch.type !== 5)
+          return error(400, 50_024, "Cannot execute action on this channel type");
+        const thread = this.createThreadChannel(ch.id, this.bot.id, String(body?.name ?? ""));
+        return json(201, threadPayload(thread));
+      }
+    }
+    error(404, 0, "404: Not Found");
+  }
+}
+
+function userPayload(u: FakeDiscordUser): Record<string, unknown> {
+  return {
+    id: u.id,
+    username: u.username,
+    discriminator: "0",
+    global_name: u.global_name ?? null,
+    avatar: null,
+    ...(u.bot ? { bot: true } : {}),
+  };
+}
+
+function threadPayload(c: FakeChannel): Record<string, unknown> {
+  return {
+    id: c.id,
+    type: c.type,
+    guild_id: c.guild_id,
+    parent_id: c.parent_id,
+    owner_id: c.owner_id,
+    name: c.name,
+    last_message_id: null,
+    message_count: 0,
+    member_count: 1,
+    rate_limit_per_user: 0,
+    flags: 0,
+    thread_metadata: {
+      archived: false,
+      auto_archive_duration: 1440,
+      archive_timestamp: new Date().toISOString(),
+      locked: false,
+    },
+  };
+}
