@@ -122,7 +122,7 @@ type WebhookMount = {
 };
 
 /** One adapter per configured account; webhooks to mount on the gateway port. */
-function createChannels(
+export function createChannels(
   config: LoadedConfig["config"],
   logger: Logger,
   dirs: { stateDir: string; baseDir: string },

@@ -117,6 +117,15 @@ export class DiscordChannel implements ChannelAdapter {
     return { messageIds: await this.outbound.send(msg) };
   }
 
+  async probe(): Promise<{ ok: boolean; detail: string }> {
+    try {
+      const me = await this.outbound.whoAmI();
+      return { ok: true, detail: `users/@me: ${me.username} (id ${me.id})` };
+    } catch (err) {
+      return { ok: false, detail: `users/@me failed: ${toSwitchboardError(err, "users/@me").message}` };
+    }
+  }
+
   async sendTyping(to: string, threadId?: string): Promise<void> {
     await this.outbound.typing(to, threadId);
   }

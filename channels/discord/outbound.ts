@@ -37,6 +37,12 @@ export class DiscordOutbound {
     private readonly opts: DiscordOutboundOptions,
   ) {}
 
+  /** The bot's own identity (`GET /users/@me`): checks the token without opening the gateway. */
+  async whoAmI(): Promise<{ id: string; username: string }> {
+    const me = (await this.rest.get(Routes.user("@me"))) as { id?: string; username?: string };
+    return { id: String(me.id ?? "?"), username: String(me.username ?? "?") };
+  }
+
   rememberDm(userId: string, channelId: string): void {
     this.dms.delete(userId);
     this.dms.set(userId, channelId);

@@ -155,6 +155,15 @@ export class SlackChannel implements ChannelAdapter {
    * raw body, answers url_verification, and answers an event_callback with 200 only once it
    * was accepted (500 lets Slack retry; a retry of an accepted event_id gets 200 at once).
    */
+  async probe(): Promise<{ ok: boolean; detail: string }> {
+    try {
+      const auth = await this.client.auth.test();
+      return { ok: true, detail: `auth.test: ${auth.user ?? "?"} in team ${auth.team ?? "?"}` };
+    } catch (err) {
+      return { ok: false, detail: `auth.test failed: ${toSwitchboardError(err, "auth.test").message}` };
+    }
+  }
+
   async handleEvents(headers: WebhookHeaders, rawBody: string): Promise<WebhookResponse> {
     const secret = this.config.signingSecret;
     if (this.config.mode !== "http" || !secret) {

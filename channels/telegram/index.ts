@@ -140,6 +140,15 @@ export class TelegramChannel implements ChannelAdapter {
    * the update through the bot and answers 200 only once the inbound handler accepted it
    * (500 makes Telegram redeliver; 503 while stopped).
    */
+  async probe(): Promise<{ ok: boolean; detail: string }> {
+    try {
+      const me = await this.bot.api.getMe();
+      return { ok: true, detail: `getMe: @${me.username} (id ${me.id})` };
+    } catch (err) {
+      return { ok: false, detail: `getMe failed: ${toSwitchboardError(err, "getMe").message}` };
+    }
+  }
+
   async handleWebhook(headers: WebhookHeaders, body: unknown): Promise<WebhookResponse> {
     if (this.config.mode !== "webhook" || !this.config.webhookSecret) {
       return { status: 404, body: { error: "this telegram account is not in webhook mode" } };

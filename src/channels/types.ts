@@ -24,7 +24,12 @@ export const inboundMessageSchema = z.strictObject({
   wasMentioned: z.boolean().default(false),
   replyToBot: z.boolean().default(false),
   media: z
-    .array(z.strictObject({ kind: z.enum(["image", "audio", "video", "file", "sticker"]), name: z.string().optional() }))
+    .array(
+      z.strictObject({
+        kind: z.enum(["image", "audio", "video", "file", "sticker"]),
+        name: z.string().optional(),
+      }),
+    )
     .default([]),
   timestamp: z.number().optional(),
 });
@@ -70,6 +75,8 @@ export interface ChannelAdapter {
   /** Creates a thread under `to` and returns its id (thread-bound sub-agents). */
   createThread?(to: string, title: string): Promise<{ threadId: string }>;
   status(): { state: ChannelStatus; detail?: string };
+  /** Checks the credentials with the platform's identity method (getMe, auth.test, users/@me) without starting. */
+  probe?(): Promise<{ ok: boolean; detail: string }>;
 }
 
 /** Request headers as Node and fastify hand them over (names lower-case). */

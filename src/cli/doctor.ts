@@ -2,6 +2,8 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { ConfiguredModels } from "../agent/models.js";
+import { createChannels } from "../app.js";
+import type { ChannelAdapter } from "../channels/types.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
@@ -131,6 +133,29 @@ function checkChannels(config: Config): Check[] {
   return out;
 }
 
+/** Calls each configured account's identity method (getMe, auth.test, users/@me). */
+async function probeChannels(loaded: ReturnType<typeof loadConfig>): Promise<Check[]> {
+  const out: Check[] = [];
+  let adapters: ChannelAdapter[];
+  try {
+    const stateDir = path.resolve(loaded.baseDir, loaded.config.stateDir);
+    adapters = createChannels(loaded.config, silentLogger(), { stateDir, baseDir: loaded.baseDir }).adapters;
+  } catch (err) {
+    return [{ name: "channels", status: "fail", message: errorMessage(err) }];
+  }
+  for (const a of adapters) {
+    if (!a.probe) continue;
+    const r = await Promise.race([
+      a.probe(),
+      new Promise<{ ok: boolean; detail: string }>((resolve) =>
+        setTimeout(() => resolve({ ok: false, detail: "no answer within 10 s" }), 10_000).unref(),
+      ),
+    ]);
+    out.push({ name: `${a.channel}:${a.accountId}`, status: r.ok ? "ok" : "fail", message: r.detail });
+  }
+  return out;
+}
+
 export async function doctorChecks(configFile?: string): Promise<Check[]> {
   const checks: Check[] = [];
   let loaded: ReturnType<typeof loadConfig>;
@@ -152,6 +177,7 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   if (config.queue.driver === "bullmq") urls.add(config.queue.redisUrl);
   for (const url of urls) checks.push(...(await checkRedis(url)));
   checks.push(...checkChannels(config));
+  checks.push(...(await probeChannels(loaded)));
   try {
     const models = new ConfiguredModels(config, silentLogger(), loaded.baseDir);
     if (models.demo)

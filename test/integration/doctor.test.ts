@@ -1,0 +1,93 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { doctorChecks } from "../../src/cli/doctor.js";
+import { FakeSlack } from "../fakes/slack.js";
+import { FakeTelegram } from "../fakes/telegram.js";
+import { REDIS_URL, tempDir } from "../helpers.js";
+import { describeRedis } from "../redis.js";
+
+let tg: FakeTelegram;
+let slack: FakeSlack;
+const dirs: Array<() => void> = [];
+
+function configFile(config: Record<string, unknown>): string {
+  const t = tempDir();
+  dirs.push(t.cleanup);
+  const file = path.join(t.dir, "switchboard.json5");
+  writeFileSync(file, JSON.stringify({ stateDir: path.join(t.dir, "state"), ...config }));
+  return file;
+}
+
+beforeAll(async () => {
+  tg = await FakeTelegram.start();
+  slack = await FakeSlack.start();
+});
+afterAll(async () => {
+  await tg.close();
+  await slack.close();
+  for (const c of dirs) c();
+});
+
+describe("switchboard doctor", () => {
+  it("reports a config error with its path and stops there", async () => {
+    const checks = await doctorChecks(configFile({ session: { dmScope: "sideways" } }));
+    expect(checks).toHaveLength(1);
+    expect(checks[0]).toMatchObject({ name: "config", status: "fail" });
+    expect(checks[0]?.message).toContain("session.dmScope");
+  });
+
+  it("calls each channel's identity method and reports what it says", async () => {
+    slack.failNext("auth.test", { error: "invalid_auth" });
+    const checks = await doctorChecks(
+      configFile({
+        channels: {
+          telegram: { accounts: { main: { token: tg.token, apiRoot: tg.apiRoot } } },
+          slack: {
+            accounts: {
+              work: { botToken: slack.botToken, signingSecret: "s", mode: "http", apiUrl: slack.apiUrl },
+            },
+          },
+        },
+      }),
+    );
+    const tgCheck = checks.find((c) => c.name === "telegram:main" && c.message.includes("getMe"));
+    expect(tgCheck).toMatchObject({ status: "ok" });
+    expect(tgCheck?.message).toContain("@switchboard_test_bot");
+    const slackCheck = checks.find((c) => c.name === "slack:work" && c.message.includes("auth.test"));
+    expect(slackCheck?.status).toBe("fail");
+    expect(slackCheck?.message).toContain("invalid_auth");
+  });
+
+  it("warns that the demo model answers when no model is configured", async () => {
+    const checks = await doctorChecks(configFile({}));
+    expect(checks.find((c) => c.name === "model")).toMatchObject({ status: "warn" });
+    expect(checks.find((c) => c.name === "stateDir")?.status).toBe("ok");
+  });
+});
+
+describeRedis("switchboard doctor with Redis", () => {
+  it("checks reachability, version, maxmemory-policy and persistence", async () => {
+    const checks = await doctorChecks(
+      configFile({
+        storage: { driver: "redis", redisUrl: REDIS_URL },
+        queue: { driver: "bullmq", redisUrl: REDIS_URL },
+      }),
+    );
+    const names = checks.map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(["redis", "redis.maxmemory-policy", "redis.persistence"]));
+    expect(checks.find((c) => c.name === "redis")?.message).toMatch(/Redis \d+\./);
+  });
+
+  it("fails clearly on an unreachable Redis, naming the URL", async () => {
+    const checks = await doctorChecks(
+      configFile({
+        storage: { driver: "redis", redisUrl: "redis://127.0.0.1:1" },
+        queue: { driver: "bullmq", redisUrl: "redis://127.0.0.1:1" },
+      }),
+    );
+    const r = checks.find((c) => c.name === "redis");
+    expect(r?.status).toBe("fail");
+    expect(r?.message).toContain("redis://127.0.0.1:1");
+  });
+});
