@@ -1,0 +1,112 @@
+import type { RunRecord, TranscriptMessage } from "../store/types.js";
+
+/**
+ * The text of a sub-agent completion announce (SEMANTICS §3): a header naming the sub-agent, then
+ * `Status:` (from the run outcome), `Result:`, `Notes:` and a `Stats:` line. Pure functions.
+ */
+
+/** Longest `Result:` kept in an announce; the full text stays in the child's transcript. */
+export const RESULT_MAX_CHARS = 16_000;
+const HEADER_LABEL_CHARS = 80;
+
+export interface PickedResult {
+  text: string;
+  /** Where it came from: the final reply, an earlier assistant text, a tool result, or nothing. */
+  source: "reply" | "assistant" | "toolResult" | "none";
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (content && typeof content === "object" && "text" in content && typeof content.text === "string")
+    return content.text;
+  return content === undefined || content === null ? "" : JSON.stringify(content);
+}
+
+/**
+ * The child's last assistant text of the run, or its last tool result when that text is empty.
+ * `finalReply` (the run record's reply) wins when it is not empty.
+ */
+export function pickResult(finalReply: string, runMessages: readonly TranscriptMessage[]): PickedResult {
+  if (finalReply.trim() !== "") return { text: finalReply.trim(), source: "reply" };
+  for (let i = runMessages.length - 1; i >= 0; i--) {
+    const m = runMessages[i];
+    if (m?.role !== "assistant") continue;
+    const t = textOf(m.content).trim();
+    if (t !== "") return { text: t, source: "assistant" };
+    break; // the newest assistant message is empty: fall back to the tool results
+  }
+  for (let i = runMessages.length - 1; i >= 0; i--) {
+    const m = runMessages[i];
+    if (m?.role === "toolResult") return { text: textOf(m.content).trim(), source: "toolResult" };
+  }
+  return { text: "", source: "none" };
+}
+
+/** `5s`, `4m12s`, `2h05m`. */
+export function formatDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+/** `950`, `1.2k`, `3.4m`. */
+export function formatTokens(n: number): string {
+  if (n < 1000) return String(n);
+  const [v, unit] = n < 1_000_000 ? [n / 1000, "k"] : [n / 1_000_000, "m"];
+  return `${v.toFixed(1).replace(/\.0$/, "")}${unit}`;
+}
+
+export interface AnnounceInput {
+  status: "ok" | "error" | "timeout" | "aborted";
+  result: PickedResult;
+  label: string;
+  error?: string;
+  run?: RunRecord;
+  childKey: string;
+  sessionId?: string;
+  transcriptPath?: string;
+}
+
+export function statsLine(
+  input: Pick<AnnounceInput, "run" | "childKey" | "sessionId" | "transcriptPath">,
+): string {
+  const { run } = input;
+  const parts: string[] = [];
+  const start = run?.startedAt ?? run?.createdAt;
+  parts.push(
+    `runtime ${start !== undefined && run?.endedAt !== undefined ? formatDuration(run.endedAt - start) : "n/a"}`,
+  );
+  const u = run?.usage;
+  parts.push(
+    u
+      ? `tokens ${formatTokens(u.input + u.output)} (in ${formatTokens(u.input)} / out ${formatTokens(u.output)})`
+      : "tokens n/a",
+  );
+  if (u?.cost !== undefined && u.cost > 0) parts.push(`cost $${u.cost.toFixed(4)}`);
+  parts.push(`sessionKey ${input.childKey}`);
+  parts.push(`sessionId ${input.sessionId ?? "n/a"}`);
+  parts.push(`transcript ${input.transcriptPath ?? "n/a"}`);
+  return `Stats: ${parts.join(" • ")}`;
+}
+
+export function formatAnnounce(input: AnnounceInput): string {
+  const label =
+    input.label.length > HEADER_LABEL_CHARS
+      ? `${input.label.slice(0, HEADER_LABEL_CHARS - 1)}…`
+      : input.label;
+  let result = input.result.text;
+  if (result.length > RESULT_MAX_CHARS)
+    result = `${result.slice(0, RESULT_MAX_CHARS)}\n…(truncated; the full text is in the sub-agent's transcript)`;
+  const notes: string[] = [];
+  if (input.status !== "ok") notes.push(input.error ?? `run ended with status ${input.status}`);
+  if (input.result.source === "toolResult")
+    notes.push("the sub-agent gave no final text; Result is its last tool result");
+  return [
+    `[Sub-agent completion] ${label}`,
+    `Status: ${input.status}`,
+    `Result: ${result || "(no output)"}`,
+    `Notes: ${notes.length ? notes.join("; ") : "- (none)"}`,
+    statsLine(input),
+  ].join("\n");
+}
