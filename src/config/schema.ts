@@ -361,7 +361,14 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
-        threadBindings: threadBindingsSchema.partial().default({}),
+        /** Per-channel overrides of session.threadBindings (unset fields inherit). */
+        threadBindings: z
+          .strictObject({
+            enabled: z.boolean().optional(),
+            idleHours: z.number().min(0).optional(),
+            maxAgeHours: z.number().min(0).optional(),
+          })
+          .default({}),
       })
       .optional(),
     whatsapp: z

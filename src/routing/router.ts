@@ -53,28 +53,54 @@ export interface RouteResult {
 export function createRouter(services: Services) {
   const { config } = services;
 
+  /** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
+  function bindingSettings(channel: string): { enabled: boolean; idleHours: number; maxAgeHours: number } {
+    const perChannel = (
+      config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
+    )[channel]?.threadBindings;
+    return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+  }
+
+  /** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
+  async function boundSession(msg: InboundMessage) {
+    const threadId = msg.threadId ?? msg.topicId;
+    if (!threadId) return null;
+    const key = threadBindingKey(msg.channel, msg.accountId, threadId);
+    const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(
+      THREAD_BINDINGS_NS,
+      key,
+    );
+    if (!bound) return null;
+    const settings = bindingSettings(msg.channel);
+    const entry = await services.store.sessions.get(bound.sessionKey);
+    const now = services.now();
+    const hour = 3600_000;
+    const expired =
+      !settings.enabled ||
+      !entry ||
+      entry.archivedAt !== undefined ||
+      (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
+      (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
+    if (expired) {
+      // An ended binding releases the thread: later messages there get an ordinary thread session.
+      await services.store.kv.delete(THREAD_BINDINGS_NS, key);
+      return null;
+    }
+    return entry;
+  }
+
   async function route(ctx: InboundCtx): Promise<RoutedCtx> {
     const { msg } = ctx;
-    const threadId = msg.threadId ?? undefined;
     // A bound thread routes to its child session (no mention needed inside it).
-    if (threadId) {
-      const bound = await services.store.kv.get<{ sessionKey: string }>(
-        THREAD_BINDINGS_NS,
-        threadBindingKey(msg.channel, msg.accountId, threadId),
-      );
-      if (bound) {
-        const entry = await services.store.sessions.get(bound.sessionKey);
-        if (entry && !entry.archivedAt) {
-          return {
-            ...ctx,
-            agentId: entry.agentId,
-            sessionKey: entry.key,
-            entry,
-            matchedBy: "thread-binding",
-          };
-        }
-      }
-    }
+    const bound = await boundSession(msg);
+    if (bound)
+      return {
+        ...ctx,
+        agentId: bound.agentId,
+        sessionKey: bound.key,
+        entry: bound,
+        matchedBy: "thread-binding",
+      };
     const { agentId, matchedBy } = resolveAgent(config, msg);
     // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
     const firstAccount = Object.keys(

@@ -92,6 +92,9 @@ function view(c: ChildRun, index: number, now: number) {
       : {}),
     totalTokens: run?.usage ? run.usage.input + run.usage.output : 0,
     ...(c.entry.archivedAt !== undefined ? { archived: true } : {}),
+    ...(c.entry.threadBinding
+      ? { thread: { channel: c.entry.threadBinding.channel, threadId: c.entry.threadBinding.threadId } }
+      : {}),
   };
 }
 
