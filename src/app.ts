@@ -249,7 +249,13 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const rpc = new RpcDispatcher(logger);
   const health = async () => {
     const chans: Record<string, string> = {};
-    for (const a of channels.all()) chans[`${a.channel}:${a.accountId}`] = a.status().state;
+    // Details that need a person: a WhatsApp QR code to scan, a reconnect reason, a bad token.
+    const details: Record<string, { state: string; detail: string }> = {};
+    for (const a of channels.all()) {
+      const st = a.status();
+      chans[`${a.channel}:${a.accountId}`] = st.state;
+      if (st.detail) details[`${a.channel}:${a.accountId}`] = { state: st.state, detail: st.detail };
+    }
     return {
       ok: true,
       version: services.version,
@@ -258,6 +264,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       redis: redis.status(),
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
+      ...(Object.keys(details).length ? { channelDetails: details } : {}),
     };
   };
   registerMethods(rpc, { services, tools, health });

@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import { redactSecrets } from "./tools/sanitize.js";
 
 export type { Logger };
 
@@ -30,8 +31,34 @@ export const REDACT_PATHS = [
   "config.channels.*.accounts.*.signingSecret",
 ];
 
+/** Deep-copies a log object with every string passed through the credential patterns. */
+function redactDeep(value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return redactSecrets(value);
+  if (depth > 6 || value === null || typeof value !== "object") return value;
+  if (value instanceof Error) {
+    return {
+      type: value.name,
+      message: redactSecrets(value.message),
+      stack: value.stack ? redactSecrets(value.stack) : undefined,
+    };
+  }
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = redactDeep(v, depth + 1);
+  return out;
+}
+
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
   const opts: pino.LoggerOptions = {
+    // Secrets that slip into messages or error texts (tokens in URLs, keys in echoed input) are
+    // masked with the same patterns as sessions_history; known secret fields are censored below.
+    formatters: { log: (obj) => redactDeep(obj) as Record<string, unknown> },
+    hooks: {
+      logMethod(args, method) {
+        const redacted = args.map((a) => (typeof a === "string" ? redactSecrets(a) : a)) as typeof args;
+        method.apply(this, redacted);
+      },
+    },
     level: options.level ?? "info",
     base: { app: "switchboard" },
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },

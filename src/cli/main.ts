@@ -247,6 +247,39 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     });
 
   program
+    .command("health")
+    .description(
+      "show the running gateway's health: storage, queue, Redis, each channel (and a WhatsApp QR code to scan)",
+    )
+    .option("--json", "print machine-readable JSON")
+    .addOption(urlOpt())
+    .addOption(tokenOpt())
+    .addOption(configOpt())
+    .action(async (opts) => {
+      const h = await clientFor(opts).call<{
+        version: string;
+        storage: string;
+        queue: string;
+        redis?: string;
+        model: string;
+        channels: Record<string, string>;
+        channelDetails?: Record<string, { state: string; detail: string }>;
+      }>("health");
+      if (opts.json) {
+        io.out(JSON.stringify(h, null, 2));
+        return;
+      }
+      io.out(
+        `switchboard ${h.version}: storage ${h.storage}, queue ${h.queue}${h.redis && h.redis !== "n/a" ? `, redis ${h.redis}` : ""}, model ${h.model}`,
+      );
+      for (const [name, state] of Object.entries(h.channels)) {
+        io.out(`  ${name}: ${state}`);
+        const d = h.channelDetails?.[name];
+        if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);
+      }
+    });
+
+  program
     .command("doctor")
     .description("check config, state dir permissions, Redis, channel credentials and model reachability")
     .addOption(configOpt())
