@@ -37,32 +37,27 @@ describeRedis("bullmq pipeline: Redis restarted mid-run", () => {
   const url = () => `redis://127.0.0.1:${port}`;
 
   async function startRedis(): Promise<void> {
-    const proc = spawn(
-      "redis-server",
-      [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-      ].concat(["--save", "", "--dir", dir, "--maxmemory-policy", "noeviction"]),
-      { stdio: "ignore" },
-    );
+    const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""];
+    args.push("--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction");
+    const proc = spawn("redis-server", args, { stdio: "ignore" });
     server = proc;
+    let spawnError: Error | null = null;
+    proc.once("error", (err) => {
+      spawnError = err;
+    });
     const probe = new Redis(url(), { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     probe.on("error", () => {});
-    for (let i = 0; i < 200; i++) {
-      try {
+    try {
+      for (let i = 0; i < 200; i++) {
+        if (spawnError) throw new Error(`cannot start redis-server (is it on PATH?): ${String(spawnError)}`);
         if (probe.status !== "ready") await probe.connect().catch(() => undefined);
-        if ((await probe.ping()) === "PONG") break;
-      } catch {
+        if ((await probe.ping().catch(() => null)) === "PONG") return;
         await new Promise((r) => setTimeout(r, 50));
       }
+      throw new Error(`redis-server on port ${port} did not answer`);
+    } finally {
+      probe.disconnect();
     }
-    probe.disconnect();
   }
 
   async function killRedis(): Promise<void> {
@@ -93,12 +88,17 @@ describeRedis("bullmq pipeline: Redis restarted mid-run", () => {
     origin: "inbound",
   });
 
-  // Commands on the shared connection either wait for Redis to come back (null) or fail fast (1):
-  // then commits in flight fail, and the turns are resumed from `act` by the next drain.
-  for (const maxRetriesPerRequest of [null, 1]) {
-    it(`loses no accepted message when Redis is killed and restarted (maxRetriesPerRequest ${maxRetriesPerRequest})`, async () => {
+  // The shared connection either queues commands until Redis is back, or fails fast (the composition
+  // root's choice: no offline queue, one retry): then commits in flight fail, and the next drain
+  // resumes those turns from `act`.
+  const variants = [
+    { name: "waiting connection", opts: { maxRetriesPerRequest: null } },
+    { name: "fail-fast connection", opts: { maxRetriesPerRequest: 1, enableOfflineQueue: false } },
+  ];
+  for (const variant of variants) {
+    it(`loses no accepted message when Redis is killed and restarted (${variant.name})`, async () => {
       const runs = new MemoryRunStore();
-      const connection = new Redis(url(), { maxRetriesPerRequest });
+      const connection = new Redis(url(), variant.opts);
       connection.on("error", () => {}); // expected while the server is down
       const pipeline = createBullmqPipeline({
         connection,
@@ -149,7 +149,18 @@ describeRedis("bullmq pipeline: Redis restarted mid-run", () => {
         const accepted: RunRecord[] = [...before];
         for (const d of await Promise.allSettled(during))
           if (d.status === "fulfilled") accepted.push(d.value);
-        accepted.push(await pipeline.submitTurn(turn("s0", "after")));
+        // Like a client: a submission refused while the connection reconnects is sent again.
+        for (let i = 0; ; i++) {
+          const r = await pipeline.submitTurn(turn("s0", "after")).catch((err: unknown) => {
+            if (i >= 100) throw err;
+            return null;
+          });
+          if (r) {
+            accepted.push(r);
+            break;
+          }
+          await new Promise((res) => setTimeout(res, 50));
+        }
 
         const finals = await Promise.all(accepted.map((r) => pipeline.wait(r.runId, 30_000)));
         expect(finals.filter((f) => f?.status !== "ok")).toEqual([]);

@@ -1,0 +1,44 @@
+import type { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "../../log.js";
+import type { RunRecord, RunStore } from "../../store/types.js";
+import type { JobHandlers, RunEvent, TurnRequest } from "../types.js";
+import type { PipelineKeys } from "./keys.js";
+import type { BullmqTuning } from "./schema.js";
+
+/** What the driver's parts (turns, background jobs, sweeper) share. Built once by `index.ts`. */
+export interface DriverContext {
+  readonly keys: PipelineKeys;
+  /** The shared, non-blocking connection (owned by the composition root). */
+  readonly redis: Redis;
+  readonly queue: Queue;
+  readonly runs: RunStore;
+  readonly logger: Logger;
+  readonly now: () => number;
+  readonly tuning: BullmqTuning;
+  /** This pipeline instance; bus messages carry it so a process ignores its own broadcasts. */
+  readonly instanceId: string;
+  handlers(): JobHandlers | null;
+  /** Tells this process's listeners (onRunEvent). */
+  emit(event: RunEvent): void;
+  /** Resolves this process's waiters on a final record. */
+  settle(run: RunRecord): void;
+  /** true once stop() began: jobs fetched now are handed back untouched. */
+  stopping(): boolean;
+}
+
+export function queuedRecord(runId: string, req: TurnRequest, createdAt: number): RunRecord {
+  return {
+    runId,
+    sessionKey: req.sessionKey,
+    agentId: req.agentId,
+    status: "queued",
+    createdAt,
+    origin: req.origin,
+    deliver: req.deliver,
+  };
+}
+
+export function eventMessage(instanceId: string, type: RunEvent["type"], runs: RunRecord[]): string {
+  return JSON.stringify({ t: "ev", from: instanceId, type, runs });
+}

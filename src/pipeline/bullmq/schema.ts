@@ -1,0 +1,159 @@
+import { z } from "zod";
+import { formatIssues, InvalidParamsError } from "../../errors.js";
+import type { Provenance, RunRecord } from "../../store/types.js";
+import type { BackgroundJob, TurnRequest } from "../types.js";
+
+/**
+ * Validation for what callers hand the bullmq driver, for its options, and for what it reads back
+ * from Redis (envelopes, job data, bus messages — written by another process, so checked too).
+ */
+
+const provenanceSchema: z.ZodType<Provenance> = z.object({
+  kind: z.enum(["external_user", "inter_session", "subagent_announce", "system", "operator"]),
+  sourceSessionKey: z.string().optional(),
+  sourceRunId: z.string().optional(),
+  sourceChannel: z.string().optional(),
+  sourceTool: z.string().optional(),
+  channel: z.string().optional(),
+  senderId: z.string().optional(),
+  senderName: z.string().optional(),
+});
+
+const metaSchema = z.record(z.string(), z.unknown());
+
+export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
+  sessionKey: z.string().min(1),
+  agentId: z.string().min(1),
+  text: z.string(),
+  provenance: provenanceSchema.optional(),
+  deliver: z.boolean(),
+  origin: z.string().min(1),
+  extraSystem: z.string().optional(),
+  timeoutMs: z.number().int().min(0).optional(),
+  runId: z.string().min(1).max(200).optional(),
+  meta: metaSchema.optional(),
+});
+
+export const backgroundJobSchema: z.ZodType<BackgroundJob> = z.object({
+  kind: z.enum(["spawn", "a2a", "announce", "archive"]),
+  id: z.string().min(1).max(500),
+  data: metaSchema,
+});
+
+/** What `{tag}:run:<id>` keeps of an accepted turn (`env`). */
+export const envelopeSchema = z.object({ req: turnRequestSchema, createdAt: z.number() });
+export type Envelope = z.infer<typeof envelopeSchema>;
+
+export const drainDataSchema = z.object({ s: z.string().min(1) });
+
+const usageSchema = z.object({
+  input: z.number(),
+  output: z.number(),
+  cacheRead: z.number().optional(),
+  cacheWrite: z.number().optional(),
+  cost: z.number().optional(),
+});
+
+export const runRecordSchema: z.ZodType<RunRecord> = z.object({
+  runId: z.string(),
+  sessionKey: z.string(),
+  agentId: z.string(),
+  status: z.enum(["queued", "running", "ok", "error", "timeout", "aborted"]),
+  createdAt: z.number(),
+  startedAt: z.number().optional(),
+  endedAt: z.number().optional(),
+  reply: z.string().optional(),
+  error: z.string().optional(),
+  usage: usageSchema.optional(),
+  model: z.string().optional(),
+  origin: z.string().optional(),
+  deliver: z.boolean().optional(),
+  deliveryError: z.string().optional(),
+});
+
+/** Messages on the `{tag}:bus` channel. `from` is the sending pipeline instance. */
+export const busMessageSchema = z.discriminatedUnion("t", [
+  z.object({
+    t: z.literal("ev"),
+    from: z.string(),
+    type: z.enum(["run.started", "run.finished"]),
+    runs: z.array(runRecordSchema),
+  }),
+  z.object({
+    t: z.literal("cancel"),
+    from: z.string(),
+    runId: z.string(),
+    reason: z.enum(["aborted", "timeout"]),
+  }),
+  z.object({ t: z.literal("steer"), from: z.string(), runId: z.string(), text: z.string() }),
+]);
+export type BusMessage = z.infer<typeof busMessageSchema>;
+
+/** Parses caller input or throws InvalidParamsError naming the field (`turn.sessionKey: …`). */
+export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
+  const res = schema.safeParse(value);
+  if (!res.success) throw new InvalidParamsError(formatIssues(res.error.issues, `${prefix}.`));
+  return res.data;
+}
+
+/** Parses JSON written by another process; null (and the caller logs) when unreadable. */
+export function parseStored<T>(schema: z.ZodType<T>, raw: string): T | null {
+  try {
+    const res = schema.safeParse(JSON.parse(raw));
+    return res.success ? res.data : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Driver options beyond the connections, store and logger. Required: prefix, concurrency, mode,
+ * lockDurationMs, stalledIntervalMs (from `queue.*` config); every other field has a default.
+ */
+export const bullmqOptionsSchema = z.object({
+  /** Key prefix; becomes the Cluster hash tag `{prefix}` of every key (see keys.ts). */
+  prefix: z.string().min(1),
+  /** Jobs (turns + background) this process runs at once. */
+  concurrency: z.number().int().min(1).max(1024),
+  mode: z.enum(["collect", "followup"]),
+  /** BullMQ job lock; a crashed worker's turn is re-run after about lockDurationMs + stalledIntervalMs. */
+  lockDurationMs: z.number().int().min(200),
+  stalledIntervalMs: z.number().int().min(100),
+  /** false: this process only enqueues/waits/cancels; `start()` runs no worker (gateway-only role). */
+  processJobs: z.boolean().default(true),
+  /** How often (BullMQ Job Scheduler) non-empty mailboxes without a drain job are re-driven. */
+  sweepIntervalMs: z.number().int().min(100).default(10_000),
+  /** Collect mode: at most this many messages are folded into one turn. */
+  collectMax: z.number().int().min(1).max(10_000).default(100),
+  /** A turn whose worker died this many times is ended as error instead of re-run again. */
+  maxTurnAttempts: z.number().int().min(1).default(5),
+  /** Failed background job: executions in total before it fails for good (RetryLaterError does not count). */
+  jobMaxAttempts: z.number().int().min(1).default(3),
+  /** Backoff before retry n of a failed background job: retryBaseMs × 2^(n-1). */
+  retryBaseMs: z.number().int().min(0).default(1000),
+  /**
+   * Pipeline state of a finished run (`{tag}:run:<id>`, without its request) is kept this long, so
+   * late cancels/steers answer false cheaply. Duplicate runIds are caught by the RunStore after that.
+   */
+  runRetentionMs: z.number().int().min(1000).default(3600_000),
+  /** Cancel flags live this long (must outlast a crash recovery). */
+  cancelFlagTtlMs: z
+    .number()
+    .int()
+    .min(1000)
+    .default(24 * 3600_000),
+  /** Finished background jobs are kept (and their ids stay idempotent) this long / this many. */
+  jobRetentionSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .default(7 * 24 * 3600),
+  jobRetentionCount: z.number().int().min(1).default(10_000),
+  /** After `stop()` aborts in-flight jobs, how long it waits for their handlers before force-closing. */
+  abortSettleMs: z.number().int().min(0).default(1000),
+  /** BullMQ `runRetryDelay`: pause before the worker retries after a Redis connection error. */
+  reconnectRetryMs: z.number().int().min(10).default(2000),
+});
+
+export type BullmqTuning = z.output<typeof bullmqOptionsSchema>;
+export type BullmqTuningInput = z.input<typeof bullmqOptionsSchema>;

@@ -1,0 +1,457 @@
+import { DelayedError, type Job, UnrecoverableError, WaitingError } from "bullmq";
+import { errorMessage, SwitchboardError } from "../../errors.js";
+import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
+import { canCollect, type JobContext, type TurnJob, type TurnResult } from "../types.js";
+import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
+import { drainDataSchema, type Envelope, envelopeSchema, parseStored } from "./schema.js";
+import { ackTurn5, checkOwner1, extendTurn2, takeTurn3 } from "./scripts.js";
+
+/**
+ * The drain job of one session: takes ONE turn from the session's mailbox (or resumes the turn a
+ * dead worker left in `act`), runs the handler, commits the outcome behind a fence, then
+ * re-enqueues itself at the tail of the queue (`moveToDelayed(now)`: delayed jobs are promoted to
+ * the back of the wait list) if the mailbox is not empty — so busy sessions take turns
+ * round-robin, with one BullMQ job per burst rather than per message.
+ *
+ * Commit order: (1) fence: this worker still holds the BullMQ job lock (a worker that stalled past
+ * its lock was replaced and must not write), (2) final run records to the RunStore, (3) ack script,
+ * again fenced: clears `act`, marks the runs done, publishes run.finished. A crash between (2)
+ * and (3) leaves `act` in place; the next drain finds the records final and only acks.
+ * The RunStore is a separate store, so (1)→(2) is not one atomic step: a worker that loses its lock
+ * in the few milliseconds between them can still write. That window is the limit of the fence.
+ */
+
+type Outcome = "aborted" | "timeout";
+
+export interface ActiveTurn {
+  runIds: string[];
+  jobId: string;
+  ac: AbortController;
+  steering: string[];
+  /** Set by cancel or timeout; forces the final status whatever the handler returns. */
+  outcome?: Outcome;
+  /** Aborted by stop(): not finalised, handed back to the queue. */
+  shutdown: boolean;
+  /** The job lock was lost (lockRenewalFailed): another worker owns the turn now. */
+  lostLock: boolean;
+  /** The handler returned: steering and cancels no longer reach it. */
+  done: boolean;
+}
+
+interface Entry {
+  runId: string;
+  env: Envelope | null;
+  flag: string;
+}
+
+interface Taken {
+  kind: "new" | "resume";
+  attempt: number;
+  entries: Entry[];
+  peek: Array<{ runId: string; env: Envelope | null }>;
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const EARLY_TTL_MS = 60_000;
+
+export class TurnProcessor {
+  readonly byRun = new Map<string, ActiveTurn>();
+  readonly byJob = new Map<string, ActiveTurn>();
+  /** Cancels/steering that arrived (over the bus) before their turn registered here. */
+  private readonly early = new Map<string, { at: number; reason?: Outcome; steering: string[] }>();
+  readonly stats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0 };
+
+  constructor(private readonly ctx: DriverContext) {}
+
+  async process(job: Job, token: string): Promise<void> {
+    const data = drainDataSchema.safeParse(job.data);
+    if (!data.success || !job.id) throw new UnrecoverableError("drain job without a session key");
+    const sessionKey = data.data.s;
+    const jobId = job.id;
+    const taken = await this.take(sessionKey, jobId);
+    if (!taken) return;
+    if (taken.kind === "new" && taken.peek.length > 0) await this.collect(sessionKey, jobId, taken);
+    if (taken.kind === "resume") this.stats.resumed++;
+    const left = await this.runTaken(job, token, sessionKey, taken);
+    if (left > 0) {
+      await job.moveToDelayed(Date.now(), token);
+      throw new DelayedError();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // take
+
+  private async take(sessionKey: string, jobId: string): Promise<Taken | null> {
+    const { keys, redis, tuning } = this.ctx;
+    const window = tuning.mode === "collect" ? tuning.collectMax - 1 : 0;
+    const reply = (await takeTurn3.run(
+      redis,
+      [keys.active(sessionKey), keys.mailbox(sessionKey), keys.scheduled(sessionKey)],
+      [jobId, keys.runPrefix, keys.cancelPrefix, keys.jobPrefix, window],
+    )) as unknown[];
+    const kind = String(reply[0]);
+    if (kind !== "new" && kind !== "resume") return null;
+    const attempt = Number(reply[1]);
+    const n = Number(reply[2]);
+    const entries: Entry[] = [];
+    let i = 3;
+    for (let k = 0; k < n; k++, i += 3) {
+      const runId = String(reply[i]);
+      entries.push({ runId, env: this.envelope(runId, reply[i + 1]), flag: String(reply[i + 2] ?? "") });
+    }
+    const peek: Taken["peek"] = [];
+    for (; i + 1 < reply.length; i += 2) {
+      const runId = String(reply[i]);
+      peek.push({ runId, env: this.envelope(runId, reply[i + 1]) });
+    }
+    return { kind, attempt, entries, peek };
+  }
+
+  private envelope(runId: string, raw: unknown): Envelope | null {
+    const env = typeof raw === "string" && raw !== "" ? parseStored(envelopeSchema, raw) : null;
+    if (!env)
+      this.ctx.logger.error({ runId }, "bullmq pipeline: turn request unreadable; the run ends as error");
+    return env;
+  }
+
+  /** Collect mode: fold the following messages that may join the head into this turn (FIFO kept). */
+  private async collect(sessionKey: string, jobId: string, taken: Taken): Promise<void> {
+    const head = taken.entries[0]?.env;
+    if (!head) return;
+    const join: Array<{ runId: string; env: Envelope }> = [];
+    for (const p of taken.peek) {
+      if (!p.env || !canCollect(head.req, p.env.req)) break;
+      join.push({ runId: p.runId, env: p.env });
+    }
+    if (join.length === 0) return;
+    const { keys, redis } = this.ctx;
+    const n = Number(
+      await extendTurn2.run(
+        redis,
+        [keys.active(sessionKey), keys.mailbox(sessionKey)],
+        [jobId, keys.runPrefix, ...join.map((j) => j.runId)],
+      ),
+    );
+    for (const j of join.slice(0, n)) taken.entries.push({ runId: j.runId, env: j.env, flag: "" });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // run
+
+  /** Returns the mailbox length after the turn (> 0: re-enqueue), or ≤ 0 when there is nothing to do. */
+  private async runTaken(job: Job, token: string, sessionKey: string, taken: Taken): Promise<number> {
+    const { entries, attempt } = taken;
+    const flag = entries.find((e) => e.flag === "aborted" || e.flag === "timeout")?.flag as
+      | Outcome
+      | undefined;
+    if (attempt > this.ctx.tuning.maxTurnAttempts) {
+      const error = `turn abandoned after ${attempt - 1} attempts (its worker stopped each time)`;
+      this.ctx.logger.error({ runIds: entries.map((e) => e.runId), sessionKey }, `bullmq pipeline: ${error}`);
+      return this.commit(job, token, sessionKey, entries, { status: "error", error });
+    }
+    if (flag) return this.commit(job, token, sessionKey, entries, { status: flag });
+    if (taken.kind === "resume") {
+      const recs = await Promise.all(entries.map((e) => this.ctx.runs.get(e.runId)));
+      if (recs.every((r) => r && FINAL_RUN_STATUSES.has(r.status))) {
+        // The outcome reached the RunStore but the ack was lost: do not run the turn again.
+        return this.commit(job, token, sessionKey, entries, null, recs as RunRecord[]);
+      }
+    }
+    const runnable = entries.filter((e): e is Entry & { env: Envelope } => e.env !== null);
+    if (runnable.length === 0) {
+      return this.commit(job, token, sessionKey, entries, {
+        status: "error",
+        error: "turn request unreadable",
+      });
+    }
+    const startedAt = this.ctx.now();
+    const started = await Promise.all(runnable.map((e) => this.markRunning(e.runId, e.env, startedAt)));
+    // run.started is told to this process only; other processes learn of runs when they finish.
+    for (const run of started) this.ctx.emit({ type: "run.started", run });
+
+    const active: ActiveTurn = {
+      runIds: entries.map((e) => e.runId),
+      jobId: job.id ?? "",
+      ac: new AbortController(),
+      steering: [],
+      shutdown: false,
+      lostLock: false,
+      done: false,
+    };
+    this.register(active);
+    this.stats.turns++;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const first = runnable[0]!.env.req;
+      const timeoutMs = first.timeoutMs ?? 0;
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => this.abortTurn(active, "timeout"), Math.min(timeoutMs, MAX_TIMER_MS));
+      }
+      const ctx: JobContext = {
+        signal: active.ac.signal,
+        stillOwner: async () =>
+          !active.shutdown &&
+          !active.lostLock &&
+          (await this.ctx.redis.get(this.ctx.keys.lock(active.jobId))) === token,
+        takeSteering: () => active.steering.splice(0),
+      };
+      let result = await this.callHandler(this.turnJob(runnable, attempt), ctx);
+      clearTimeout(timer);
+      active.done = true;
+      if (active.shutdown) {
+        // Not finalised: back to the queue at once; the next worker resumes it with attempt + 1.
+        this.stats.handedBack++;
+        await job.moveToWait(token);
+        throw new WaitingError();
+      }
+      if (active.lostLock) {
+        this.stats.fenced++;
+        this.ctx.logger.warn(
+          { runIds: active.runIds, jobId: active.jobId },
+          "bullmq pipeline: final write refused: the job lock was lost and another worker owns the turn",
+        );
+        return -1;
+      }
+      if (active.outcome) result = { ...result, status: active.outcome };
+      const unreadable = entries.filter((e) => e.env === null);
+      return await this.commit(job, token, sessionKey, [...runnable, ...unreadable], result);
+    } finally {
+      clearTimeout(timer);
+      active.done = true;
+      this.unregister(active);
+    }
+  }
+
+  private async markRunning(runId: string, env: Envelope, startedAt: number): Promise<RunRecord> {
+    const rec = await this.ctx.runs.patch(runId, { status: "running", startedAt });
+    if (rec) return rec;
+    // The record is missing (store lost it): recreate it from the accepted request.
+    const full: RunRecord = { ...queuedRecord(runId, env.req, env.createdAt), status: "running", startedAt };
+    await this.ctx.runs.put(full);
+    return full;
+  }
+
+  private turnJob(entries: Array<{ runId: string; env: Envelope }>, attempt: number): TurnJob {
+    const first = entries[0]!.env.req;
+    const job: TurnJob = {
+      runId: entries[0]!.runId,
+      sessionKey: first.sessionKey,
+      agentId: first.agentId,
+      messages: entries.map(({ runId, env: { req } }) => {
+        const m: TurnJob["messages"][number] = { runId, text: req.text };
+        if (req.provenance) m.provenance = req.provenance;
+        if (req.extraSystem !== undefined) m.extraSystem = req.extraSystem;
+        if (req.meta) m.meta = req.meta;
+        return m;
+      }),
+      deliver: first.deliver,
+      origin: first.origin,
+      timeoutMs: first.timeoutMs ?? 0,
+      attempt,
+    };
+    if (first.meta) job.meta = first.meta;
+    return job;
+  }
+
+  private async callHandler(job: TurnJob, ctx: JobContext): Promise<TurnResult> {
+    const handlers = this.ctx.handlers();
+    if (!handlers) return { status: "error", error: "no turn handler" };
+    try {
+      const result = await handlers.turn(job, ctx);
+      if (!result || !FINAL_RUN_STATUSES.has(result.status)) {
+        return { status: "error", error: "turn handler returned no final status" };
+      }
+      return result;
+    } catch (err) {
+      return { status: "error", error: errorMessage(err) };
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // commit
+
+  /**
+   * Fenced final write + ack. `result` null means the records are already final (`finals`); a
+   * cancel flag found at the fence forces the status (a cancel whose broadcast was missed).
+   * Returns the mailbox length left, or -1 when the write was refused.
+   */
+  private async commit(
+    job: Job,
+    token: string,
+    sessionKey: string,
+    entries: Entry[],
+    result: TurnResult | null,
+    finals?: RunRecord[],
+  ): Promise<number> {
+    const { keys, redis, runs, logger, now, tuning, instanceId } = this.ctx;
+    const runIds = entries.map((e) => e.runId);
+    const jobId = job.id ?? "";
+    const [owner, flag] = (await checkOwner1.run(
+      redis,
+      [keys.lock(jobId)],
+      [token, keys.cancelPrefix, ...runIds],
+    )) as [unknown, unknown];
+    if (Number(owner) !== 1) {
+      this.stats.fenced++;
+      logger.warn(
+        { runIds, jobId },
+        "bullmq pipeline: final write refused: this worker no longer owns the turn",
+      );
+      return -1;
+    }
+    let records = finals;
+    if (!records) {
+      let res = result ?? { status: "error" as const };
+      if ((flag === "aborted" || flag === "timeout") && res.status !== flag) res = { ...res, status: flag };
+      const patch = finalPatch(res, now());
+      records = await Promise.all(
+        entries.map(async (e) => {
+          const own: Partial<RunRecord> =
+            e.env === null
+              ? { status: "error", error: "turn request unreadable", endedAt: patch.endedAt }
+              : patch;
+          const rec = await runs.patch(e.runId, own);
+          if (rec) return rec;
+          const base: RunRecord = e.env
+            ? queuedRecord(e.runId, e.env.req, e.env.createdAt)
+            : { runId: e.runId, sessionKey, agentId: "unknown", status: "queued", createdAt: now() };
+          const full: RunRecord = { ...base, ...own };
+          await runs.put(full);
+          return full;
+        }),
+      );
+    }
+    const left = Number(
+      await ackTurn5.run(
+        redis,
+        [
+          keys.lock(jobId),
+          keys.active(sessionKey),
+          keys.mailbox(sessionKey),
+          keys.bus,
+          keys.scheduled(sessionKey),
+        ],
+        [
+          token,
+          keys.runPrefix,
+          tuning.runRetentionMs,
+          eventMessage(instanceId, "run.finished", records),
+          keys.cancelPrefix,
+          ...runIds,
+        ],
+      ),
+    );
+    if (left < 0) {
+      this.stats.fenced++;
+      logger.warn(
+        { runIds, jobId },
+        "bullmq pipeline: lost the job lock while committing; the new owner re-checks",
+      );
+    }
+    for (const run of records) {
+      this.ctx.emit({ type: "run.finished", run });
+      this.ctx.settle(run);
+    }
+    return left;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // control (cancel, steer, shutdown, lost locks)
+
+  private register(active: ActiveTurn): void {
+    this.byJob.set(active.jobId, active);
+    for (const id of active.runIds) {
+      this.byRun.set(id, active);
+      const early = this.early.get(id);
+      if (!early) continue;
+      this.early.delete(id);
+      active.steering.push(...early.steering);
+      if (early.reason) this.abortTurn(active, early.reason);
+    }
+  }
+
+  private unregister(active: ActiveTurn): void {
+    if (this.byJob.get(active.jobId) === active) this.byJob.delete(active.jobId);
+    for (const id of active.runIds) if (this.byRun.get(id) === active) this.byRun.delete(id);
+  }
+
+  /** Aborts a turn running here. `remember`: keep it for a turn that has not registered yet. */
+  cancelLocal(runId: string, reason: Outcome, remember = false): boolean {
+    const active = this.byRun.get(runId);
+    if (active) {
+      if (active.done || active.shutdown || active.lostLock) return false;
+      this.abortTurn(active, reason);
+      return true;
+    }
+    if (remember) this.remember(runId).reason = reason;
+    return false;
+  }
+
+  steerLocal(runId: string, text: string, remember = false): boolean {
+    const active = this.byRun.get(runId);
+    if (active) {
+      if (active.done || active.outcome || active.shutdown || active.lostLock) return false;
+      active.steering.push(text);
+      return true;
+    }
+    if (remember) this.remember(runId).steering.push(text);
+    return false;
+  }
+
+  private remember(runId: string): { at: number; reason?: Outcome; steering: string[] } {
+    const now = Date.now();
+    for (const [id, e] of this.early) {
+      if (now - e.at <= EARLY_TTL_MS) break;
+      this.early.delete(id);
+    }
+    let e = this.early.get(runId);
+    if (!e) {
+      e = { at: now, steering: [] };
+      this.early.set(runId, e);
+    }
+    return e;
+  }
+
+  /** Running here (not yet returned from the handler). */
+  isRunningHere(runId: string): boolean {
+    const a = this.byRun.get(runId);
+    return a !== undefined && !a.done;
+  }
+
+  knowsRun(runId: string): boolean {
+    return this.byRun.has(runId);
+  }
+
+  abortTurn(active: ActiveTurn, outcome: Outcome): void {
+    if (active.outcome || active.shutdown || active.lostLock) return;
+    active.outcome = outcome;
+    const msg = outcome === "timeout" ? "run timed out" : "run cancelled";
+    active.ac.abort(new SwitchboardError(outcome === "timeout" ? "TIMEOUT" : "CONFLICT", msg));
+  }
+
+  shutdownAll(): void {
+    for (const active of this.byJob.values()) {
+      if (active.done) continue;
+      active.shutdown = true;
+      active.ac.abort(new SwitchboardError("UNAVAILABLE", "pipeline shutting down"));
+    }
+  }
+
+  lockLost(jobId: string): void {
+    const active = this.byJob.get(jobId);
+    if (!active || active.done) return;
+    active.lostLock = true;
+    active.ac.abort(new SwitchboardError("CONFLICT", "lost the job lock; another worker owns this turn"));
+  }
+}
+
+function finalPatch(result: TurnResult, endedAt: number): Partial<RunRecord> {
+  const patch: Partial<RunRecord> = { status: result.status, endedAt };
+  if (result.reply !== undefined) patch.reply = result.reply;
+  if (result.error !== undefined) patch.error = result.error;
+  if (result.usage !== undefined) patch.usage = result.usage;
+  if (result.model !== undefined) patch.model = result.model;
+  if (result.deliveryError !== undefined) patch.deliveryError = result.deliveryError;
+  return patch;
+}

@@ -1,0 +1,204 @@
+import { type Job, type Queue, UnrecoverableError, WaitingError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { errorMessage } from "../../errors.js";
+import type { BackgroundProcessor } from "./background.js";
+import type { DriverContext } from "./context.js";
+import { drainDedupId, QUEUE_NAME } from "./keys.js";
+import { sweepSession3 } from "./scripts.js";
+import type { TurnProcessor } from "./turns.js";
+
+/**
+ * The BullMQ worker of one pipeline instance (absent in an enqueue-only process), the drain-job
+ * options, and the sweeper that re-drives mailboxes left without a drain job.
+ *
+ * One queue carries every job: `drain` (a session's turns), `bg` (background jobs) and `sweep`
+ * (the Job Scheduler's tick), so `concurrency` caps them together, as in the local driver.
+ */
+
+/** Makes sure a drain job exists for the session (deduplicated; stored as "next" while one is active). */
+export async function addDrain(queue: Queue, sessionKey: string): Promise<void> {
+  await queue.add(
+    "drain",
+    { s: sessionKey },
+    {
+      deduplication: { id: drainDedupId(sessionKey), keepLastIfActive: true },
+      // A drain job only throws on infrastructure errors (Redis, RunStore): retry it soon.
+      attempts: 5,
+      backoff: { type: "exponential", delay: 500 },
+      // Nobody reads a finished drain job; failed ones are kept a day for inspection.
+      removeOnComplete: true,
+      removeOnFail: { age: 24 * 3600, count: 1000 },
+    },
+  );
+}
+
+/** Adds a drain job for every dirty session that has queued or in-flight work; forgets idle ones. */
+export async function sweepDirty(ctx: DriverContext): Promise<void> {
+  const { keys, redis } = ctx;
+  let cursor = "0";
+  do {
+    const [next, sessions] = await redis.sscan(keys.dirty, cursor, "COUNT", 500);
+    cursor = next;
+    await Promise.all(
+      sessions.map(async (s) => {
+        const need = await sweepSession3.run(redis, [keys.mailbox(s), keys.active(s), keys.dirty], [s]);
+        if (Number(need) === 1) await addDrain(ctx.queue, s);
+      }),
+    );
+  } while (cursor !== "0");
+}
+
+/** Upper bound for BullMQ's own close after our jobs are done (a safety net, see stop()). */
+const CLOSE_TIMEOUT_MS = 10_000;
+
+export class WorkerHost {
+  private worker: Worker | null = null;
+  private connection: Redis | null = null;
+  /** Every job this worker runs, so stop() can wait for them. */
+  private readonly inflight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly ctx: DriverContext,
+    private readonly createConnection: () => Redis,
+    private readonly turns: TurnProcessor,
+    private readonly bg: BackgroundProcessor,
+  ) {}
+
+  async start(): Promise<void> {
+    const { ctx } = this;
+    const { tuning, logger } = ctx;
+    const connection = this.createConnection();
+    this.connection = connection;
+    const worker = new Worker(QUEUE_NAME, (job: Job, token?: string) => this.process(job, token ?? ""), {
+      connection,
+      prefix: ctx.keys.tag,
+      concurrency: tuning.concurrency,
+      lockDuration: tuning.lockDurationMs,
+      stalledInterval: tuning.stalledIntervalMs,
+      maxStalledCount: tuning.maxTurnAttempts,
+      runRetryDelay: tuning.reconnectRetryMs,
+      autorun: false,
+    });
+    this.worker = worker;
+    worker.on("error", (err) => logger.warn({ err: errorMessage(err) }, "bullmq pipeline: worker error"));
+    worker.on("failed", (job, err) => {
+      if (job?.name === "bg") return; // logged by the background processor
+      logger.error(
+        { jobId: job?.id, name: job?.name, err: errorMessage(err) },
+        "bullmq pipeline: job failed",
+      );
+    });
+    // BullMQ does not stop a processor whose lock renewal failed; another worker may own the job
+    // already, so abort it here (its commit is fenced anyway).
+    worker.on("lockRenewalFailed", (jobIds: string[]) => {
+      for (const id of jobIds) {
+        logger.warn({ jobId: id }, "bullmq pipeline: job lock lost; aborting it here");
+        this.turns.lockLost(id);
+        this.bg.lockLost(id);
+      }
+    });
+    await ctx.queue.upsertJobScheduler(
+      "sweep",
+      { every: tuning.sweepIntervalMs },
+      { name: "sweep", data: {}, opts: { removeOnComplete: true, removeOnFail: { count: 100 } } },
+    );
+    worker
+      .run()
+      .catch((err: unknown) => logger.error({ err: errorMessage(err) }, "bullmq pipeline: worker stopped"));
+    await worker.waitUntilReady();
+  }
+
+  /** Stops fetching; in-flight jobs get `graceMs`, then are aborted and handed back to the queue. */
+  async stop(graceMs: number): Promise<void> {
+    const { logger, tuning } = this.ctx;
+    const worker = this.worker;
+    if (worker) {
+      const warn = (what: string) => (err: unknown) =>
+        logger.warn({ err: errorMessage(err) }, `worker ${what} failed`);
+      await worker.pause(true).catch(warn("pause"));
+      await settleWithin(this.inflight, graceMs);
+      if (this.inflight.size > 0) {
+        this.turns.shutdownAll();
+        this.bg.shutdownAll();
+        await settleWithin(this.inflight, tuning.abortSettleMs);
+      }
+      if (this.inflight.size > 0) {
+        logger.warn(
+          { jobs: this.inflight.size },
+          "bullmq pipeline: jobs ignored the abort; their locks expire",
+        );
+      }
+      // The graceful close waits for BullMQ's blocking connection to end, which never happens while
+      // that connection is between reconnect attempts (ioredis `disconnect()` in that state emits
+      // no "end"): then, as for jobs that ignored the abort, close without waiting.
+      const blocking = await within(worker.backend.blockingClient ?? Promise.resolve(undefined), 1000);
+      const force = this.inflight.size > 0 || blocking?.status !== "ready";
+      const closing = worker.close(force).then(
+        () => true,
+        (err: unknown) => {
+          warn("close")(err);
+          return true;
+        },
+      );
+      const closed = await within(closing, CLOSE_TIMEOUT_MS);
+      if (!closed)
+        logger.warn("bullmq pipeline: the worker did not close in time; its connection is dropped");
+    }
+    const connection = this.connection;
+    if (connection) await connection.quit().catch(() => connection.disconnect());
+  }
+
+  private process(job: Job, token: string): Promise<void> {
+    const p = this.dispatch(job, token);
+    this.inflight.add(p);
+    const done = () => this.inflight.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  private async dispatch(job: Job, token: string): Promise<void> {
+    if (this.ctx.stopping()) {
+      // Fetched while stopping: give it straight back, untouched.
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
+    switch (job.name) {
+      case "drain":
+        return this.turns.process(job, token);
+      case "bg":
+        return this.bg.process(job, token);
+      case "sweep":
+        return sweepDirty(this.ctx);
+      default:
+        throw new UnrecoverableError(`unknown job name "${job.name}"`);
+    }
+  }
+}
+
+/** The value of `p`, or undefined when it is not settled within `ms` (or rejects). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p.catch(() => undefined),
+      new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Resolves when every promise settled or after `ms`, whichever is first. */
+async function settleWithin(set: Set<Promise<unknown>>, ms: number): Promise<void> {
+  if (set.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled([...set]),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}

@@ -1,0 +1,395 @@
+import { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { InvalidParamsError, SwitchboardError } from "../../../src/errors.js";
+import { silentLogger } from "../../../src/log.js";
+import {
+  type BullmqPipeline,
+  type BullmqPipelineOptions,
+  createBullmqPipeline,
+} from "../../../src/pipeline/bullmq/index.js";
+import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../../src/pipeline/bullmq/keys.js";
+import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import { pipelineContract } from "../../contract/pipeline.js";
+import { MemoryRunStore } from "../../helpers/memory-store.js";
+import { REDIS_URL, randomPrefix } from "../../helpers.js";
+import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
+
+const blocking = () => new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+
+// -------------------------------------------------------------------------------------------------
+// keys and ids (pure)
+
+describe("bullmq pipeline keys", () => {
+  it("puts every key under one Cluster hash tag built from the prefix", () => {
+    expect(hashTag("sb")).toBe("{sb}");
+    expect(hashTag("{gw}:x")).toBe("{gw}:x");
+    const k = new PipelineKeys("sb");
+    expect(k.mailbox("agent:main:main")).toBe("{sb}:mb:agent:main:main");
+    expect(k.active("agent:main:main")).toBe("{sb}:act:agent:main:main");
+    expect(k.run("r1")).toBe("{sb}:run:r1");
+    expect(k.lock("42")).toBe("{sb}:pipeline:42:lock");
+    expect(k.pattern()).toBe("{sb}:*");
+    expect(new PipelineKeys("a*b").pattern()).toBe("{a\\*b}:*");
+  });
+
+  it("encodes background job ids so BullMQ accepts them, and decodes them back", () => {
+    for (const id of ["archive:agent:x:telegram:group:1", "123", "a%3Ab", "%:", "plain"]) {
+      const jobId = backgroundJobId(id);
+      expect(jobId).not.toContain(":");
+      expect(`${Number.parseInt(jobId, 10)}`).not.toBe(jobId);
+      expect(backgroundIdOf(jobId)).toBe(id);
+    }
+    expect(backgroundJobId("a:b")).toBe("bg-a%3Ab");
+    expect(backgroundIdOf("7")).toBeNull();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+// the shared contract, against a real Redis
+
+describeRedis("bullmq pipeline", () => {
+  const clients: Redis[] = [];
+  afterAll(async () => {
+    for (const c of clients.splice(0)) await c.quit();
+  });
+
+  pipelineContract("bullmq", async ({ mode, concurrency }) => {
+    const prefix = randomPrefix("bullmq");
+    const connection = newRedisClient();
+    clients.push(connection);
+    const runs = new MemoryRunStore();
+    const make = () =>
+      createBullmqPipeline({
+        connection,
+        createBlockingConnection: blocking,
+        prefix,
+        runs,
+        logger: silentLogger(),
+        concurrency,
+        mode,
+        lockDurationMs: 2000,
+        stalledIntervalMs: 1000,
+      });
+    const first = make();
+    return {
+      pipeline: first,
+      restart: async () => make(),
+      cleanup: async () => {
+        await unlinkMatching(connection, first.keyPattern());
+      },
+    };
+  });
+
+  // -----------------------------------------------------------------------------------------------
+  // bullmq-only behaviour
+
+  const msg = (sessionKey: string, text: string, extra: Partial<TurnRequest> = {}): TurnRequest => ({
+    sessionKey,
+    agentId: "main",
+    text,
+    deliver: false,
+    origin: "inbound",
+    ...extra,
+  });
+
+  describe("bullmq pipeline driver", () => {
+    const cleanups: Array<() => Promise<void>> = [];
+    afterEach(async () => {
+      for (const c of cleanups.splice(0).reverse()) await c();
+    });
+
+    function env(extra: Partial<BullmqPipelineOptions> = {}) {
+      const prefix = randomPrefix("bullmq-x");
+      const connection = newRedisClient();
+      const runs = new MemoryRunStore();
+      const made: BullmqPipeline[] = [];
+      const make = (more: Partial<BullmqPipelineOptions> = {}): BullmqPipeline => {
+        const p = createBullmqPipeline({
+          connection,
+          createBlockingConnection: blocking,
+          prefix,
+          runs,
+          logger: silentLogger(),
+          concurrency: 4,
+          mode: "followup",
+          lockDurationMs: 2000,
+          stalledIntervalMs: 1000,
+          ...extra,
+          ...more,
+        });
+        made.push(p);
+        return p;
+      };
+      const keys = new PipelineKeys(prefix);
+      cleanups.push(async () => {
+        for (const p of made) await p.stop(100);
+        await unlinkMatching(connection, keys.pattern());
+        await connection.quit();
+      });
+      return { prefix, connection, runs, make, keys };
+    }
+
+    const recorder = () => {
+      const jobs: TurnJob[] = [];
+      const handlers: JobHandlers = {
+        turn: async (job) => {
+          jobs.push(job);
+          return { status: "ok", reply: `r:${job.messages.map((m) => m.text).join("+")}` };
+        },
+        background: async () => {},
+      };
+      return { jobs, handlers };
+    };
+
+    it("is durable in Redis before submitTurn resolves: mailbox entry, request and queued record", async () => {
+      const { make, connection, keys, runs } = env();
+      const p = make();
+      const rec = await p.submitTurn(msg("agent:main:telegram:group:1", "durable?"));
+      expect(await connection.lrange(keys.mailbox("agent:main:telegram:group:1"), 0, -1)).toEqual([
+        rec.runId,
+      ]);
+      const stored = await connection.hgetall(keys.run(rec.runId));
+      expect(stored.st).toBe("q");
+      expect(JSON.parse(stored.env ?? "{}")).toMatchObject({ req: { text: "durable?" } });
+      expect((await runs.get(rec.runId))?.status).toBe("queued");
+      expect(await connection.sismember(keys.dirty, "agent:main:telegram:group:1")).toBe(1);
+    });
+
+    it("a gateway-only instance enqueues and waits; a worker in another instance runs the turn", async () => {
+      const { make } = env();
+      const gateway = make({ processJobs: false });
+      const worker = make();
+      const { jobs, handlers } = recorder();
+      await gateway.start(handlers); // no worker here: nothing runs in this instance
+      await worker.start(handlers);
+      const events: string[] = [];
+      gateway.onRunEvent((e) => events.push(`${e.type}:${e.run.runId}`));
+      const rec = await gateway.submitTurn(msg("s", "hello"));
+      const fin = await gateway.wait(rec.runId, 10_000);
+      expect(fin).toMatchObject({ status: "ok", reply: "r:hello" });
+      expect(jobs).toHaveLength(1);
+      // run.finished reached the gateway over the bus (it did not run the turn).
+      for (let i = 0; i < 200 && !events.includes(`run.finished:${rec.runId}`); i++) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      expect(events).toContain(`run.finished:${rec.runId}`);
+    });
+
+    it("cancels and steers a run that executes in another instance", async () => {
+      const { make } = env();
+      const gateway = make({ processJobs: false });
+      const worker = make();
+      let started!: () => void;
+      const startedP = new Promise<void>((r) => {
+        started = r;
+      });
+      const steered: string[][] = [];
+      await worker.start({
+        turn: async (job, ctx) => {
+          started();
+          await new Promise<void>((r) => {
+            if (ctx.signal.aborted) r();
+            ctx.signal.addEventListener("abort", () => r(), { once: true });
+          });
+          steered.push(ctx.takeSteering());
+          return { status: "ok", reply: job.messages[0]!.text };
+        },
+        background: async () => {},
+      });
+      const rec = await gateway.submitTurn(msg("s", "long"));
+      await startedP;
+      expect(await gateway.steer(rec.runId, "left")).toBe(true);
+      // The steer travels over pub/sub; cancel after it (same channel, same order).
+      expect(await gateway.cancel(rec.runId, "aborted")).toBe(true);
+      const fin = await gateway.wait(rec.runId, 10_000);
+      expect(fin?.status).toBe("aborted");
+      expect(steered).toEqual([["left"]]);
+      expect(await gateway.cancel(rec.runId, "aborted")).toBe(false);
+      expect(await gateway.steer(rec.runId, "late")).toBe(false);
+    });
+
+    it("re-drives a mailbox whose drain job was never added (producer died after the push)", async () => {
+      const { make, connection, keys, runs } = env({ sweepIntervalMs: 200 });
+      const p = make();
+      // What a producer leaves when it dies between the mailbox push and queue.add:
+      await runs.put({ runId: "orphan-1", sessionKey: "s", agentId: "main", status: "queued", createdAt: 1 });
+      await connection.hset(keys.run("orphan-1"), {
+        s: "s",
+        st: "q",
+        env: JSON.stringify({ req: msg("s", "orphaned"), createdAt: 1 }),
+      });
+      await connection.rpush(keys.mailbox("s"), "orphan-1");
+      await connection.sadd(keys.dirty, "s");
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      expect(await p.wait("orphan-1", 10_000)).toMatchObject({ status: "ok", reply: "r:orphaned" });
+      expect(jobs.map((j) => j.runId)).toEqual(["orphan-1"]);
+    });
+
+    it("resumes a turn left in flight by a dead worker with attempt + 1, or only acks it when already final", async () => {
+      const { make, connection, keys, runs } = env();
+      const p = make();
+      for (const [id, status] of [
+        ["r-dead", "running"],
+        ["r-final", "ok"],
+      ] as const) {
+        const s = `sess-${id}`;
+        await runs.put({ runId: id, sessionKey: s, agentId: "main", status, createdAt: 1, reply: "kept" });
+        await connection.hset(keys.run(id), {
+          s,
+          st: "a",
+          env: JSON.stringify({ req: msg(s, id), createdAt: 1 }),
+        });
+        await connection.hset(keys.active(s), { ids: JSON.stringify([id]), attempt: 1, job: "gone-job" });
+        await connection.sadd(keys.dirty, s);
+      }
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      // A later message in each session proves the lane moved past the in-flight turn.
+      const a = await p.submitTurn(msg("sess-r-dead", "after"));
+      const b = await p.submitTurn(msg("sess-r-final", "after"));
+      await Promise.all([p.wait(a.runId, 10_000), p.wait(b.runId, 10_000)]);
+      expect(jobs.filter((j) => j.sessionKey === "sess-r-dead").map((j) => [j.runId, j.attempt])).toEqual([
+        ["r-dead", 2],
+        [a.runId, 1],
+      ]);
+      expect(jobs.filter((j) => j.sessionKey === "sess-r-final").map((j) => j.runId)).toEqual([b.runId]);
+      expect(await runs.get("r-final")).toMatchObject({ status: "ok", reply: "kept" });
+      expect(await connection.exists(keys.active("sess-r-final"))).toBe(0);
+    });
+
+    it("a cancel flag left on a turn whose worker died ends it with that status, without running it", async () => {
+      const { make, connection, keys, runs } = env();
+      const p = make();
+      await runs.put({ runId: "doomed", sessionKey: "s", agentId: "main", status: "running", createdAt: 1 });
+      await connection.hset(keys.run("doomed"), {
+        s: "s",
+        st: "a",
+        env: JSON.stringify({ req: msg("s", "x"), createdAt: 1 }),
+      });
+      await connection.hset(keys.active("s"), { ids: JSON.stringify(["doomed"]), attempt: 1, job: "gone" });
+      expect(await p.cancel("doomed", "timeout")).toBe(true); // nobody runs it: only the flag remains
+      await connection.sadd(keys.dirty, "s");
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const next = await p.submitTurn(msg("s", "next"));
+      await p.wait(next.runId, 10_000);
+      expect(await p.wait("doomed", 10_000)).toMatchObject({ status: "timeout" });
+      expect(jobs.map((j) => j.runId)).toEqual([next.runId]);
+    });
+
+    it("keeps one drain job per session however many messages wait", async () => {
+      const { make, connection, keys } = env();
+      const p = make();
+      await Promise.all(Array.from({ length: 20 }, (_, i) => p.submitTurn(msg(`s${i % 2}`, `${i}`))));
+      const waiting = await connection.lrange(`${keys.tag}:pipeline:wait`, 0, -1);
+      expect(waiting).toHaveLength(2);
+      expect(await p.queueInfo("s0")).toEqual({ pending: 10 });
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const last = await p.submitTurn(msg("s1", "last"));
+      await p.wait(last.runId, 10_000);
+      expect(jobs).toHaveLength(21);
+    });
+
+    it("background job ids may contain ':' (encoded for BullMQ) and stay idempotent", async () => {
+      const { make } = env();
+      const p = make();
+      const seen: string[] = [];
+      let done!: () => void;
+      const sentinel = new Promise<void>((r) => {
+        done = r;
+      });
+      await p.start({
+        turn: async () => ({ status: "ok" }),
+        background: async (job) => {
+          seen.push(job.id);
+          if (job.id === "sentinel") done();
+        },
+      });
+      const id = "archive:agent:main:telegram:group:1";
+      await p.submit({ kind: "archive", id, data: { sessionKey: "agent:main:telegram:group:1" } });
+      await p.submit({ kind: "archive", id, data: {} });
+      await p.submit({ kind: "archive", id: "sentinel", data: {} }, { delayMs: 50 });
+      await sentinel;
+      expect(seen).toEqual([id, "sentinel"]);
+    });
+
+    it("ends a turn as error after maxTurnAttempts instead of re-running it forever", async () => {
+      const { make, connection, keys, runs } = env({ maxTurnAttempts: 2 });
+      const p = make();
+      await runs.put({ runId: "poison", sessionKey: "s", agentId: "main", status: "running", createdAt: 1 });
+      await connection.hset(keys.run("poison"), {
+        s: "s",
+        st: "a",
+        env: JSON.stringify({ req: msg("s", "x"), createdAt: 1 }),
+      });
+      await connection.hset(keys.active("s"), { ids: JSON.stringify(["poison"]), attempt: 2, job: "gone" });
+      await connection.sadd(keys.dirty, "s");
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const next = await p.submitTurn(msg("s", "next"));
+      await p.wait(next.runId, 10_000);
+      expect((await runs.get("poison"))?.status).toBe("error");
+      expect((await runs.get("poison"))?.error).toMatch(/abandoned after 2 attempts/);
+      expect(jobs.map((j) => j.runId)).toEqual([next.runId]);
+    });
+
+    it("a retry with the runId of a submit that failed before its mailbox push is queued and run", async () => {
+      const { make, runs } = env();
+      const p = make();
+      // What a submit leaves when Redis fails between the record write and the mailbox push:
+      await runs.put({ runId: "retry-1", sessionKey: "s", agentId: "main", status: "queued", createdAt: 1 });
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const rec = await p.submitTurn(msg("s", "again", { runId: "retry-1" }));
+      expect(rec.status).toBe("queued");
+      expect(await p.wait("retry-1", 10_000)).toMatchObject({ status: "ok", reply: "r:again" });
+      // A true duplicate (pipeline state exists) is still ignored.
+      await p.submitTurn(msg("s", "again", { runId: "retry-1" }));
+      const probe = await p.submitTurn(msg("s", "probe"));
+      await p.wait(probe.runId, 10_000);
+      expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["again", "probe"]);
+    });
+
+    it("validates input and options, naming the field", async () => {
+      const { make } = env();
+      const p = make();
+      await expect(p.submitTurn(msg("", "x"))).rejects.toThrow(InvalidParamsError);
+      await expect(p.submitTurn(msg("", "x"))).rejects.toThrow(/turn\.sessionKey/);
+      await expect(p.submit({ kind: "archive", id: "", data: {} })).rejects.toThrow(/job\.id/);
+      await expect(p.steer("r", "")).rejects.toThrow(/text/);
+      expect(() => make({ concurrency: 0 })).toThrow(/queue\.concurrency/);
+      const prefixed = new Redis(REDIS_URL, { keyPrefix: "x:", lazyConnect: true });
+      expect(() => make({ connection: prefixed })).toThrow(/keyPrefix/);
+      prefixed.disconnect();
+    });
+
+    it("start and stop are idempotent; work submitted after stop is refused", async () => {
+      const { make } = env();
+      const p = make();
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      await p.start(handlers);
+      const r = await p.submitTurn(msg("s", "x"));
+      await p.wait(r.runId, 10_000);
+      expect(jobs).toHaveLength(1);
+      await Promise.all([p.stop(), p.stop()]);
+      await p.stop();
+      await expect(p.submitTurn(msg("s", "y"))).rejects.toThrow(SwitchboardError);
+      await expect(p.submit({ kind: "archive", id: "a", data: {} })).rejects.toThrow(/stopped/);
+    });
+
+    it("accepts work before start (enqueue-only) and runs it once started", async () => {
+      const { make } = env();
+      const p = make();
+      const r = await p.submitTurn(msg("s", "early"));
+      expect(await p.queueInfo("s")).toEqual({ pending: 1 });
+      expect((await p.wait(r.runId, 0))?.status).toBe("queued");
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      expect((await p.wait(r.runId, 10_000))?.status).toBe("ok");
+      expect(jobs).toHaveLength(1);
+    });
+  });
+});
