@@ -105,7 +105,8 @@ async function createPipeline(
   return createBullmqPipeline({
     connection,
     createBlockingConnection: () => redis.blocking(queue.redisUrl),
-    prefix: queue.prefix,
+    // Own namespace: the store may use the same prefix on the same Redis (keys must never collide).
+    prefix: `${queue.prefix}:queue`,
     runs: store.runs,
     logger,
     now,
