@@ -80,3 +80,12 @@ export function formatIssues(
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A lost or refused connection to Redis (ioredis wording): the operation may succeed later. */
+export function isConnectionError(err: unknown): boolean {
+  if (err instanceof SwitchboardError) return err.code === "UNAVAILABLE";
+  if (!(err instanceof Error)) return false;
+  return /ECONNREFUSED|ECONNRESET|Connection is closed|MaxRetriesPerRequest|Stream isn't writeable|ETIMEDOUT|EPIPE/.test(
+    err.message,
+  );
+}

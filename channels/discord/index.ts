@@ -1,4 +1,5 @@
 import { type Client, Events, type Message } from "discord.js";
+import { InboundQueue } from "../../src/channels/inbound-retry.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -11,7 +12,6 @@ import type { Logger } from "../../src/log.js";
 import { createGatewayClient, createRest } from "./client.js";
 import { toSwitchboardError } from "./errors.js";
 import { discordMessageToInbound, factsOf } from "./inbound.js";
-import { InboundQueue } from "./inbound-queue.js";
 import { DiscordOutbound } from "./outbound.js";
 import {
   type DiscordChannelConfig,

@@ -1,5 +1,6 @@
 import { Bot, type Context } from "grammy";
 import type { Update } from "grammy/types";
+import { deliverWithRetry } from "../../src/channels/inbound-retry.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -60,6 +61,8 @@ export class TelegramChannel implements ChannelAdapter {
   private starting: Promise<void> | undefined;
   private polling: Promise<void> | undefined;
   private stopping = false;
+  /** Aborted by stop(): cuts inbound retry waits short. */
+  private stopSignal = new AbortController();
   private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(
@@ -93,6 +96,7 @@ export class TelegramChannel implements ChannelAdapter {
     }
     this.onInbound = onInbound;
     this.stopping = false;
+    this.stopSignal = new AbortController();
     this.setState("starting");
     this.starting = this.connect().catch((err: unknown) => {
       const e = toSwitchboardError(err, "start");
@@ -106,6 +110,7 @@ export class TelegramChannel implements ChannelAdapter {
   async stop(): Promise<void> {
     if (!this.onInbound) return;
     this.stopping = true;
+    this.stopSignal.abort();
     if (this.bot.isRunning()) {
       // Aborts a pending getUpdates (or grammY's start-up retries) and confirms the offset of
       // the last handled update.
@@ -242,27 +247,7 @@ export class TelegramChannel implements ChannelAdapter {
   }
 
   private async deliverWithRetry(handler: InboundHandler, msg: InboundMessage): Promise<void> {
-    const delays = this.config.inboundRetryDelaysMs;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await handler(msg);
-        return;
-      } catch (err) {
-        const delay = delays[attempt];
-        if (delay === undefined || this.stopping) {
-          this.log.error(
-            { err: errorMessage(err), peerId: msg.peerId, messageId: msg.messageId },
-            "telegram inbound handler failed; message dropped",
-          );
-          return;
-        }
-        this.log.warn(
-          { err: errorMessage(err), attempt: attempt + 1 },
-          "telegram inbound handler failed; retrying",
-        );
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
+    await deliverWithRetry(handler, msg, this.config.inboundRetryDelaysMs, this.log, this.stopSignal.signal);
   }
 
   private setState(state: ChannelStatus, detail?: string): void {

@@ -1,6 +1,7 @@
 import { chmod, mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { DisconnectReason, jidNormalizedUser } from "@whiskeysockets/baileys";
+import { InboundQueue } from "../../src/channels/inbound-retry.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -13,7 +14,6 @@ import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.j
 import type { Logger } from "../../src/log.js";
 import { statusCodeOf, toSwitchboardError } from "./errors.js";
 import { toJid, type WhatsAppInboundContext, whatsappMessageToInbound } from "./inbound.js";
-import { InboundQueue } from "./inbound-queue.js";
 import { baileysSocketFactory, qrInstructions, renderQr } from "./socket.js";
 import {
   type ResolvedWhatsAppChannelConfig,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type ErrorCode, formatIssues, SwitchboardError } from "../errors.js";
+import { type ErrorCode, formatIssues, isConnectionError, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
 
 /**
@@ -59,19 +59,13 @@ export function toRpcError(err: unknown, logger?: Logger): RpcError {
       ? { code, message: err.message, details: err.details }
       : { code, message: err.message };
   }
-  if (isRedisDown(err))
+  if (isConnectionError(err))
     return {
       code: "UNAVAILABLE",
       message: "storage or queue is unavailable (Redis not reachable); retry shortly",
     };
   logger?.error({ err }, "rpc: internal error");
   return { code: "INTERNAL", message: "internal error (see gateway log)" };
-}
-
-function isRedisDown(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const m = err.message;
-  return /ECONNREFUSED|Connection is closed|MaxRetriesPerRequest|Stream isn't writeable|ETIMEDOUT/.test(m);
 }
 
 export class RpcDispatcher {

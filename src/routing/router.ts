@@ -1,5 +1,6 @@
 import type { InboundMessage } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
+import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
 import type { Services } from "../services.js";
 import type { DeliveryContext } from "../store/types.js";
 import { sendBlocked } from "../tools/access.js";
@@ -166,29 +167,46 @@ export function createRouter(services: Services) {
   const pre = compose<InboundCtx>([dedupe]);
   const post = compose<RoutedCtx>([ownerCommands, dmAccess, mentionGate]);
 
-  return {
-    /** Handles one validated inbound message. Resolves when it is durably accepted or dropped. */
-    async handle(msg: InboundMessage): Promise<RouteResult> {
-      const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };
-      let result: RouteResult = { accepted: false };
-      await pre(ctx, async () => {
-        const routed = await route(ctx);
-        // Gates inside a bound thread: no mention needed there.
-        if (routed.matchedBy === "thread-binding")
-          routed.policy = { ...routed.policy, requireMention: false };
-        await post(routed, async () => {
-          result = await accepted(routed);
-        });
-        if (!result.accepted && routed.dropped)
-          result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };
+  async function handleInbound(msg: InboundMessage): Promise<RouteResult> {
+    const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };
+    let result: RouteResult = { accepted: false };
+    await pre(ctx, async () => {
+      const routed = await route(ctx);
+      // Gates inside a bound thread: no mention needed there.
+      if (routed.matchedBy === "thread-binding") routed.policy = { ...routed.policy, requireMention: false };
+      await post(routed, async () => {
+        result = await accepted(routed);
       });
-      if (ctx.dropped) result = { accepted: false, dropped: ctx.dropped };
-      if (!result.accepted)
-        services.logger.debug(
-          { channel: msg.channel, messageId: msg.messageId, dropped: result.dropped },
-          "inbound dropped",
-        );
-      return result;
+      if (!result.accepted && routed.dropped)
+        result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };
+    });
+    if (ctx.dropped) result = { accepted: false, dropped: ctx.dropped };
+    if (!result.accepted) {
+      services.logger.debug(
+        { channel: msg.channel, messageId: msg.messageId, dropped: result.dropped },
+        "inbound dropped",
+      );
+    }
+    return result;
+  }
+
+  return {
+    /**
+     * Handles one validated inbound message. Resolves when it is durably accepted or deliberately
+     * dropped; rejects with UNAVAILABLE while storage/queue are down, so the adapter does not
+     * acknowledge it (it retries, or the platform redelivers).
+     */
+    async handle(msg: InboundMessage): Promise<RouteResult> {
+      try {
+        return await handleInbound(msg);
+      } catch (err) {
+        if (isConnectionError(err) && !(err instanceof SwitchboardError)) {
+          throw new SwitchboardError("UNAVAILABLE", `could not accept the message: ${errorMessage(err)}`, {
+            cause: err,
+          });
+        }
+        throw err;
+      }
     },
   };
 }

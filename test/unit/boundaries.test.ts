@@ -132,6 +132,7 @@ describe("folder boundaries", () => {
     it(`channels/${dir} imports only the channel contract, errors, log and delivery helpers from src/`, () => {
       const allowed = [
         "src/channels/types",
+        "src/channels/inbound-retry",
         "src/errors",
         "src/log",
         "src/delivery/format",
