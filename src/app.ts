@@ -3,6 +3,7 @@ import path from "node:path";
 import { createDiscordChannel } from "../channels/discord/index.js";
 import { createSlackChannel } from "../channels/slack/index.js";
 import { createTelegramChannel } from "../channels/telegram/index.js";
+import { createWebchatChannel } from "../channels/webchat/index.js";
 import { createWhatsAppChannel } from "../channels/whatsapp/index.js";
 import { ConfiguredModels } from "./agent/models.js";
 import { AgentRuntime } from "./agent/runtime.js";
@@ -179,6 +180,9 @@ export function createChannels(
   return { adapters, hooks };
 }
 
+const DEMO_NOTICE =
+  "This gateway answers with the scripted demo model: no model is configured. Type help, or set models.default in switchboard.json5 (see README).";
+
 export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise<App> {
   const { config } = loaded;
   const logger = opts.logger;
@@ -246,6 +250,17 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       ? createChannels(config, logger, { stateDir, baseDir: loaded.baseDir })
       : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
+  const webchat =
+    opts.role === "gateway" && config.channels.webchat.enabled
+      ? createWebchatChannel(
+          { ...(models.demo ? { notice: DEMO_NOTICE } : {}) },
+          { logger: logger.child({ channel: "webchat" }) },
+        )
+      : null;
+  if (webchat) {
+    adapters.push(webchat);
+    channels.add(webchat);
+  }
 
   const rpc = new RpcDispatcher(logger);
   const health = async () => {
@@ -280,6 +295,12 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
           logger,
           rpc,
           bus,
+          ...(webchat
+            ? {
+                page: () => webchat.page(),
+                sockets: [{ path: "/webchat/ws", onConnection: (socket, q) => webchat.connect(socket, q.v) }],
+              }
+            : {}),
         })
       : null;
   for (const h of hooks) server?.registerHook(h.path, (req) => h.handle(req.headers, req.rawBody));

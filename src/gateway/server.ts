@@ -33,6 +33,11 @@ export interface GatewayServerOptions {
   bus: EventBus;
   /** HTML served at `/` (the web chat when it exists; a how-to page otherwise). */
   page?: () => string;
+  /** Extra WebSocket endpoints (the web chat), behind the same token check as `/ws`. */
+  sockets?: Array<{
+    path: string;
+    onConnection: (socket: WebSocket, query: Record<string, string | undefined>) => void;
+  }>;
   /** Extra routes (web chat assets, dashboards) registered before listen. */
   extraRoutes?: (app: FastifyInstance) => void;
 }
@@ -117,13 +122,11 @@ export class GatewayServer {
       try {
         body = JSON.parse(typeof req.body === "string" ? req.body : "");
       } catch {
-        return reply
-          .status(400)
-          .send({
-            id: null,
-            ok: false,
-            error: { code: "INVALID_PARAMS", message: "request body is not valid JSON" },
-          });
+        return reply.status(400).send({
+          id: null,
+          ok: false,
+          error: { code: "INVALID_PARAMS", message: "request body is not valid JSON" },
+        });
       }
       return opts.rpc.dispatch(body);
     });
@@ -187,6 +190,21 @@ export class GatewayServer {
         });
       });
     });
+    for (const extra of this.opts.sockets ?? []) {
+      this.app.register(async (scope) => {
+        scope.get(extra.path, { websocket: true }, (socket, req) => {
+          const q = req.query as Record<string, string | undefined>;
+          if (!this.#authorized(req, q.token)) {
+            socket.send(
+              JSON.stringify({ type: "error", code: "UNAUTHORIZED", message: "missing or invalid token" }),
+            );
+            socket.close(4401, "unauthorized");
+            return;
+          }
+          extra.onConnection(socket, q);
+        });
+      });
+    }
     this.#unsubscribe = this.opts.bus.onAny((event, data) => {
       if (this.#sockets.size === 0) return;
       const frame = JSON.stringify({ event, data });

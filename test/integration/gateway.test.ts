@@ -49,7 +49,7 @@ describe("HTTP surface", () => {
     expect(await (await fetch(`${base}/healthz`)).json()).toEqual({ ok: true });
     const page = await fetch(`${base}/`);
     expect(page.headers.get("content-type")).toContain("text/html");
-    expect(await page.text()).toContain("chat.send");
+    expect(await page.text()).toContain("/webchat/ws");
   });
 
   it("health reports storage, queue and the demo model", async () => {
@@ -204,6 +204,30 @@ describe("WebSocket", () => {
       frames.some((f) => f.id === null && (f.error as { code: string })?.code === "INVALID_PARAMS"),
     ).toBe(true);
     ws.close();
+  });
+});
+
+describe("landing page", () => {
+  it("without the web chat, / says how to talk to the gateway", async () => {
+    const t = tempDir();
+    const config = parseConfig({
+      stateDir: t.dir,
+      gateway: { port: 0 },
+      channels: { webchat: { enabled: false } },
+    });
+    const plain = await createApp(
+      { config, source: null, baseDir: t.dir },
+      { logger: silentLogger(), role: "gateway" },
+    );
+    await plain.start();
+    try {
+      const html = await (await fetch(`http://127.0.0.1:${plain.address?.port}/`)).text();
+      expect(html).toContain("chat.send");
+      expect(html).toContain("switchboard send");
+    } finally {
+      await plain.stop();
+      t.cleanup();
+    }
   });
 });
 

@@ -1,0 +1,36 @@
+import { z } from "zod";
+import type { Logger } from "../../src/log.js";
+
+/** The built-in web chat: one account, served on the gateway port (`/` and `/webchat/ws`). */
+export const webchatChannelConfigSchema = z.strictObject({
+  accountId: z.string().min(1).default("default"),
+  /** A line shown above the chat (e.g. that the scripted demo model answers). */
+  notice: z.string().optional(),
+  /** Messages kept for a visitor who is not connected (delivered on reconnect). */
+  backlogPerVisitor: z.number().int().min(0).max(1000).default(50),
+  /** Largest accepted message, characters. */
+  maxMessageChars: z.number().int().min(1).default(32_000),
+});
+
+export type WebchatChannelConfig = z.input<typeof webchatChannelConfigSchema>;
+export type ResolvedWebchatChannelConfig = z.output<typeof webchatChannelConfigSchema>;
+
+export interface WebchatChannelDeps {
+  logger: Logger;
+}
+
+/** The part of a WebSocket the adapter uses (the gateway passes `ws` sockets). */
+export interface WebchatSocket {
+  readonly readyState: number;
+  readonly OPEN: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  on(event: "message", listener: (data: Buffer | ArrayBuffer | Buffer[]) => void): unknown;
+  on(event: "close", listener: () => void): unknown;
+}
+
+/** Frames the browser sends. */
+export const clientFrameSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("message"), id: z.string().min(1).max(100), text: z.string().min(1) }),
+  z.strictObject({ type: z.literal("ping") }),
+]);
