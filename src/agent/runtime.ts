@@ -186,7 +186,11 @@ export class AgentRuntime {
     } catch (err) {
       if (ctx.signal.aborted) {
         const reason = ctx.signal.reason;
-        const status = reason instanceof Error && reason.message === "timeout" ? "timeout" : "aborted";
+        const status =
+          (reason instanceof SwitchboardError && reason.code === "TIMEOUT") ||
+          (reason instanceof Error && reason.message === "timeout")
+            ? "timeout"
+            : "aborted";
         outcome = { status, error: status === "timeout" ? "run timed out" : "run aborted" };
       } else {
         services.logger.warn({ err, sessionKey: entry.key, runId: job.runId }, "turn failed");
