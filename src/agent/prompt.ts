@@ -90,7 +90,7 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
       open.pending.add(call.id);
     } else if (m.role === "toolResult") {
       const id = m.toolCallId ?? "";
-      if (!open || !open.pending.has(id)) continue; // orphan result: its call fell out of the window
+      if (!open?.pending.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
       open.unit.push({
         role: "tool",

@@ -92,7 +92,10 @@ export interface SessionStore {
    * Atomic read-modify-write of one entry (serialised per key). `fn` gets the current entry
    * (or null) and returns the next one, or null to leave it unchanged. Returns the stored result.
    */
-  update(key: string, fn: (current: SessionEntry | null) => SessionEntry | null): Promise<SessionEntry | null>;
+  update(
+    key: string,
+    fn: (current: SessionEntry | null) => SessionEntry | null,
+  ): Promise<SessionEntry | null>;
   /** Shallow merge into an existing entry; `undefined` values delete the field. null when absent. */
   patch(key: string, patch: SessionPatch): Promise<SessionEntry | null>;
   /** true when something was deleted. */

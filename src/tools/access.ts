@@ -13,7 +13,10 @@ import { canSee, effectiveVisibility, type VisibilityDecision } from "./visibili
 const MAX_CHAIN = 16;
 
 /** The target's ancestors, nearest first (spawnedBy, its spawnedBy, …). */
-export async function spawnedByChain(services: Pick<Services, "store">, entry: SessionEntry): Promise<string[]> {
+export async function spawnedByChain(
+  services: Pick<Services, "store">,
+  entry: SessionEntry,
+): Promise<string[]> {
   const chain: string[] = [];
   let cur: SessionEntry | null = entry;
   while (cur?.spawnedBy && chain.length < MAX_CHAIN) {
@@ -23,7 +26,11 @@ export async function spawnedByChain(services: Pick<Services, "store">, entry: S
   return chain;
 }
 
-export async function checkVisible(services: Services, caller: ToolCaller, target: SessionEntry): Promise<VisibilityDecision> {
+export async function checkVisible(
+  services: Services,
+  caller: ToolCaller,
+  target: SessionEntry,
+): Promise<VisibilityDecision> {
   const cfg = services.config;
   const configured = cfg.tools.sessions.visibility;
   const visibility = effectiveVisibility({
@@ -35,7 +42,11 @@ export async function checkVisible(services: Services, caller: ToolCaller, targe
     visibility,
     configured,
     caller: { key: caller.sessionKey, agentId: caller.agentId },
-    target: { key: target.key, agentId: target.agentId, spawnedByChain: await spawnedByChain(services, target) },
+    target: {
+      key: target.key,
+      agentId: target.agentId,
+      spawnedByChain: await spawnedByChain(services, target),
+    },
     agentToAgent: cfg.tools.agentToAgent,
   });
 }
@@ -45,7 +56,11 @@ export type TargetResult =
   | { ok: false; result: { status: "error" | "forbidden"; error: string; sessionKey?: string } };
 
 /** Resolves and checks visibility of a tool's `sessionKey` argument. */
-export async function resolveVisibleTarget(services: Services, caller: ToolCaller, input: string): Promise<TargetResult> {
+export async function resolveVisibleTarget(
+  services: Services,
+  caller: ToolCaller,
+  input: string,
+): Promise<TargetResult> {
   const r = await resolveSessionRef(services, input, caller);
   if (!r.ok) return { ok: false, result: { status: "error", error: r.error } };
   const v = await checkVisible(services, caller, r.entry);

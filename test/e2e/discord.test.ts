@@ -121,7 +121,7 @@ describe("discord through the gateway", () => {
     ).toBe(true);
 
     // subagents list shows the binding.
-    const list = await t.invoke("agent:main:discord:channel:" + dc.textChannelId, "subagents", {
+    const list = await t.invoke(`agent:main:discord:channel:${dc.textChannelId}`, "subagents", {
       action: "list",
     });
     expect(JSON.stringify(list)).toContain(threadId);
