@@ -3,8 +3,11 @@
  * `local` across 1,000 sessions): fs store + local pipeline + a zero-latency scripted model, no
  * tools, an in-memory channel for delivery. Measures enqueue → delivered.
  * Run: `npm run bench` (all) or `npx tsx bench/turns.ts`.
+ * `BENCH_TURNS=n` changes the number of turns; `BENCH_CPU_PROFILE=file.cpuprofile` writes a V8
+ * CPU profile of the measured part only (start-up and seeding left out).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -15,6 +18,23 @@ import { silentLogger } from "../src/log.js";
 
 const SESSIONS = 1000;
 const TURNS = Number(process.env.BENCH_TURNS ?? 10_000);
+const PROFILE = process.env.BENCH_CPU_PROFILE;
+
+async function startProfile(): Promise<Session | null> {
+  if (!PROFILE) return null;
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return session;
+}
+
+async function stopProfile(session: Session | null): Promise<void> {
+  if (!session || !PROFILE) return;
+  const { profile } = await session.post("Profiler.stop");
+  writeFileSync(PROFILE, JSON.stringify(profile));
+  session.disconnect();
+}
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
@@ -33,7 +53,13 @@ export async function run(): Promise<Record<string, unknown>> {
   });
   const app = await createApp(
     { config, source: null, baseDir: dir },
-    { logger: silentLogger(), role: "worker" },
+    {
+      logger: silentLogger(),
+      // "gateway": the local queue runs inside the gateway process; port 0 keeps the bench off fixed ports
+      role: "gateway",
+      host: "127.0.0.1",
+      port: 0,
+    },
   );
   const submitted = new Map<string, number>();
   const latencies: number[] = [];
@@ -74,6 +100,9 @@ export async function run(): Promise<Record<string, unknown>> {
     });
   }
   const rss0 = process.memoryUsage().rss;
+  const profiler = await startProfile();
+  // CPU time of the whole process (main thread + libuv pool): steadier than wall time on a shared box
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const inflight: Array<Promise<unknown>> = [];
   for (let i = 0; i < TURNS; i++) {
@@ -89,6 +118,8 @@ export async function run(): Promise<Record<string, unknown>> {
   await Promise.all(inflight);
   await finished;
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await stopProfile(profiler);
   const sorted = latencies.sort((a, b) => a - b);
   const result = {
     bench: "turns-local",
@@ -97,13 +128,16 @@ export async function run(): Promise<Record<string, unknown>> {
     turnsPerSec: Math.round(TURNS / elapsed),
     p50Ms: Number(quantile(sorted, 0.5).toFixed(2)),
     p99Ms: Number(quantile(sorted, 0.99).toFixed(2)),
+    cpuMsPerTurn: Number(((cpu.user + cpu.system) / 1000 / TURNS).toFixed(3)),
+    cpuSysShare: Number((cpu.system / Math.max(1, cpu.user + cpu.system)).toFixed(2)),
     rssMB: Math.round(process.memoryUsage().rss / 1e6),
     rssDeltaMB: Math.round((process.memoryUsage().rss - rss0) / 1e6),
     budget: "≥ 3,000 turns/s",
   };
   process.stdout.write(
     `turns through the gateway (local, fs): ${result.turnsPerSec} turns/s over ${TURNS} turns / ${SESSIONS} sessions; ` +
-      `enqueue→finished p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms; rss ${result.rssMB} MB (budget ${result.budget})\n`,
+      `enqueue→finished p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms; cpu ${result.cpuMsPerTurn} ms/turn ` +
+      `(${Math.round(result.cpuSysShare * 100)}% sys); rss ${result.rssMB} MB (budget ${result.budget})\n`,
   );
   process.stdout.write(`${JSON.stringify(result)}\n`);
   await app.stop();

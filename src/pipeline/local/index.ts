@@ -432,7 +432,7 @@ class LocalPipelineImpl implements LocalPipeline {
   // introspection
 
   journalStats(): JournalStats {
-    return this.journal?.stats() ?? { fileBytes: 0, liveBytes: 0, compactions: 0, writes: 0 };
+    return this.journal?.stats() ?? { fileBytes: 0, liveBytes: 0, compactions: 0, writes: 0, syncs: 0 };
   }
 
   warnings(): string[] {

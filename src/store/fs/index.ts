@@ -35,8 +35,21 @@ export const fsStoreOptionsSchema = z.object({
    * Runs carry their reply text, so this bounds memory: 20,000 runs of ~1 KB are ~20 MB.
    */
   maxFinishedRuns: z.number().int().positive().default(20_000),
-  /** Transcript files kept open for appending (least recently used are closed). */
-  maxOpenTranscripts: z.number().int().positive().default(128),
+  /**
+   * Transcript files kept open for appending (least recently used are closed). Node raises the
+   * soft open-files limit to the hard one at start-up; keep this well below `ulimit -Hn`.
+   */
+  maxOpenTranscripts: z.number().int().positive().default(1024),
+  /**
+   * Characters of transcript JSON kept in memory as the newest messages of recently used
+   * transcripts (window and history reads skip the disk); 0 turns the cache off. 8M chars is
+   * ~11 MB of heap: ~1,000 sessions × 30 messages.
+   */
+  tailCacheChars: z
+    .number()
+    .int()
+    .min(0)
+    .default(8 * 1024 * 1024),
 });
 
 export interface FsStoreOptions extends z.input<typeof fsStoreOptionsSchema> {
@@ -100,6 +113,7 @@ export async function createFsStore(opts: FsStoreOptions): Promise<FsStore> {
     compactEveryAppends: opts.compactEveryAppends,
     maxFinishedRuns: opts.maxFinishedRuns,
     maxOpenTranscripts: opts.maxOpenTranscripts,
+    tailCacheChars: opts.tailCacheChars,
   });
   if (!parsed.success) throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, "fs store: "));
   const o = parsed.data;
@@ -135,6 +149,7 @@ export async function createFsStore(opts: FsStoreOptions): Promise<FsStore> {
       warnings,
       now,
       maxOpenFiles: o.maxOpenTranscripts,
+      tailCache: { maxChars: o.tailCacheChars },
     });
     return new FsStore(stateDir, sessions, transcripts, runs, outbox, kv, lock, warnings);
   } catch (err) {

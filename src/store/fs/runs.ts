@@ -2,10 +2,14 @@ import { InvalidParamsError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStatus, type RunStore } from "../types.js";
 import { Journal } from "./journal.js";
+import { mergePatch } from "./patch.js";
 import { KeyedSerial } from "./serial.js";
 import type { WarningSink } from "./warnings.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };
+
+/** Fields a patch cannot change. */
+const RUN_IDENTITY: ReadonlySet<string> = new Set(["runId"]);
 
 const STATUSES: ReadonlySet<string> = new Set<RunStatus>([
   "queued",
@@ -63,7 +67,7 @@ export class FsRunStore implements RunStore {
 
   async put(run: RunRecord): Promise<void> {
     const stored = normalizeRun(run, "run");
-    return this.serial.run(stored.runId, () => this.write(stored));
+    return this.serial.run(stored.run.runId, () => this.write(stored));
   }
 
   async get(runId: string): Promise<RunRecord | null> {
@@ -75,15 +79,12 @@ export class FsRunStore implements RunStore {
     return this.serial.run(runId, async () => {
       const cur = this.runs.get(runId);
       if (!cur) return null;
-      const merged: Record<string, unknown> = { ...cur };
-      for (const [field, value] of Object.entries(patch)) {
-        if (field === "runId") continue;
-        if (value === undefined) delete merged[field];
-        else merged[field] = value;
-      }
-      const stored = normalizeRun(merged as unknown as RunRecord, "patch");
+      const merged = mergePatch(cur, patch, RUN_IDENTITY);
+      const problem = runProblem(merged);
+      if (problem) throw new InvalidParamsError(`patch.${problem}`, { field: problem.split(":")[0] });
+      const stored: NormalizedRun = { run: merged as unknown as RunRecord, json: JSON.stringify(merged) };
       await this.write(stored);
-      return cloneRun(stored);
+      return cloneRun(stored.run);
     });
   }
 
@@ -104,8 +105,9 @@ export class FsRunStore implements RunStore {
     await this.journal.close();
   }
 
-  private write(run: RunRecord): Promise<void> {
-    return this.journal.append({ op: "put", run }, () => this.set(run));
+  private write({ run, json }: NormalizedRun): Promise<void> {
+    // the line is exactly JSON.stringify({ op: "put", run })
+    return this.journal.appendJson(`{"op":"put","run":${json}}`, () => this.set(run));
   }
 
   private set(run: RunRecord): void {
@@ -184,10 +186,18 @@ function runProblem(v: unknown): string | null {
   return null;
 }
 
-function normalizeRun(run: RunRecord, what: string): RunRecord {
+interface NormalizedRun {
+  /** A private, JSON-clean copy. */
+  run: RunRecord;
+  /** Its JSON text (what the journal stores). */
+  json: string;
+}
+
+function normalizeRun(run: RunRecord, what: string): NormalizedRun {
   const problem = runProblem(run);
   if (problem) throw new InvalidParamsError(`${what}.${problem}`, { field: problem.split(":")[0] });
-  return JSON.parse(JSON.stringify(run)) as RunRecord;
+  const json = JSON.stringify(run);
+  return { run: JSON.parse(json) as RunRecord, json };
 }
 
 function cloneRun(r: RunRecord): RunRecord {

@@ -2,6 +2,7 @@ import { InvalidParamsError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import { Journal } from "./journal.js";
+import { mergePatch } from "./patch.js";
 import { KeyedSerial } from "./serial.js";
 import { SessionIndex } from "./session-index.js";
 import type { WarningSink } from "./warnings.js";
@@ -12,6 +13,9 @@ import type { WarningSink } from "./warnings.js";
  * and quick to parse at start-up.
  */
 type SessionRecord = SessionEntry | { del: string };
+
+/** Identity fields are not patchable. */
+const SESSION_IDENTITY: ReadonlySet<string> = new Set(["key", "createdAt"]);
 
 export interface FsSessionStoreOptions {
   dir: string;
@@ -68,7 +72,7 @@ export class FsSessionStore implements SessionStore {
 
   async put(entry: SessionEntry): Promise<void> {
     const stored = normalizeEntry(entry, "entry");
-    return this.serial.run(stored.key, () => this.write(stored));
+    return this.serial.run(stored.entry.key, () => this.write(stored));
   }
 
   update(
@@ -80,13 +84,13 @@ export class FsSessionStore implements SessionStore {
       const next = fn(cur ? cloneEntry(cur) : null);
       if (next === null) return cur ? cloneEntry(cur) : null;
       const stored = normalizeEntry(next, "update result");
-      if (stored.key !== key) {
-        throw new InvalidParamsError(`update result.key: must stay "${key}" (got "${stored.key}")`, {
+      if (stored.entry.key !== key) {
+        throw new InvalidParamsError(`update result.key: must stay "${key}" (got "${stored.entry.key}")`, {
           field: "key",
         });
       }
       await this.write(stored);
-      return cloneEntry(stored);
+      return cloneEntry(stored.entry);
     });
   }
 
@@ -94,15 +98,15 @@ export class FsSessionStore implements SessionStore {
     return this.serial.run(key, async () => {
       const cur = this.index.get(key);
       if (!cur) return null;
-      const merged: Record<string, unknown> = { ...cur };
-      for (const [field, value] of Object.entries(patch)) {
-        if (field === "key" || field === "createdAt") continue; // identity fields are not patchable
-        if (value === undefined) delete merged[field];
-        else merged[field] = value;
-      }
-      const stored = normalizeEntry(merged as unknown as SessionEntry, "patch");
+      const merged = mergePatch(cur, patch, SESSION_IDENTITY);
+      const problem = entryProblem(merged);
+      if (problem) throw new InvalidParamsError(`patch.${problem}`, { field: problem.split(":")[0] });
+      const stored: NormalizedEntry = {
+        entry: merged as unknown as SessionEntry,
+        json: JSON.stringify(merged),
+      };
       await this.write(stored);
-      return cloneEntry(stored);
+      return cloneEntry(stored.entry);
     });
   }
 
@@ -141,16 +145,23 @@ export class FsSessionStore implements SessionStore {
     await this.journal.close();
   }
 
-  private write(entry: SessionEntry): Promise<void> {
-    return this.journal.append(entry, () => this.index.set(entry));
+  private write({ entry, json }: NormalizedEntry): Promise<void> {
+    return this.journal.appendJson(json, () => this.index.set(entry));
   }
 }
 
+interface NormalizedEntry {
+  entry: SessionEntry;
+  /** Its JSON text: the journal line. */
+  json: string;
+}
+
 /** A private, JSON-clean copy (undefined fields dropped, as a reload would), after checking the basics. */
-function normalizeEntry(entry: SessionEntry, what: string): SessionEntry {
+function normalizeEntry(entry: SessionEntry, what: string): NormalizedEntry {
   const problem = entryProblem(entry);
   if (problem) throw new InvalidParamsError(`${what}.${problem}`, { field: problem.split(":")[0] });
-  return JSON.parse(JSON.stringify(entry)) as SessionEntry;
+  const json = JSON.stringify(entry);
+  return { entry: JSON.parse(json) as SessionEntry, json };
 }
 
 function entryProblem(e: unknown): string | null {

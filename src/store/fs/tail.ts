@@ -1,6 +1,12 @@
-import type { FileHandle } from "node:fs/promises";
-
 const NL = 0x0a;
+
+/** Reads up to `length` bytes at `position` into `buf` at `offset`; resolves with the count read. */
+export type PositionalRead = (
+  buf: Buffer,
+  offset: number,
+  length: number,
+  position: number,
+) => Promise<number>;
 
 /**
  * Walks the lines of a file from its end towards its start, reading `chunkBytes` at a time,
@@ -10,7 +16,7 @@ const NL = 0x0a;
  * Returns the number of bytes read.
  */
 export async function scanBackwards(
-  fh: FileHandle,
+  readAt: PositionalRead,
   size: number,
   onLine: (line: Buffer, info: { offset: number; terminated: boolean }) => boolean,
   chunkBytes = 64 * 1024,
@@ -26,7 +32,7 @@ export async function scanBackwards(
     const buf = Buffer.allocUnsafe(len);
     let got = 0;
     while (got < len) {
-      const { bytesRead: n } = await fh.read(buf, got, len - got, pos + got);
+      const n = await readAt(buf, got, len - got, pos + got);
       if (n === 0) break; // truncated under us: treat the rest as absent
       got += n;
     }

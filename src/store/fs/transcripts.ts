@@ -1,10 +1,12 @@
+import { fstatSync } from "node:fs";
 import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
-import { assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout, writeAll } from "./paths.js";
+import { appendSync, assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout } from "./paths.js";
 import { KeyedSerial } from "./serial.js";
-import { scanBackwards } from "./tail.js";
+import { type PositionalRead, scanBackwards } from "./tail.js";
+import { cloneJson, TailCache, type TailCacheLimits } from "./tail-cache.js";
 import type { WarningSink } from "./warnings.js";
 
 const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
@@ -13,26 +15,45 @@ const CLOSE_BRACE = 0x7d;
 const NL = 0x0a;
 
 interface OpenTranscript {
+  /** Opened "a+": appends go to the end (written synchronously on `fh.fd`), positional reads work. */
   fh: FileHandle;
   /** The file does not end with a newline (torn write): the next append starts a fresh line. */
   needsNewline: boolean;
+  /** File size as far as our own appends tell; -1 after a failed write (ask the file). */
+  size: number;
 }
 
 export interface FsTranscriptStoreOptions {
   stateDir: string;
   warnings: WarningSink;
   now: () => number;
-  /** Append handles kept open (least recently used are closed). Default 128. */
+  /** Append handles kept open (least recently used are closed). Default 1,024. */
   maxOpenFiles?: number;
   /** Per-transcript message counts kept in memory. Default 50,000. */
   maxCachedCounts?: number;
+  /** Bounds of the in-memory tail cache (see tail-cache.ts); `maxChars: 0` turns it off. */
+  tailCache?: Partial<TailCacheLimits>;
 }
+
+/** Enough lines for the runtime's window (400) and a crash re-run's id check (200). */
+const DEFAULT_TAIL_CACHE: TailCacheLimits = {
+  maxLinesPerFile: 512,
+  maxCharsPerFile: 256 * 1024,
+  maxChars: 8 * 1024 * 1024,
+};
 
 /**
  * Transcripts as JSONL files (API.md §6), one per sessionId. Every operation on one file runs
  * through a per-file queue, so appends keep call order and never interleave, and reads see
  * only whole appends. Tails are read backwards from the end of the file; counts are computed
  * once per file (a scan) and then kept up to date by appends.
+ *
+ * Hot path (a turn appends and re-reads its window on every model step): append handles stay
+ * open (LRU), appends are one synchronous write(2) each (see `appendSync`), a tail read
+ * reuses the open handle (positional reads work on "a+") and the size our appends tracked,
+ * and the newest messages of recently used files are kept in a `TailCache`, so a window read
+ * usually costs no system call at all. Folders are created lazily: `open` is tried first and
+ * the folder made only when it is missing.
  */
 export class FsTranscriptStore implements TranscriptStore {
   private readonly serial = new KeyedSerial();
@@ -40,13 +61,21 @@ export class FsTranscriptStore implements TranscriptStore {
   private readonly counts = new Map<string, number>();
   private readonly maxOpenFiles: number;
   private readonly maxCachedCounts: number;
+  private readonly tails: TailCache | null;
   private tailBytesRead = 0;
   private countBytesRead = 0;
   private closed = false;
 
   constructor(private readonly opts: FsTranscriptStoreOptions) {
-    this.maxOpenFiles = opts.maxOpenFiles ?? 128;
+    this.maxOpenFiles = opts.maxOpenFiles ?? 1024;
     this.maxCachedCounts = opts.maxCachedCounts ?? 50_000;
+    const t = opts.tailCache;
+    const limits: TailCacheLimits = {
+      maxLinesPerFile: t?.maxLinesPerFile ?? DEFAULT_TAIL_CACHE.maxLinesPerFile,
+      maxCharsPerFile: t?.maxCharsPerFile ?? DEFAULT_TAIL_CACHE.maxCharsPerFile,
+      maxChars: t?.maxChars ?? DEFAULT_TAIL_CACHE.maxChars,
+    };
+    this.tails = limits.maxChars > 0 && limits.maxLinesPerFile > 0 ? new TailCache(limits) : null;
   }
 
   locate(ref: TranscriptRef): string {
@@ -59,17 +88,23 @@ export class FsTranscriptStore implements TranscriptStore {
     this.assertOpen();
     const file = this.locate(ref);
     checkMessage(message);
-    const line = `${JSON.stringify(message)}\n`;
+    const json = JSON.stringify(message);
+    const line = `${json}\n`;
     return this.serial.run(file, async () => {
       this.assertOpen();
       const t = await this.handle(file);
+      const text = t.needsNewline ? `\n${line}` : line;
       try {
-        await writeAll(t.fh, t.needsNewline ? `\n${line}` : line);
+        const written = appendSync(t.fh.fd, text);
         t.needsNewline = false;
+        if (t.size >= 0) t.size += written;
       } catch (err) {
         t.needsNewline = true; // part of the line may be in the file
+        t.size = -1;
+        this.tails?.delete(file);
         throw err;
       }
+      this.tails?.append(file, JSON.parse(json) as TranscriptMessage, json.length);
       const c = this.counts.get(file);
       if (c !== undefined) this.counts.set(file, c + 1);
     });
@@ -81,25 +116,9 @@ export class FsTranscriptStore implements TranscriptStore {
     if (!(limit > 0)) return [];
     const includeTools = opts.includeTools === true;
     return this.serial.run(file, async () => {
-      let fh: FileHandle;
-      try {
-        fh = await open(file, "r");
-      } catch (err) {
-        if (isErrno(err, "ENOENT")) return [];
-        throw err;
-      }
-      const out: TranscriptMessage[] = [];
-      try {
-        const { size } = await fh.stat();
-        this.tailBytesRead += await scanBackwards(fh, size, (buf, info) => {
-          const msg = this.parseLine(file, buf, info.offset, info.terminated);
-          if (msg && (includeTools || !TOOL_ROLES.has(msg.role))) out.push(msg);
-          return out.length >= limit;
-        });
-      } finally {
-        await fh.close();
-      }
-      return out.reverse();
+      const cached = this.tails?.read(file, limit, includeTools);
+      if (cached) return cached;
+      return this.readTailFromFile(file, limit, includeTools);
     });
   }
 
@@ -125,6 +144,7 @@ export class FsTranscriptStore implements TranscriptStore {
     return this.serial.run(file, async () => {
       await this.closeHandle(file); // an open append handle would follow the renamed file
       this.counts.delete(file);
+      this.tails?.delete(file);
       if ((await fileSize(file)) < 0) return null;
       const stamp = new Date(this.opts.now()).toISOString().replace(/:/g, "-");
       let target = `${file}.${reason}.${stamp}`;
@@ -143,10 +163,16 @@ export class FsTranscriptStore implements TranscriptStore {
     return { tailBytesRead: this.tailBytesRead, countBytesRead: this.countBytesRead };
   }
 
+  /** Tail cache use (reads served from memory vs from the file), for tests and metrics. */
+  cacheStats(): { files: number; chars: number; hits: number; misses: number } {
+    return this.tails?.stats() ?? { files: 0, chars: 0, hits: 0, misses: 0 };
+  }
+
   /** Waits for queued operations, then closes every file. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
     await this.serial.drain();
+    this.tails?.clear();
     const open = [...this.handles.values()];
     this.handles.clear();
     await Promise.all(open.map((t) => t.fh.close()));
@@ -158,7 +184,60 @@ export class FsTranscriptStore implements TranscriptStore {
     if (this.closed) throw new SwitchboardError("UNAVAILABLE", "store is closed (transcripts)");
   }
 
-  /** Must run inside the file's queue. */
+  /**
+   * Scans backwards from the end; remembers every valid line it passed in the tail cache (a
+   * suffix of the file, complete when the scan reached the start). Must run inside the file's queue.
+   */
+  private async readTailFromFile(
+    file: string,
+    limit: number,
+    includeTools: boolean,
+  ): Promise<TranscriptMessage[]> {
+    const cached = this.handles.get(file);
+    let fh: FileHandle | null = null;
+    if (!cached) {
+      try {
+        fh = await open(file, "r");
+      } catch (err) {
+        if (isErrno(err, "ENOENT")) return [];
+        throw err;
+      }
+    }
+    const from = cached?.fh ?? fh!;
+    const readAt: PositionalRead = async (buf, off, len, pos) =>
+      (await from.read(buf, off, len, pos)).bytesRead;
+    const out: TranscriptMessage[] = [];
+    const seen: TranscriptMessage[] = [];
+    const seenSizes: number[] = [];
+    let complete = true;
+    try {
+      const size = cached && cached.size >= 0 ? cached.size : fstatSync(from.fd).size;
+      this.tailBytesRead += await scanBackwards(readAt, size, (buf, info) => {
+        const text = buf.toString("utf8");
+        const msg = this.parseLine(file, text, info.offset, info.terminated);
+        if (!msg) return false;
+        if (this.tails) {
+          seen.push(msg);
+          seenSizes.push(text.length);
+        }
+        if (includeTools || !TOOL_ROLES.has(msg.role)) out.push(this.tails ? cloneJson(msg) : msg);
+        if (out.length < limit) return false;
+        complete = false; // stopped early: older lines may exist
+        return true;
+      });
+    } finally {
+      await fh?.close();
+    }
+    if (this.tails && seen.length > 0) this.tails.set(file, seen.reverse(), seenSizes.reverse(), complete);
+    return out.reverse();
+  }
+
+  /**
+   * The open append handle of `file` (opened "a+" on first use; the least recently used one
+   * is closed beyond `maxOpenFiles`). Opening stays asynchronous: creating a file can wait on
+   * the disk (~0.8 ms per new file on the bench VM), which must not stall the event loop.
+   * Must run inside the file's queue.
+   */
   private async handle(file: string): Promise<OpenTranscript> {
     const cached = this.handles.get(file);
     if (cached) {
@@ -166,23 +245,37 @@ export class FsTranscriptStore implements TranscriptStore {
       this.handles.set(file, cached);
       return cached;
     }
-    await ensureDir(path.dirname(file));
-    const fh = await open(file, "a+", FILE_MODE);
-    let needsNewline = false;
-    const { size } = await fh.stat();
-    if (size > 0) {
-      const last = Buffer.alloc(1);
-      await fh.read(last, 0, 1, size - 1);
-      needsNewline = last[0] !== NL;
+    let fh: FileHandle;
+    try {
+      fh = await open(file, "a+", FILE_MODE);
+    } catch (err) {
+      if (!isErrno(err, "ENOENT")) throw err;
+      await ensureDir(path.dirname(file)); // only the first transcript of an agent gets here
+      fh = await open(file, "a+", FILE_MODE);
     }
-    const t = { fh, needsNewline };
+    let t: OpenTranscript;
+    try {
+      const { size } = fstatSync(fh.fd);
+      let needsNewline = false;
+      if (size > 0) {
+        const last = Buffer.alloc(1);
+        await fh.read(last, 0, 1, size - 1);
+        needsNewline = last[0] !== NL;
+      } else {
+        this.tails?.setEmpty(file); // a new (or empty) transcript: the cache knows all of it
+      }
+      t = { fh, needsNewline, size };
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
     this.handles.set(file, t);
     if (this.handles.size > this.maxOpenFiles) {
       const [victim] = this.handles.keys();
       if (victim !== undefined && victim !== file) {
         const v = this.handles.get(victim)!;
         this.handles.delete(victim);
-        // queued behind whatever that file is doing right now
+        // queued behind whatever that file is doing right now (a tail read may use the handle)
         void this.serial.run(victim, () => v.fh.close()).catch(() => {});
       }
     }
@@ -199,12 +292,12 @@ export class FsTranscriptStore implements TranscriptStore {
   /** A valid message, or null (the line is reported once and skipped). */
   private parseLine(
     file: string,
-    buf: Buffer,
+    text: string,
     offset: number,
     terminated: boolean,
   ): TranscriptMessage | null {
     try {
-      const v: unknown = JSON.parse(buf.toString("utf8"));
+      const v: unknown = JSON.parse(text);
       if (isMessage(v)) return v;
     } catch {
       // reported below

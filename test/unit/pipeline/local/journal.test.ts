@@ -56,6 +56,33 @@ describe("Journal", () => {
     expect(lines).toHaveLength(1000);
   });
 
+  it("fdatasyncs a batch only when it holds an awaited record (notes alone are just written)", async () => {
+    const d = dir();
+    const j = await Journal.open({
+      dir: d,
+      logger: silentLogger(),
+      fsync: true,
+      compactAfterBytes: 1 << 30,
+      completedCap: 100,
+    });
+    await j.append(turn("r1"));
+    const s0 = j.stats();
+    expect(s0.syncs).toBe(1);
+    j.note({ t: "start", runIds: ["r1"] });
+    await new Promise((r) => setImmediate(r));
+    await j.append(turn("r2")); // a batch of its own: the note's batch was already written
+    const s1 = j.stats();
+    expect(s1.writes - s0.writes).toBe(2);
+    expect(s1.syncs - s0.syncs).toBe(1);
+    j.note({ t: "done", runIds: ["r1"] });
+    await j.append(turn("r3")); // same tick: one write, synced once, covering the note too
+    const s2 = j.stats();
+    expect(s2.writes - s1.writes).toBe(1);
+    expect(s2.syncs - s1.syncs).toBe(1);
+    await j.close();
+    expect(readFileSync(path.join(d, JOURNAL_FILE), "utf8").trim().split("\n")).toHaveLength(5);
+  });
+
   it("replays to the same live state it had before closing", async () => {
     const d = dir();
     const j = await open(d);

@@ -1,0 +1,177 @@
+/**
+ * The newest messages of recently used transcripts, so the runtime's window read (every model
+ * step) and history reads are served without touching the disk.
+ *
+ * An entry is a suffix of the file's valid messages, in file order: exactly what a backwards
+ * scan would parse (torn or unreadable lines are never in it). `complete` says the suffix
+ * starts at the first message of the file, so a read wanting more than is cached is still
+ * served. The owner (FsTranscriptStore) keeps entries true: it extends them after every
+ * successful append, drops them when an append fails or a file is archived, and only touches
+ * them from inside the file's queue.
+ *
+ * Messages are kept parsed (as `JSON.parse` of their line returned them) and never handed
+ * out: a read gets deep copies (`cloneJson`, ~15× cheaper than parsing the line again), so
+ * callers may mutate what they get.
+ *
+ * Bounded three ways: messages per file, characters of JSON per file, characters of JSON
+ * overall (least recently used files are dropped first).
+ */
+import type { TranscriptMessage } from "../types.js";
+
+const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
+
+export interface TailCacheLimits {
+  /** Messages kept per file (oldest dropped first). */
+  maxLinesPerFile: number;
+  /** Characters of JSON kept per file (oldest messages dropped first). */
+  maxCharsPerFile: number;
+  /** Characters of JSON kept over all files (least recently used files dropped first). */
+  maxChars: number;
+}
+
+interface Entry {
+  msgs: TranscriptMessage[];
+  /** Parallel to `msgs`: length of each message's JSON line. */
+  sizes: number[];
+  chars: number;
+  /** `msgs` starts at the file's first message. */
+  complete: boolean;
+}
+
+export class TailCache {
+  /** Map order is least recently used first. */
+  private readonly entries = new Map<string, Entry>();
+  private chars = 0;
+  private hits = 0;
+  private misses = 0;
+
+  constructor(private readonly limits: TailCacheLimits) {}
+
+  /**
+   * Copies of the newest `limit` messages passing the filter, oldest first, or null when the
+   * entry cannot tell (absent, or it holds fewer matching messages than asked and is not complete).
+   */
+  read(file: string, limit: number, includeTools: boolean): TranscriptMessage[] | null {
+    const e = this.entries.get(file);
+    if (!e) {
+      this.misses++;
+      return null;
+    }
+    const picked: TranscriptMessage[] = [];
+    for (let i = e.msgs.length - 1; i >= 0 && picked.length < limit; i--) {
+      const m = e.msgs[i]!;
+      if (includeTools || !TOOL_ROLES.has(m.role)) picked.push(m);
+    }
+    if (picked.length < limit && !e.complete) {
+      this.misses++;
+      return null;
+    }
+    this.hits++;
+    this.touch(file, e);
+    const out = new Array<TranscriptMessage>(picked.length);
+    for (let i = 0; i < picked.length; i++) out[i] = cloneJson(picked[picked.length - 1 - i]!);
+    return out;
+  }
+
+  /**
+   * Replaces the entry with messages just parsed from the file (oldest first; the cache owns
+   * them from now on) and the lengths of their lines.
+   */
+  set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean): void {
+    this.delete(file);
+    const e: Entry = { msgs, sizes, chars: 0, complete };
+    for (const n of sizes) e.chars += n;
+    this.entries.set(file, e);
+    this.chars += e.chars;
+    this.trim(file, e);
+  }
+
+  /** Starts an entry for a file known to hold no messages. */
+  setEmpty(file: string): void {
+    this.set(file, [], [], true);
+  }
+
+  /**
+   * Records an appended message (a private copy: the cache owns it) and the length of its
+   * line; a no-op when the file has no entry.
+   */
+  append(file: string, msg: TranscriptMessage, size: number): void {
+    const e = this.entries.get(file);
+    if (!e) return;
+    e.msgs.push(msg);
+    e.sizes.push(size);
+    e.chars += size;
+    this.chars += size;
+    this.touch(file, e);
+    this.trim(file, e);
+  }
+
+  delete(file: string): void {
+    const e = this.entries.get(file);
+    if (!e) return;
+    this.entries.delete(file);
+    this.chars -= e.chars;
+  }
+
+  clear(): void {
+    this.entries.clear();
+    this.chars = 0;
+  }
+
+  stats(): { files: number; chars: number; hits: number; misses: number } {
+    return { files: this.entries.size, chars: this.chars, hits: this.hits, misses: this.misses };
+  }
+
+  private touch(file: string, e: Entry): void {
+    this.entries.delete(file);
+    this.entries.set(file, e);
+  }
+
+  private trim(file: string, e: Entry): void {
+    const { maxLinesPerFile, maxCharsPerFile, maxChars } = this.limits;
+    let drop = 0;
+    let dropped = 0;
+    while (
+      drop < e.msgs.length &&
+      (e.msgs.length - drop > maxLinesPerFile || e.chars - dropped > maxCharsPerFile)
+    ) {
+      dropped += e.sizes[drop]!;
+      drop++;
+    }
+    if (drop > 0) {
+      e.msgs.splice(0, drop);
+      e.sizes.splice(0, drop);
+      e.chars -= dropped;
+      this.chars -= dropped;
+      e.complete = false;
+      // nothing left that could answer a read
+      if (e.msgs.length === 0) this.delete(file);
+    }
+    for (const [victim, v] of this.entries) {
+      if (this.chars <= maxChars || victim === file) break;
+      this.entries.delete(victim);
+      this.chars -= v.chars;
+    }
+  }
+}
+
+/** A deep copy of a JSON value (as JSON.parse returns them: plain objects, arrays, primitives). */
+export function cloneJson<T>(v: T): T {
+  if (typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) return v.map(cloneJson) as T;
+  const c: Record<string, unknown> = { ...(v as Record<string, unknown>) };
+  for (const k in c) {
+    const x = c[k];
+    if (typeof x !== "object" || x === null) continue;
+    // a JSON key "__proto__" is an own property; plain assignment would set the prototype
+    if (k === "__proto__") {
+      Object.defineProperty(c, k, {
+        value: cloneJson(x),
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      });
+    } else c[k] = cloneJson(x);
+  }
+  return c as T;
+}
