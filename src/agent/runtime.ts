@@ -42,7 +42,11 @@ export class AgentRuntime {
   ) {}
 
   /** Appends one message and announces it on the bus. */
-  async append(ref: TranscriptRef, sessionKey: string, msg: Omit<TranscriptMessage, "id" | "sessionId" | "timestamp"> & { id?: string }): Promise<TranscriptMessage> {
+  async append(
+    ref: TranscriptRef,
+    sessionKey: string,
+    msg: Omit<TranscriptMessage, "id" | "sessionId" | "timestamp"> & { id?: string },
+  ): Promise<TranscriptMessage> {
     const full: TranscriptMessage = {
       ...msg,
       id: msg.id ?? randomUUID(),
@@ -64,7 +68,8 @@ export class AgentRuntime {
     // 1. The inbound messages (idempotent ids, so a re-run after a crash does not duplicate them).
     const existing = new Set<string>();
     if (job.attempt > 1) {
-      for (const m of await services.store.transcripts.readTail(ref, { limit: 200, includeTools: true })) existing.add(m.id);
+      for (const m of await services.store.transcripts.readTail(ref, { limit: 200, includeTools: true }))
+        existing.add(m.id);
     }
     for (const m of job.messages) {
       const id = `${m.runId}:in`;
@@ -98,7 +103,8 @@ export class AgentRuntime {
       sandboxed: entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? cfg.agents.defaults.sandbox.mode) === "all",
     };
     const specs = this.tools.specs(services, caller);
-    const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance?.sourceSessionKey;
+    const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance
+      ?.sourceSessionKey;
     const system = buildSystemPrompt({
       ...(agentCfg?.systemPrompt ? { agentPrompt: agentCfg.systemPrompt } : {}),
       agentId: entry.agentId,
@@ -111,7 +117,9 @@ export class AgentRuntime {
     const contextTokens = services.models.contextTokens(modelRef);
     const budget = Math.max(
       512,
-      Math.floor(contextTokens * cfg.agents.defaults.contextBudgetRatio) - estimateTokens(system) - toolSpecsTokens(specs),
+      Math.floor(contextTokens * cfg.agents.defaults.contextBudgetRatio) -
+        estimateTokens(system) -
+        toolSpecsTokens(specs),
     );
     const maxSteps = agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps;
 
@@ -132,7 +140,10 @@ export class AgentRuntime {
             provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
           });
         }
-        const tail = await services.store.transcripts.readTail(ref, { limit: WINDOW_READ_LIMIT, includeTools: true });
+        const tail = await services.store.transcripts.readTail(ref, {
+          limit: WINDOW_READ_LIMIT,
+          includeTools: true,
+        });
         const { messages } = fitWindow(toUnits(tail), budget);
         const res = await resolved.provider.complete({
           model: resolved.model,
@@ -159,7 +170,10 @@ export class AgentRuntime {
         }
         if (res.toolCalls.length === 0) break;
         if (step >= maxSteps) {
-          outcome = { status: "error", error: `stopped after ${maxSteps} tool steps (agents.defaults.maxToolSteps)` };
+          outcome = {
+            status: "error",
+            error: `stopped after ${maxSteps} tool steps (agents.defaults.maxToolSteps)`,
+          };
           break;
         }
         for (const call of res.toolCalls) {
