@@ -37,14 +37,19 @@ import { installSpawnFlow } from "./tools/spawn-flow.js";
  */
 
 export function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return pkg.version ?? "0.0.0";
-  } catch {
-    return "0.0.0";
+  // src/app.ts in tests, dist/src/app.js when built.
+  for (const rel of ["../package.json", "../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "switchboard" && pkg.version) return pkg.version;
+    } catch {
+      // try the next location
+    }
   }
+  return "0.0.0";
 }
 
 export interface AppOptions {
@@ -277,7 +282,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
       version: services.version,
       storage: store.name,
       queue: pipeline.driver,
-      redis: redis.status(),
+      redis: await redis.status(),
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),

@@ -54,11 +54,23 @@ export class RedisConnections {
     return client;
   }
 
-  /** "ready" when every shared client is connected, "reconnecting" otherwise, "n/a" without Redis. */
-  status(): string {
+  /**
+   * "ready" when every shared client answers PING within a second, "unavailable" otherwise,
+   * "n/a" without Redis. Asked live: a connection that just dropped may still look ready.
+   */
+  async status(): Promise<string> {
     const all = [...this.#shared.values()];
     if (all.length === 0) return "n/a";
-    return all.every((c) => c.status === "ready") ? "ready" : "reconnecting";
+    const pings = all.map((c) =>
+      Promise.race([
+        c.ping().then(
+          () => true,
+          () => false,
+        ),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 1000).unref()),
+      ]),
+    );
+    return (await Promise.all(pings)).every(Boolean) ? "ready" : "unavailable";
   }
 
   #track(client: Redis, url: string): void {

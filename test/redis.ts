@@ -66,3 +66,71 @@ export async function unlinkMatching(client: Redis, pattern: string): Promise<nu
   } while (cursor !== "0");
   return n;
 }
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  const net = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as import("node:net").AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A test-owned redis-server on a free port with AOF in a temp dir (fault tests): `kill()` is a
+ * SIGKILL, `start()` brings it back on the same port and data dir, `cleanup()` stops it for good.
+ */
+export async function ownRedis(): Promise<{
+  url: string;
+  start(): Promise<void>;
+  kill(): Promise<void>;
+  cleanup(): Promise<void>;
+}> {
+  const { spawn } = await import("node:child_process");
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const os = await import("node:os");
+  const path = await import("node:path");
+  const dir = mkdtempSync(path.join(os.tmpdir(), "sb-own-redis-"));
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let proc: import("node:child_process").ChildProcess | null = null;
+  const start = async () => {
+    const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""];
+    args.push("--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction");
+    proc = spawn("redis-server", args, { stdio: "ignore" });
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    probe.on("error", () => {});
+    try {
+      for (let i = 0; i < 200; i++) {
+        if (probe.status !== "ready") await probe.connect().catch(() => undefined);
+        if ((await probe.ping().catch(() => null)) === "PONG") return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`redis-server on port ${port} did not answer`);
+    } finally {
+      probe.disconnect();
+    }
+  };
+  const kill = async () => {
+    const p = proc;
+    proc = null;
+    if (!p || p.exitCode !== null) return;
+    const exited = new Promise((r) => p.once("exit", r));
+    p.kill("SIGKILL");
+    await exited;
+  };
+  await start();
+  return {
+    url,
+    start,
+    kill,
+    async cleanup() {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

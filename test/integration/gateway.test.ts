@@ -56,7 +56,8 @@ describe("HTTP surface", () => {
     const { body } = await rpc("health");
     expect(body).toMatchObject({ id: 7, ok: true, result: { ok: true, storage: "fs", queue: "local" } });
     expect(body.result.model).toContain("scripted");
-    expect(typeof body.result.version).toBe("string");
+    expect(body.result.version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(body.result.version).not.toBe("0.0.0");
   });
 
   it("400 for unparseable JSON, never a 5xx", async () => {
