@@ -6,7 +6,7 @@ import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
 
 /**
- * Scale-out through the real CLI: one `switchboard start` and two `switchboard worker` processes on
+ * Scale-out through the real CLI: two `switchboard start` and three `switchboard worker` processes on
  * one Redis (redis store + bullmq queue). Bursts to several sessions keep each session's order.
  */
 
@@ -39,7 +39,7 @@ async function rpc(url: string, method: string, params: Record<string, unknown>)
 }
 
 describeRedis("scale-out on Redis", () => {
-  it("a gateway and two workers share the work and keep per-session order", {
+  it("two gateways and three workers share the work and keep per-session order", {
     timeout: 120_000,
   }, async () => {
     const t = tempDir();
