@@ -1,10 +1,6 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { createDiscordChannel } from "../channels/discord/index.js";
-import { createSlackChannel } from "../channels/slack/index.js";
-import { createTelegramChannel } from "../channels/telegram/index.js";
 import { createWebchatChannel } from "../channels/webchat/index.js";
-import { createWhatsAppChannel } from "../channels/whatsapp/index.js";
 import { ConfiguredModels } from "./agent/models.js";
 import { AgentRuntime } from "./agent/runtime.js";
 import { ToolRegistry } from "./agent/tool-registry.js";
@@ -18,14 +14,12 @@ import { registerMethods } from "./gateway/methods.js";
 import { RpcDispatcher } from "./gateway/rpc.js";
 import { GatewayServer, isLoopbackHost } from "./gateway/server.js";
 import type { Logger } from "./log.js";
-import { createBullmqPipeline } from "./pipeline/bullmq/index.js";
 import { createLocalPipeline } from "./pipeline/local/index.js";
 import type { Pipeline } from "./pipeline/types.js";
 import { RedisConnections } from "./redis-connections.js";
 import { createRouter, type Router } from "./routing/router.js";
 import type { Services } from "./services.js";
 import { createFsStore } from "./store/fs/index.js";
-import { createRedisStore } from "./store/redis/index.js";
 import type { StoreDriver } from "./store/types.js";
 import { allTools } from "./tools/index.js";
 import { installSendFlow } from "./tools/send-flow.js";
@@ -85,6 +79,7 @@ async function createStore(
   const { storage } = loaded.config;
   if (storage.driver === "fs") return createFsStore({ stateDir, logger });
   const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
+  const { createRedisStore } = await import("./store/redis/index.js");
   return createRedisStore({ client, prefix: storage.prefix, logger });
 }
 
@@ -108,6 +103,7 @@ async function createPipeline(
     });
   }
   const connection = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
+  const { createBullmqPipeline } = await import("./pipeline/bullmq/index.js");
   return createBullmqPipeline({
     connection,
     createBlockingConnection: () => redis.blocking(queue.redisUrl),
@@ -129,15 +125,16 @@ type WebhookMount = {
 };
 
 /** One adapter per configured account; webhooks to mount on the gateway port. */
-export function createChannels(
+/** Channel SDKs are imported only for configured channels (each costs tens of MB). */
+export async function createChannels(
   config: LoadedConfig["config"],
   logger: Logger,
   dirs: { stateDir: string; baseDir: string },
-): { adapters: ChannelAdapter[]; hooks: WebhookMount[] } {
+): Promise<{ adapters: ChannelAdapter[]; hooks: WebhookMount[] }> {
   const adapters: ChannelAdapter[] = [];
   const hooks: WebhookMount[] = [];
   for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
-    const tg = createTelegramChannel(
+    const tg = (await import("../channels/telegram/index.js")).createTelegramChannel(
       { accountId, ...acc },
       { logger: logger.child({ channel: "telegram", accountId }) },
     );
@@ -158,7 +155,7 @@ export function createChannels(
     }
   }
   for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
-    const sl = createSlackChannel(
+    const sl = (await import("../channels/slack/index.js")).createSlackChannel(
       { accountId, ...acc },
       { logger: logger.child({ channel: "slack", accountId }) },
     );
@@ -168,7 +165,7 @@ export function createChannels(
   }
   for (const [accountId, acc] of Object.entries(config.channels.discord?.accounts ?? {})) {
     adapters.push(
-      createDiscordChannel(
+      (await import("../channels/discord/index.js")).createDiscordChannel(
         { accountId, ...acc },
         { logger: logger.child({ channel: "discord", accountId }) },
       ),
@@ -176,7 +173,7 @@ export function createChannels(
   }
   for (const [accountId, acc] of Object.entries(config.channels.whatsapp?.accounts ?? {})) {
     adapters.push(
-      createWhatsAppChannel(
+      (await import("../channels/whatsapp/index.js")).createWhatsAppChannel(
         { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
         { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
       ),
@@ -252,7 +249,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const router: Router = createRouter(services);
   const { adapters, hooks } =
     opts.role === "gateway"
-      ? createChannels(config, logger, { stateDir, baseDir: loaded.baseDir })
+      ? await createChannels(config, logger, { stateDir, baseDir: loaded.baseDir })
       : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
   const webchat =

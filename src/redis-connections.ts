@@ -1,4 +1,4 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { errorMessage, SwitchboardError } from "./errors.js";
 import type { Logger } from "./log.js";
 
@@ -9,6 +9,8 @@ import type { Logger } from "./log.js";
 export class RedisConnections {
   readonly #clients: Redis[] = [];
   readonly #shared = new Map<string, Redis>();
+  /** ioredis, loaded on first use: a gateway without Redis never pays for it. */
+  #RedisCtor: typeof import("ioredis")["Redis"] | null = null;
 
   constructor(private readonly logger: Logger) {}
 
@@ -19,7 +21,8 @@ export class RedisConnections {
   async shared(url: string, field: string): Promise<Redis> {
     const existing = this.#shared.get(url);
     if (existing) return existing;
-    const client = new Redis(url, {
+    this.#RedisCtor ??= (await import("ioredis")).Redis;
+    const client = new this.#RedisCtor(url, {
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
@@ -49,7 +52,9 @@ export class RedisConnections {
 
   /** A new blocking client (BullMQ workers, subscribers): `maxRetriesPerRequest: null`, retries forever. */
   blocking(url: string): Redis {
-    const client = new Redis(url, { maxRetriesPerRequest: null });
+    if (!this.#RedisCtor)
+      throw new Error("RedisConnections.blocking() before shared(): no shared client yet");
+    const client = new this.#RedisCtor(url, { maxRetriesPerRequest: null });
     this.#track(client, url);
     return client;
   }

@@ -1,6 +1,5 @@
 import { statSync } from "node:fs";
 import path from "node:path";
-import { Redis } from "ioredis";
 import { ConfiguredModels } from "../agent/models.js";
 import { createChannels } from "../app.js";
 import type { ChannelAdapter } from "../channels/types.js";
@@ -19,6 +18,7 @@ export interface Check {
 
 /** Redis facts that matter for the bullmq/redis drivers (shared with start-up checks). */
 export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]> {
+  const { Redis } = await import("ioredis");
   const client = new Redis(url, {
     lazyConnect: true,
     maxRetriesPerRequest: 1,
@@ -139,7 +139,8 @@ async function probeChannels(loaded: ReturnType<typeof loadConfig>): Promise<Che
   let adapters: ChannelAdapter[];
   try {
     const stateDir = path.resolve(loaded.baseDir, loaded.config.stateDir);
-    adapters = createChannels(loaded.config, silentLogger(), { stateDir, baseDir: loaded.baseDir }).adapters;
+    adapters = (await createChannels(loaded.config, silentLogger(), { stateDir, baseDir: loaded.baseDir }))
+      .adapters;
   } catch (err) {
     return [{ name: "channels", status: "fail", message: errorMessage(err) }];
   }

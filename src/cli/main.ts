@@ -3,9 +3,7 @@ import { createApp, packageVersion } from "../app.js";
 import { envLogLevel, type LoadedConfig, loadConfig } from "../config/load.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { createLogger } from "../log.js";
-import { serveMcp } from "../mcp/server.js";
 import { RpcClient } from "./client.js";
-import { runDoctor } from "./doctor.js";
 
 /**
  * `switchboard` command line (API.md §2). `main` returns the exit code; `start`/`worker` resolve
@@ -284,7 +282,7 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     .description("check config, state dir permissions, Redis, channel credentials and model reachability")
     .addOption(configOpt())
     .option("--json", "print machine-readable JSON")
-    .action(async (opts) => setCode(await runDoctor(opts, io)));
+    .action(async (opts) => setCode(await (await import("./doctor.js")).runDoctor(opts, io)));
 
   program
     .command("mcp")
@@ -294,6 +292,7 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
     .addOption(tokenOpt())
     .addOption(configOpt())
     .action(async (opts) => {
+      const { serveMcp } = await import("../mcp/server.js");
       await serveMcp(clientFor(opts), String(opts.session), packageVersion());
       // Stays up until stdin closes.
       await new Promise<void>((resolve) => process.stdin.once("close", () => resolve()));

@@ -1,12 +1,10 @@
 import path from "node:path";
 import type { ProviderConfig } from "../../config/schema.js";
-import { InvalidParamsError } from "../../errors.js";
+import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { Usage } from "../../store/types.js";
-import { createAnthropicProvider } from "./anthropic.js";
-import { createOpenAIProvider } from "./openai.js";
 import { createScriptedProvider } from "./scripted.js";
-import type { ModelProvider } from "./types.js";
+import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
 
 /**
  * The providers folder's public surface: build a provider from config, and the model-ref,
@@ -14,9 +12,7 @@ import type { ModelProvider } from "./types.js";
  */
 
 export type { AnthropicProviderConfig } from "./anthropic.js";
-export { createAnthropicProvider } from "./anthropic.js";
 export type { OpenAIProviderConfig } from "./openai.js";
-export { createOpenAIProvider } from "./openai.js";
 export type { CallTuning, RetryPolicy } from "./retry.js";
 export {
   createScriptedProvider,
@@ -35,12 +31,51 @@ export interface ProviderContext {
   demo?: boolean;
 }
 
+/**
+ * A provider whose SDK is loaded on first use: a gateway that never calls a model of a kind never
+ * pays the SDK's start-up time and memory (the openai and anthropic SDKs are ~15-25 MB each).
+ */
+function lazyProvider(
+  id: string,
+  kind: "openai" | "anthropic",
+  load: () => Promise<ModelProvider>,
+): ModelProvider {
+  let loaded: Promise<ModelProvider> | undefined;
+  const get = () => {
+    loaded ??= load();
+    return loaded;
+  };
+  return {
+    id,
+    kind,
+    async complete(req: ModelRequest): Promise<ModelResponse> {
+      return (await get()).complete(req);
+    },
+    async ping() {
+      const p = await get();
+      return p.ping ? p.ping() : { ok: true, message: "no reachability check for this provider" };
+    },
+  };
+}
+
 export function createProvider(id: string, cfg: ProviderConfig, ctx: ProviderContext): ModelProvider {
   switch (cfg.kind) {
     case "openai":
-      return createOpenAIProvider(id, cfg, ctx.logger);
+      return lazyProvider(id, "openai", async () =>
+        (await import("./openai.js")).createOpenAIProvider(id, cfg, ctx.logger),
+      );
     case "anthropic":
-      return createAnthropicProvider(id, cfg, ctx.logger);
+      if (!cfg.apiKey) {
+        // Checked at start, not at the first call: a missing key is a config error.
+        throw new SwitchboardError(
+          "CONFIG",
+          `config: models.providers.${id}.apiKey: required for kind "anthropic" (e.g. "\${ANTHROPIC_API_KEY}")`,
+          { details: { path: `models.providers.${id}.apiKey` } },
+        );
+      }
+      return lazyProvider(id, "anthropic", async () =>
+        (await import("./anthropic.js")).createAnthropicProvider(id, cfg, ctx.logger),
+      );
     case "scripted":
       return createScriptedProvider(id, cfg, ctx.logger, {
         demo: ctx.demo ?? false,
