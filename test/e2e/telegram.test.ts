@@ -31,6 +31,12 @@ beforeAll(async () => {
                 afterTools: "spawned",
               },
               { match: "\\[Subagent Task\\]: (.+)$", reply: "child result: $1" },
+              {
+                match: "research (.+)$",
+                toolCalls: [{ name: "sessions_spawn", args: { task: "$1", thread: true } }],
+                afterTools: "started a topic",
+              },
+              { match: "^more (.+)$", reply: "child heard: $1" },
             ],
           },
         },
@@ -166,5 +172,41 @@ describe("telegram through the gateway", () => {
       20,
     );
     expect(announce.text).toMatch(/Status: ok/);
+  });
+
+  it("a forum topic binds to a thread-bound sub-agent: completion in the new topic, follow-ups reach the child", async () => {
+    const mention = { type: "mention", offset: 0, length: "@switchboard_test_bot".length };
+    tg.pushMessage(FORUM, STRANGER, {
+      text: "@switchboard_test_bot research coral",
+      message_thread_id: 77,
+      is_topic_message: true,
+      entities: [mention],
+    });
+    const topicCall = await eventually(
+      () => tg.calls.find((c) => c.method === "createForumTopic" && c.ok),
+      500,
+      20,
+    );
+    expect(String(topicCall.payload.chat_id)).toBe(String(FORUM.id));
+    const done = await eventually(
+      () => sent(FORUM.id).find((m) => m.text.includes("child result: coral")),
+      1000,
+      20,
+    );
+    const topicId = done.message_thread_id;
+    expect(topicId).toBeDefined();
+    expect(topicId).not.toBe(77);
+    // No mention needed inside the bound topic; the child session answers.
+    tg.pushMessage(FORUM, STRANGER, {
+      text: "more about reefs",
+      message_thread_id: topicId,
+      is_topic_message: true,
+    });
+    const reply = await eventually(
+      () => sent(FORUM.id).find((m) => m.text.includes("child heard: about reefs")),
+      1000,
+      20,
+    );
+    expect(reply.message_thread_id).toBe(topicId);
   });
 });
