@@ -8,6 +8,7 @@ import { z } from "zod";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { SessionKind, StoreDriver } from "../types.js";
+import { WarningSink } from "../warnings.js";
 import { defaultClassifyKind } from "./kind.js";
 import { FsKeyValueStore } from "./kv.js";
 import { StateDirLock } from "./lock.js";
@@ -16,7 +17,6 @@ import { ensureStateDir, layout } from "./paths.js";
 import { FsRunStore } from "./runs.js";
 import { FsSessionStore } from "./sessions.js";
 import { FsTranscriptStore } from "./transcripts.js";
-import { WarningSink } from "./warnings.js";
 
 export { defaultClassifyKind } from "./kind.js";
 export { FsKeyValueStore } from "./kv.js";

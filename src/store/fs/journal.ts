@@ -2,9 +2,9 @@ import { type FileHandle, open, readdir, rename, unlink } from "node:fs/promises
 import path from "node:path";
 import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import type { WarningSink } from "../warnings.js";
 import { forEachLine } from "./lines.js";
 import { appendSync, ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll } from "./paths.js";
-import type { WarningSink } from "./warnings.js";
 
 /**
  * An append-only record log with background compaction: the durable half of an in-memory map.

@@ -1,10 +1,10 @@
 import { InvalidParamsError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStatus, type RunStore } from "../types.js";
+import type { WarningSink } from "../warnings.js";
 import { Journal } from "./journal.js";
 import { mergePatch } from "./patch.js";
-import { KeyedSerial } from "./serial.js";
-import type { WarningSink } from "./warnings.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };
 

@@ -1,11 +1,11 @@
 import { InvalidParamsError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
+import type { WarningSink } from "../warnings.js";
 import { Journal } from "./journal.js";
 import { mergePatch } from "./patch.js";
-import { KeyedSerial } from "./serial.js";
 import { SessionIndex } from "./session-index.js";
-import type { WarningSink } from "./warnings.js";
 
 /**
  * One line of `sessions/index.jsonl` (and of its snapshot): a whole entry as stored, or

@@ -2,12 +2,12 @@ import { fstatSync } from "node:fs";
 import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
+import { KeyedSerial } from "../serial.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
+import type { WarningSink } from "../warnings.js";
 import { appendSync, assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout } from "./paths.js";
-import { KeyedSerial } from "./serial.js";
 import { type PositionalRead, scanBackwards } from "./tail.js";
 import { cloneJson, TailCache, type TailCacheLimits } from "./tail-cache.js";
-import type { WarningSink } from "./warnings.js";
 
 const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
 const TOOL_ROLES = new Set(["toolCall", "toolResult"]);

@@ -1,6 +1,8 @@
 /**
- * Per-key serial execution: tasks for one key run one after another in call order; tasks for
- * different keys run concurrently. A failed task does not stop the ones queued behind it.
+ * Per-key serial execution inside this process (both store drivers): tasks for one key run one
+ * after another in call order; different keys run concurrently; a failed task does not stop the
+ * ones behind it. For redis it keeps this process's own read-modify-writes from racing each other,
+ * so revision conflicts (and retries) happen only between processes.
  */
 export class KeyedSerial {
   private readonly tails = new Map<string, Promise<void>>();

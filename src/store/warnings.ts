@@ -1,8 +1,9 @@
-import type { Logger } from "../../log.js";
+import type { Logger } from "../log.js";
 
 /**
- * Problems found while reading store files (torn lines, unreadable records). Each distinct
- * message is logged once and kept for `warnings()` (health, doctor); the list is bounded.
+ * Problems a store driver found while reading (torn lines, unparseable records, a stream entry
+ * without its message). Each distinct message is logged once and kept for `warnings()` (health,
+ * doctor); the list is bounded.
  */
 export class WarningSink {
   private readonly seen = new Set<string>();
@@ -17,7 +18,10 @@ export class WarningSink {
     if (this.seen.has(message)) return;
     this.seen.add(message);
     this.list.push(message);
-    if (this.list.length > this.max) this.list.shift();
+    if (this.list.length > this.max) {
+      const dropped = this.list.shift();
+      if (dropped !== undefined) this.seen.delete(dropped);
+    }
     this.logger.warn(fields, message);
   }
 
