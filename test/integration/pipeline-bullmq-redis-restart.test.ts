@@ -1,8 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
@@ -11,7 +6,7 @@ import type { TurnRequest } from "../../src/pipeline/types.js";
 import type { RunRecord } from "../../src/store/types.js";
 import { MemoryRunStore } from "../helpers/memory-store.js";
 import { randomPrefix } from "../helpers.js";
-import { describeRedis } from "../redis.js";
+import { describeRedis, ownRedis } from "../redis.js";
 
 /**
  * Redis dies mid-run (SIGKILL) and comes back from its append-only file: every message whose
@@ -19,65 +14,18 @@ import { describeRedis } from "../redis.js";
  * a temp dir, `appendfsync always` so an acknowledged write is on disk) and stops it at the end.
  */
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 describeRedis("bullmq pipeline: Redis restarted mid-run", () => {
-  let dir = "";
-  let port = 0;
-  let server: ChildProcess | null = null;
-  const url = () => `redis://127.0.0.1:${port}`;
-
-  async function startRedis(): Promise<void> {
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""];
-    args.push("--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction");
-    const proc = spawn("redis-server", args, { stdio: "ignore" });
-    server = proc;
-    let spawnError: Error | null = null;
-    proc.once("error", (err) => {
-      spawnError = err;
-    });
-    const probe = new Redis(url(), { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
-    probe.on("error", () => {});
-    try {
-      for (let i = 0; i < 200; i++) {
-        if (spawnError) throw new Error(`cannot start redis-server (is it on PATH?): ${String(spawnError)}`);
-        if (probe.status !== "ready") await probe.connect().catch(() => undefined);
-        if ((await probe.ping().catch(() => null)) === "PONG") return;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error(`redis-server on port ${port} did not answer`);
-    } finally {
-      probe.disconnect();
-    }
-  }
-
-  async function killRedis(): Promise<void> {
-    const proc = server;
-    server = null;
-    if (!proc || proc.exitCode !== null) return;
-    const exited = new Promise((r) => proc.once("exit", r));
-    proc.kill("SIGKILL");
-    await exited;
-  }
+  let redis: Awaited<ReturnType<typeof ownRedis>>;
+  const url = () => redis.url;
+  const startRedis = () => redis.start();
+  const killRedis = () => redis.kill();
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "sb-redis-restart-"));
-    port = await freePort();
-    await startRedis();
+    redis = await ownRedis();
   }, 30_000);
 
   afterAll(async () => {
-    await killRedis();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await redis?.cleanup();
   }, 30_000);
 
   const turn = (sessionKey: string, text: string): TurnRequest => ({
