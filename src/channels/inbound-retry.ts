@@ -33,7 +33,10 @@ export async function deliverWithRetry(
     } catch (err) {
       const unavailable = isUnavailable(err);
       const delay = unavailable
-        ? Math.min(UNAVAILABLE_MAX_DELAY_MS, retryDelaysMs[attempt] ?? UNAVAILABLE_MAX_DELAY_MS)
+        ? Math.min(
+            UNAVAILABLE_MAX_DELAY_MS,
+            retryDelaysMs[attempt] ?? retryDelaysMs.at(-1) ?? UNAVAILABLE_MAX_DELAY_MS,
+          )
         : retryDelaysMs[attempt];
       if (delay === undefined || signal?.aborted) {
         log.error(
