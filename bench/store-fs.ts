@@ -302,9 +302,12 @@ async function transpileSelf(outDir: string): Promise<string> {
   return path.join(outDir, path.relative(root, self)).replace(/\.ts$/, ".js");
 }
 
-/** Extra node flags for the measuring child, e.g. SB_BENCH_NODE_FLAGS="--max-semi-space-size=4". */
+/**
+ * Node flags for the measuring child. Default: the flag `npm start` runs the gateway with
+ * (`--max-semi-space-size=4`), so memory is measured as deployed; SB_BENCH_NODE_FLAGS="" measures without.
+ */
 function childNodeFlags(): string[] {
-  return (process.env.SB_BENCH_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean);
+  return (process.env.SB_BENCH_NODE_FLAGS ?? "--max-semi-space-size=4").split(/\s+/).filter(Boolean);
 }
 
 async function measureInChild(stateDir: string, workDir: string): Promise<Measured> {
