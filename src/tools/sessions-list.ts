@@ -28,6 +28,9 @@ const MAX_TREE_NODES = 2000;
 const CHILDREN_PER_PARENT = 1000;
 /** Rows of the store listing examined at most for one call (only `all` with an agent allow list pages far). */
 const MAX_SCAN = 10_000;
+/** Total size of the `messages` of all rows in one sessions_list result. */
+const MAX_TOTAL_MESSAGE_BYTES = 256 * 1024;
+
 /** Transcript tails read in parallel for messageLimit. */
 const READ_CONCURRENCY = 4;
 
@@ -256,6 +259,29 @@ export const sessionsListTool = defineTool({
       if (messageLimit > 0) row.messages = await lastMessages(services, e, messageLimit);
       return row;
     });
-    return { count: sessions.length, sessions };
+    const messagesTruncated = capMessages(sessions, MAX_TOTAL_MESSAGE_BYTES);
+    return { count: sessions.length, sessions, ...(messagesTruncated ? { messagesTruncated: true } : {}) };
   },
 });
+
+/**
+ * Bounds what `messageLimit` can hand a model in one result (each row's view is already capped
+ * at 80 KiB; 200 rows could still be 16 MB): newest rows keep their messages, the rest get none
+ * and say so.
+ */
+function capMessages(rows: SessionRow[], maxBytes: number): boolean {
+  let used = 0;
+  let truncated = false;
+  for (const row of rows) {
+    if (!row.messages) continue;
+    const bytes = Buffer.byteLength(JSON.stringify(row.messages));
+    if (truncated || used + bytes > maxBytes) {
+      row.messages = [];
+      (row as SessionRow & { messagesOmitted?: boolean }).messagesOmitted = true;
+      truncated = true;
+      continue;
+    }
+    used += bytes;
+  }
+  return truncated;
+}

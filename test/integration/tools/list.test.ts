@@ -227,6 +227,28 @@ describe("sessions_list: messageLimit", () => {
   });
 });
 
+describe("sessions_list: total size of messages", () => {
+  it("keeps the newest rows' messages within 256 KiB and marks the rest", async () => {
+    const app = await start({ tools: { sessions: { visibility: "agent" } } });
+    await seedSession(app, "agent:main:main", { ageMs: 100_000 });
+    for (let i = 0; i < 12; i++) {
+      const s = await seedSession(app, `agent:main:big${i}`, { ageMs: 1_000 * (12 - i) });
+      // 20 messages of ~3,900 chars: ~80 KiB of view per row.
+      for (let j = 0; j < 20; j++) await say(app, s, "user", `${i}:${j}:${"y".repeat(3900)}`);
+    }
+    const r = await list(app, "agent:main:main", { messageLimit: 20 });
+    expect(r.messagesTruncated).toBe(true);
+    const withMessages = r.sessions.filter((row) => (row.messages?.length ?? 0) > 0);
+    const omitted = r.sessions.filter((row) => (row as { messagesOmitted?: boolean }).messagesOmitted);
+    expect(withMessages.length).toBeGreaterThan(0);
+    expect(omitted.length).toBeGreaterThan(0);
+    // The newest rows keep theirs; the omitted ones come after them.
+    expect(r.sessions.indexOf(withMessages.at(-1)!)).toBeLessThan(r.sessions.indexOf(omitted[0]!));
+    const total = withMessages.reduce((n, row) => n + Buffer.byteLength(JSON.stringify(row.messages)), 0);
+    expect(total).toBeLessThanOrEqual(256 * 1024);
+  });
+});
+
 describe("sessions_list: visibility is row by row and leaves no trace", () => {
   it("a tree caller sees itself and its descendants only; neighbours leave no trace", async () => {
     // maxSpawnDepth 2: a depth-1 child keeps sessions_list.
