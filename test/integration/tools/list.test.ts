@@ -19,7 +19,7 @@ async function start(overrides: Partial<ConfigInput> = {}): Promise<TestApp> {
   return t;
 }
 
-type ListResult = { count: number; sessions: SessionRow[] };
+type ListResult = { count: number; sessions: SessionRow[]; messagesTruncated?: boolean };
 const list = (app: TestApp, key: string, args: Record<string, unknown> = {}) =>
   app.invoke<ListResult>(key, "sessions_list", args);
 const keys = (r: ListResult) => r.sessions.map((s) => s.key);
