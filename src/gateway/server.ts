@@ -4,6 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
 import type { Logger } from "../log.js";
+import { dashboardPage } from "./dashboard.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
 
@@ -106,6 +107,10 @@ export class GatewayServer {
     app.get("/", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");
       return (opts.page ?? landingPage)();
+    });
+    app.get("/dashboard", async (_req, reply) => {
+      void reply.type("text/html; charset=utf-8");
+      return dashboardPage();
     });
     app.post("/rpc", async (req, reply) => {
       if (!this.#authorized(req)) {

@@ -1,0 +1,89 @@
+import { existsSync } from "node:fs";
+import { chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../harness.js";
+import { eventually } from "../helpers.js";
+
+/** The operator dashboard in headless Chromium: sessions tree by spawnedBy, transcript, live runs. */
+
+const CHROMIUM = "/usr/bin/chromium";
+let t: TestApp;
+let base: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ gateway: { auth: { token: "dash-token-12345" } } }, { listen: true });
+  base = `http://127.0.0.1:${t.app.address?.port}`;
+});
+afterAll(async () => t?.stop());
+
+describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard", () => {
+  it("shows the sessions tree with a spawned child, a transcript, and live runs", {
+    timeout: 60_000,
+  }, async () => {
+    // The demo model turns "spawn <task>" into sessions_spawn: main gets a child.
+    const r = await t.rpc("chat.send", {
+      sessionKey: "main",
+      message: "spawn count the sheep",
+      timeoutSeconds: 20,
+    });
+    expect(r.result.status).toBe("ok");
+    const child = await eventually(
+      async () => {
+        const rows = await t.app.services.store.sessions.list({ limit: 20 });
+        return rows.find((e) => e.spawnedBy === "agent:main:main");
+      },
+      200,
+      20,
+    );
+
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+      ],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${base}/dashboard#token=dash-token-12345`);
+      // The child is nested under main in the tree.
+      const nested = page.locator(
+        `li:has(> .row[data-key="agent:main:main"]) li .row[data-key="${child.key}"]`,
+      );
+      await expect.poll(() => nested.count(), { timeout: 20_000 }).toBe(1);
+      await page.locator('.row[data-key="agent:main:main"]').click();
+      await expect
+        .poll(() => page.getByTestId("detail").textContent(), { timeout: 20_000 })
+        .toContain("spawn count the sheep");
+      // A new run shows up live.
+      await t.rpc("chat.send", { sessionKey: "agent:main:live", message: "hello", timeoutSeconds: 20 });
+      await expect
+        .poll(() => page.getByTestId("runs").textContent(), { timeout: 20_000 })
+        .toContain("agent:main:live");
+    } finally {
+      await browser.close();
+    }
+  });
+
+  it("without the token the dashboard shows the auth error instead of data", {
+    timeout: 60_000,
+  }, async () => {
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${base}/dashboard`);
+      await expect
+        .poll(() => page.locator("#status").textContent(), { timeout: 20_000 })
+        .toMatch(/UNAUTHORIZED|disconnected/);
+      expect(await page.getByTestId("tree").locator(".row").count()).toBe(0);
+    } finally {
+      await browser.close();
+    }
+  });
+});
