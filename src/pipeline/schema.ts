@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { formatIssues, InvalidParamsError } from "../errors.js";
 import type { Provenance } from "../store/types.js";
 import type { BackgroundJob, TurnRequest } from "./types.js";
 
@@ -38,3 +39,25 @@ export const backgroundJobSchema: z.ZodType<BackgroundJob> = z.object({
   id: z.string().min(1).max(500),
   data: metaSchema,
 });
+
+/** Validates caller input; an error names the field under `prefix` (e.g. `turn.sessionKey`). */
+export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
+  const res = schema.safeParse(value);
+  if (!res.success) throw new InvalidParamsError(formatIssues(res.error.issues, `${prefix}.`));
+  return res.data;
+}
+
+/** One in-flight promise per key: a second call while the first runs joins it (idempotent submits). */
+export function singleFlight<K, V>(
+  inFlight: Map<K, Promise<V>>,
+  key: K,
+  start: () => Promise<V>,
+): Promise<V> {
+  const joining = inFlight.get(key);
+  if (joining) return joining;
+  const p = start();
+  inFlight.set(key, p);
+  const done = () => inFlight.delete(key);
+  p.then(done, done);
+  return p;
+}

@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
+import { singleFlight } from "../schema.js";
 import type {
   BackgroundJob,
   JobHandlers,
@@ -209,13 +210,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
       return Promise.reject(err);
     }
     const runId = req.runId ?? randomUUID();
-    const joining = this.submitting.get(runId);
-    if (joining) return joining;
-    const p = this.acceptTurn(runId, req);
-    this.submitting.set(runId, p);
-    const done = () => this.submitting.delete(runId);
-    p.then(done, done);
-    return p;
+    return singleFlight(this.submitting, runId, () => this.acceptTurn(runId, req));
   }
 
   /**

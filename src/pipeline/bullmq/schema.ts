@@ -1,9 +1,8 @@
 import { z } from "zod";
-import { formatIssues, InvalidParamsError } from "../../errors.js";
 import type { RunRecord } from "../../store/types.js";
-import { backgroundJobSchema, turnRequestSchema } from "../schema.js";
+import { backgroundJobSchema, parseInput, turnRequestSchema } from "../schema.js";
 
-export { backgroundJobSchema, turnRequestSchema };
+export { backgroundJobSchema, parseInput, turnRequestSchema };
 
 /**
  * Validation for what callers hand the bullmq driver, for its options, and for what it reads back
@@ -60,11 +59,6 @@ export const busMessageSchema = z.discriminatedUnion("t", [
 export type BusMessage = z.infer<typeof busMessageSchema>;
 
 /** Parses caller input or throws InvalidParamsError naming the field (`turn.sessionKey: …`). */
-export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
-  const res = schema.safeParse(value);
-  if (!res.success) throw new InvalidParamsError(formatIssues(res.error.issues, `${prefix}.`));
-  return res.data;
-}
 
 /** Parses JSON written by another process; null (and the caller logs) when unreadable. */
 export function parseStored<T>(schema: z.ZodType<T>, raw: string): T | null {

@@ -3,6 +3,7 @@ import path from "node:path";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
+import { singleFlight } from "../schema.js";
 import type {
   BackgroundJob,
   JobHandlers,
@@ -235,13 +236,7 @@ class LocalPipelineImpl implements LocalPipeline {
       return Promise.reject(err);
     }
     const runId = req.runId ?? randomUUID();
-    const joining = this.submitting.get(runId);
-    if (joining) return joining;
-    const p = this.acceptTurn(runId, req);
-    this.submitting.set(runId, p);
-    const done = () => this.submitting.delete(runId);
-    p.then(done, done);
-    return p;
+    return singleFlight(this.submitting, runId, () => this.acceptTurn(runId, req));
   }
 
   private async acceptTurn(runId: string, req: TurnRequest): Promise<RunRecord> {

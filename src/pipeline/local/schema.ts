@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { formatIssues, InvalidParamsError } from "../../errors.js";
-import { backgroundJobSchema, turnRequestSchema } from "../schema.js";
+import { backgroundJobSchema, parseInput, turnRequestSchema } from "../schema.js";
 
-export { backgroundJobSchema, turnRequestSchema };
+export { backgroundJobSchema, parseInput, turnRequestSchema };
 
 /** Validation for what callers hand the pipeline and for what the journal reads back from disk. */
 
@@ -36,11 +35,6 @@ export const journalRecordSchema = z.discriminatedUnion("t", [
 export type JournalRecord = z.infer<typeof journalRecordSchema>;
 
 /** Parses caller input or throws InvalidParamsError naming the field (`turn.sessionKey: …`). */
-export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
-  const res = schema.safeParse(value);
-  if (!res.success) throw new InvalidParamsError(formatIssues(res.error.issues, `${prefix}.`));
-  return res.data;
-}
 
 /** Tunables of the local driver beyond the brief's required options; every field has a default. */
 export const localTuningSchema = z.object({
