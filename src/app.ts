@@ -119,6 +119,35 @@ async function createPipeline(
   });
 }
 
+/**
+ * The configured store alone, for CLI reads when no gateway runs. The fs driver takes the state
+ * dir lock, so this refuses (CONFLICT) while a gateway owns the state.
+ */
+export async function openStore(
+  loaded: LoadedConfig,
+  logger: Logger,
+): Promise<{ store: StoreDriver; close(): Promise<void> }> {
+  const redis = new RedisConnections(logger);
+  try {
+    const store = await createStore(
+      loaded,
+      path.resolve(loaded.baseDir, loaded.config.stateDir),
+      logger,
+      redis,
+    );
+    return {
+      store,
+      async close() {
+        await store.close();
+        await redis.close();
+      },
+    };
+  } catch (err) {
+    await redis.close();
+    throw err;
+  }
+}
+
 type WebhookMount = {
   path: string;
   handle: (headers: WebhookHeaders, rawBody: string) => Promise<{ status: number; body?: unknown }>;

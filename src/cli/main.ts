@@ -41,6 +41,44 @@ function clientFor(opts: { url?: string; config?: string; token?: string }): Rpc
   return new RpcClient(url ?? "http://127.0.0.1:18790", token);
 }
 
+/**
+ * Read commands go to the running gateway; when none answers they read the local store directly
+ * (API.md §2). That is safe: the fs store's lock refuses while a gateway owns the state dir.
+ */
+async function readCall<T>(
+  opts: { url?: string; config?: string; token?: string },
+  method: string,
+  params: Record<string, unknown>,
+  io: Io,
+): Promise<T> {
+  try {
+    return await clientFor(opts).call<T>(method, params);
+  } catch (err) {
+    if (!(err instanceof SwitchboardError) || !/cannot reach the gateway/.test(err.message)) throw err;
+    const loaded = load(opts.config);
+    const { openStore } = await import("../app.js");
+    const { RpcDispatcher } = await import("../gateway/rpc.js");
+    const { registerReadMethods } = await import("../gateway/methods.js");
+    const logger = createLogger({ level: "silent" });
+    const local = await openStore(loaded, logger).catch((e: unknown) => {
+      throw new SwitchboardError(
+        "UNAVAILABLE",
+        `${err.message}; reading the local store failed too: ${errorMessage(e)}`,
+      );
+    });
+    try {
+      io.err("switchboard: no gateway answered; reading the local store");
+      const rpc = new RpcDispatcher(logger);
+      registerReadMethods(rpc, { config: loaded.config, store: local.store });
+      const r = await rpc.dispatch({ id: 1, method, params });
+      if (!r.ok) throw new SwitchboardError(r.error.code, `${r.error.code}: ${r.error.message}`);
+      return r.result as T;
+    } finally {
+      await local.close();
+    }
+  }
+}
+
 function waitForSignal(): Promise<string> {
   return new Promise((resolve) => {
     const on = (sig: string) => {
@@ -159,9 +197,11 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
           .filter(Boolean);
       if (opts.limit) params.limit = Number(opts.limit);
       if (opts.active) params.activeMinutes = Number(opts.active);
-      const res = await clientFor(opts).call<{ sessions: Array<Record<string, unknown>> }>(
+      const res = await readCall<{ sessions: Array<Record<string, unknown>> }>(
+        opts,
         "sessions.list",
         params,
+        io,
       );
       if (opts.json) io.out(JSON.stringify(res, null, 2));
       else if (res.sessions.length === 0) io.out("no sessions");
@@ -185,9 +225,9 @@ export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = 
       const params: Record<string, unknown> = { sessionKey: key };
       if (opts.limit) params.limit = Number(opts.limit);
       if (opts.tools) params.includeTools = true;
-      const res = await clientFor(opts).call<{
+      const res = await readCall<{
         messages: Array<{ role: string; content: unknown; timestamp: number }>;
-      }>("sessions.history", params);
+      }>(opts, "sessions.history", params, io);
       if (opts.json) io.out(JSON.stringify(res, null, 2));
       else
         for (const m of res.messages) {

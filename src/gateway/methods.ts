@@ -22,12 +22,12 @@ export interface MethodDeps {
 }
 
 /** The operator acts as the default agent's main session when resolving `main`. */
-export function operatorCaller(services: Services): { agentId: string; sessionKey: string } {
+export function operatorCaller(services: Pick<Services, "config">): { agentId: string; sessionKey: string } {
   const agentId = services.config.agents.list[0]?.id ?? "main";
   return { agentId, sessionKey: mainKey(agentId) };
 }
 
-export async function requireSession(services: Services, input: string) {
+export async function requireSession(services: Pick<Services, "config" | "store">, input: string) {
   const r = await resolveSessionRef(services, input, operatorCaller(services));
   if (!r.ok) {
     if (r.notFound) throw new NotFoundError("session", input);
@@ -36,25 +36,12 @@ export async function requireSession(services: Services, input: string) {
   return r.entry;
 }
 
-export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
-  const { services, tools } = deps;
+/**
+ * The read-only methods (`sessions.list`, `sessions.history`): they need nothing but the store,
+ * so the CLI can also serve them straight from the local store when no gateway runs (API.md §2).
+ */
+export function registerReadMethods(rpc: RpcDispatcher, services: Pick<Services, "config" | "store">): void {
   const { store } = services;
-
-  rpc.register(
-    "health",
-    method(z.object({}), () => deps.health()),
-  );
-
-  rpc.register(
-    "agents.list",
-    method(z.object({}), async () => ({
-      agents: services.config.agents.list.map((a) => ({
-        id: a.id,
-        name: a.name ?? a.id,
-        model: services.models.modelFor(a.id),
-      })),
-    })),
-  );
 
   rpc.register(
     "sessions.list",
@@ -104,6 +91,29 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
       readHistory(services, await requireSession(services, p.sessionKey), p),
     ),
   );
+}
+
+export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
+  const { services, tools } = deps;
+  const { store } = services;
+
+  rpc.register(
+    "health",
+    method(z.object({}), () => deps.health()),
+  );
+
+  rpc.register(
+    "agents.list",
+    method(z.object({}), async () => ({
+      agents: services.config.agents.list.map((a) => ({
+        id: a.id,
+        name: a.name ?? a.id,
+        model: services.models.modelFor(a.id),
+      })),
+    })),
+  );
+
+  registerReadMethods(rpc, services);
 
   rpc.register(
     "sessions.patch",

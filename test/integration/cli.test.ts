@@ -96,14 +96,50 @@ describe("switchboard CLI", () => {
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
     expect(out).toContain("stopped cleanly");
+
+    // With the gateway gone, read commands fall back to the local store (API.md §2).
+    const offline = await run(["sessions", "history", "main", "--url", url], t.dir);
+    expect(offline.code).toBe(0);
+    expect(offline.stderr).toContain("reading the local store");
+    expect(offline.stdout).toContain("user: hello cli");
+    const offlineList = await run(["sessions", "list", "--json", "--url", url], t.dir);
+    expect(JSON.parse(offlineList.stdout).sessions[0].key).toBe("agent:main:main");
     t.cleanup();
   });
 
-  it("client commands fail clearly when no gateway runs", async () => {
+  it("commands that need a gateway fail clearly when none runs", async () => {
     const t = tempDir();
+    const r = await run(["send", "main", "hi", "--url", "http://127.0.0.1:9"], t.dir);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("cannot reach the gateway");
+    t.cleanup();
+  });
+
+  it("a read falls back to the store only when no gateway owns it", async () => {
+    const t = tempDir();
+    // A gateway on this state dir, reached at a wrong URL: the store is locked, so the read is refused clearly.
+    const child = spawn(process.execPath, [BIN, "start", "--port", "0"], {
+      cwd: t.dir,
+      env: { ...process.env, SWITCHBOARD_CONFIG: "" },
+    });
+    children.push(child);
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no listen line:\n${out}`)), 15_000);
+      child.stdout.on("data", () => {
+        if (out.includes("listening on")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
     const r = await run(["sessions", "list", "--url", "http://127.0.0.1:9"], t.dir);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain("cannot reach the gateway");
+    expect(r.stderr).toContain("in use by another Switchboard process");
+    child.kill("SIGTERM");
+    await new Promise((resolve) => child.on("exit", resolve));
     t.cleanup();
   });
 });
