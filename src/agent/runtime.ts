@@ -3,7 +3,7 @@ import { errorMessage, SwitchboardError } from "../errors.js";
 import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
 import { deriveChannel } from "../routing/keys.js";
 import type { Services } from "../services.js";
-import { agentOfKey, ensureSession } from "../sessions/service.js";
+import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
 import type { Provenance, SessionEntry, TranscriptMessage, TranscriptRef, Usage } from "../store/types.js";
 import type { ToolCaller } from "../tools/types.js";
 import { buildSystemPrompt, estimateTokens, fitWindow, toolSpecsTokens, toUnits } from "./prompt.js";
@@ -93,15 +93,7 @@ export class AgentRuntime {
       return { status: "error", error: errorMessage(err) };
     }
 
-    const depth = entry.spawnDepth ?? 0;
-    const caller: ToolCaller = {
-      sessionKey: entry.key,
-      agentId: entry.agentId,
-      entry,
-      runId: job.runId,
-      depth,
-      sandboxed: entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? cfg.agents.defaults.sandbox.mode) === "all",
-    };
+    const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
     const specs = this.tools.specs(services, caller);
     const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance
       ?.sourceSessionKey;
