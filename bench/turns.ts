@@ -11,7 +11,7 @@ import { Session } from "node:inspector/promises";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { createApp } from "../src/app.js";
+import { createApp } from "../src/app/index.js";
 import type { ChannelAdapter, OutboundMessage } from "../src/channels/types.js";
 import { parseConfig } from "../src/config/index.js";
 import { silentLogger } from "../src/log.js";

@@ -1,5 +1,5 @@
 import pino, { type Logger } from "pino";
-import { redactSecrets } from "./tools/sanitize.js";
+import { redactSecrets } from "./policy/redact.js";
 
 export type { Logger };
 

@@ -7,7 +7,7 @@ import type { Pipeline } from "./pipeline/types.js";
 import type { SessionEntry, StoreDriver } from "./store/types.js";
 
 /**
- * The services bag handed down from the composition root (`src/app.ts`) to the runtime, the
+ * The services bag handed down from the composition root (`src/app/`) to the runtime, the
  * tools and the RPC methods. Everything is an interface; nothing here picks a driver.
  */
 

@@ -2,7 +2,7 @@
  * An in-process Switchboard for integration tests: the real composition root on a temp state
  * dir, optionally listening on port 0, plus shortcuts for RPC and tool invocation.
  */
-import { type App, createApp } from "../src/app.js";
+import { type App, createApp } from "../src/app/index.js";
 import { type ConfigInput, parseConfig } from "../src/config/index.js";
 import { silentLogger } from "../src/log.js";
 import { tempDir } from "./helpers.js";

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
-import { deriveChannel } from "../routing/keys.js";
 import type { Services } from "../services.js";
+import type { ToolCaller } from "../sessions/caller.js";
+import { deriveChannel } from "../sessions/keys.js";
 import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
 import type { Provenance, SessionEntry, TranscriptMessage, TranscriptRef, Usage } from "../store/types.js";
-import type { ToolCaller } from "../tools/types.js";
 import { buildSystemPrompt, estimateTokens, fitWindow, toolSpecsTokens, toUnits } from "./prompt.js";
 import { priceUsage } from "./providers/index.js";
 import type { ModelMessage } from "./providers/types.js";

@@ -1,5 +1,6 @@
 import { routeOf } from "../delivery/index.js";
-import type { BackgroundJob, JobContext, JobHandlers, TurnJob } from "../pipeline/types.js";
+import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
+import type { JobHandlers } from "../pipeline/types.js";
 import type { Services } from "../services.js";
 import type { AgentRuntime, TurnOutcome } from "./runtime.js";
 
@@ -8,22 +9,7 @@ import type { AgentRuntime, TurnOutcome } from "./runtime.js";
  * reply (idempotent by runId), then follow-up hooks (reply-back loop, completion announces).
  */
 
-export const REPLY_SKIP = "REPLY_SKIP";
-export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
 const TYPING_REFRESH_MS = 4000;
-
-export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<void>;
-export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
-
-export interface HandlerRegistry {
-  afterTurn: AfterTurnHook[];
-  background: Partial<Record<BackgroundJob["kind"], BackgroundHandler>>;
-}
-
-export function isSkipToken(text: string | undefined): boolean {
-  const t = (text ?? "").trim();
-  return t === REPLY_SKIP || t === ANNOUNCE_SKIP;
-}
 
 async function startTyping(services: Services, sessionKey: string): Promise<() => void> {
   const entry = await services.store.sessions.get(sessionKey);

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import path from "node:path";
 import { ConfiguredModels } from "../agent/models.js";
-import { createChannels } from "../app.js";
+import { createChannels } from "../app/index.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import { loadConfig } from "../config/load.js";
 import type { Config } from "../config/schema.js";

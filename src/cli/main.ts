@@ -1,9 +1,9 @@
 import { Command, CommanderError, Option } from "commander";
-import { createApp, packageVersion } from "../app.js";
+import { createApp, packageVersion } from "../app/index.js";
 import { envLogLevel, type LoadedConfig, loadConfig } from "../config/load.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
+import { RpcClient } from "../gateway/client.js";
 import { createLogger } from "../log.js";
-import { RpcClient } from "./client.js";
 
 /**
  * `switchboard` command line (API.md §2). `main` returns the exit code; `start`/`worker` resolve
@@ -56,26 +56,11 @@ async function readCall<T>(
   } catch (err) {
     if (!(err instanceof SwitchboardError) || !/cannot reach the gateway/.test(err.message)) throw err;
     const loaded = load(opts.config);
-    const { openStore } = await import("../app.js");
-    const { RpcDispatcher } = await import("../gateway/rpc.js");
-    const { registerReadMethods } = await import("../gateway/methods.js");
-    const logger = createLogger({ level: "silent" });
-    const local = await openStore(loaded, logger).catch((e: unknown) => {
-      throw new SwitchboardError(
-        "UNAVAILABLE",
-        `${err.message}; reading the local store failed too: ${errorMessage(e)}`,
-      );
+    const { readLocal } = await import("../app/local-read.js");
+    return readLocal<T>(loaded, method, params, {
+      unreachable: err.message,
+      onLocal: () => io.err("switchboard: no gateway answered; reading the local store"),
     });
-    try {
-      io.err("switchboard: no gateway answered; reading the local store");
-      const rpc = new RpcDispatcher(logger);
-      registerReadMethods(rpc, { config: loaded.config, store: local.store });
-      const r = await rpc.dispatch({ id: 1, method, params });
-      if (!r.ok) throw new SwitchboardError(r.error.code, `${r.error.code}: ${r.error.message}`);
-      return r.result as T;
-    } finally {
-      await local.close();
-    }
   }
 }
 

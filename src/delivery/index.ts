@@ -1,9 +1,9 @@
 import type { ChannelAdapter } from "../channels/types.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
 import type { ChannelRegistry, Delivery, DeliveryOutcome, DeliveryRequest, Services } from "../services.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
-import { chatTypeOfKey, evaluateSendPolicy } from "../tools/send-policy.js";
 import { chunkText } from "./chunk.js";
 import { renderMarkdown } from "./format/index.js";
 

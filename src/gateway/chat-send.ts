@@ -1,9 +1,8 @@
 import { SwitchboardError } from "../errors.js";
-import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../routing/keys.js";
+import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
-import { ensureSession } from "../sessions/service.js";
-import { sendBlocked } from "../tools/access.js";
-import { operatorCaller } from "./methods.js";
+import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
+import { ensureSession, operatorCaller } from "../sessions/service.js";
 
 /** `chat.send`: the operator writes into a session (created when the key is new). */
 export async function chatSend(

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { ToolRegistry } from "../agent/tool-registry.js";
 import { NotFoundError, SwitchboardError } from "../errors.js";
-import { isReservedKey, mainKey } from "../routing/keys.js";
+import { readHistory, sessionsHistorySchema } from "../history/read.js";
+import { buildHistoryView } from "../history/view.js";
 import type { Services } from "../services.js";
+import { isReservedKey } from "../sessions/keys.js";
 import { toRow } from "../sessions/rows.js";
-import { callerOf, resolveSessionRef } from "../sessions/service.js";
+import { callerOf, operatorCaller, resolveSessionRef } from "../sessions/service.js";
 import type { SessionPatch } from "../store/types.js";
-import { buildHistoryView } from "../tools/sanitize.js";
-import { readHistory, sessionsHistorySchema } from "../tools/sessions-history.js";
 import { chatSend } from "./chat-send.js";
 import { method, type RpcDispatcher } from "./rpc.js";
 
@@ -19,12 +19,6 @@ export interface MethodDeps {
   services: Services;
   tools: ToolRegistry;
   health: () => Promise<Record<string, unknown>>;
-}
-
-/** The operator acts as the default agent's main session when resolving `main`. */
-export function operatorCaller(services: Pick<Services, "config">): { agentId: string; sessionKey: string } {
-  const agentId = services.config.agents.list[0]?.id ?? "main";
-  return { agentId, sessionKey: mainKey(agentId) };
 }
 
 export async function requireSession(services: Pick<Services, "config" | "store">, input: string) {

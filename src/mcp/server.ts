@@ -2,8 +2,8 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import type { RpcClient } from "../cli/client.js";
 import { errorMessage } from "../errors.js";
+import type { RpcClient } from "../gateway/client.js";
 
 /**
  * `switchboard mcp`: the session tools over MCP. Each call goes to the running gateway as

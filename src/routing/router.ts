@@ -1,9 +1,10 @@
 import type { InboundMessage } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
+import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
+import { buildSessionKey } from "../sessions/keys.js";
 import type { DeliveryContext } from "../store/types.js";
-import { sendBlocked } from "../tools/access.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
@@ -12,7 +13,6 @@ import { dmAccess } from "./gates/access.js";
 import { dedupe } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
-import { buildSessionKey } from "./keys.js";
 
 /**
  * The router: inbound message → agent (bindings) → session key → gates → a turn in the

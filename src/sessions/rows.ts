@@ -1,5 +1,5 @@
-import { classifyKind, deriveChannel } from "../routing/keys.js";
 import type { SessionEntry, SessionKind, TranscriptStore } from "../store/types.js";
+import { classifyKind, deriveChannel } from "./keys.js";
 
 /** The row shape of `sessions_list` / `sessions.list` (API.md §5). */
 export interface SessionRow {

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { normalizeKeyInput, parseSessionKey } from "../routing/keys.js";
 import type { Services } from "../services.js";
+import type { ToolCaller } from "../sessions/caller.js";
 import type { SessionEntry } from "../store/types.js";
-import type { ToolCaller } from "../tools/types.js";
+import { mainKey, normalizeKeyInput, parseSessionKey } from "./keys.js";
 
 /** Session lifecycle helpers shared by the router, the RPC methods and the tools. */
 
@@ -82,4 +82,10 @@ export function callerOf(services: Pick<Services, "config">, entry: SessionEntry
     sandboxed:
       entry.sandboxed ?? (agentCfg?.sandbox?.mode ?? services.config.agents.defaults.sandbox.mode) === "all",
   };
+}
+
+/** The operator acts as the default agent's main session when resolving `main`. */
+export function operatorCaller(services: Pick<Services, "config">): { agentId: string; sessionKey: string } {
+  const agentId = services.config.agents.list[0]?.id ?? "main";
+  return { agentId, sessionKey: mainKey(agentId) };
 }

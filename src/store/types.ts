@@ -1,6 +1,6 @@
 /**
  * Storage contracts. Two drivers implement them (`fs/`, `redis/`); only the composition root
- * (`src/app.ts`) picks one. Both run the same contract suite in `test/contract/store.ts`.
+ * (`src/app/`) picks one. Both run the same contract suite in `test/contract/store.ts`.
  */
 
 export type ChatType = "direct" | "group" | "channel";

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { AGENT_ID_RE, normalizeKey } from "../routing/keys.js";
 import type { Services } from "../services.js";
+import { AGENT_ID_RE, normalizeKey } from "../sessions/keys.js";
 import { defineTool } from "./types.js";
 
 /**

@@ -1,10 +1,10 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
-import { displayKey } from "../routing/keys.js";
+import { resolveVisibleTarget } from "../policy/access.js";
+import { collectStatus, renderStatusCard } from "../policy/status-card.js";
 import type { Services } from "../services.js";
+import { displayKey } from "../sessions/keys.js";
 import type { SessionEntry } from "../store/types.js";
-import { resolveVisibleTarget } from "./access.js";
-import { collectStatus, renderStatusCard } from "./status-card.js";
 import { defineTool } from "./types.js";
 
 /**

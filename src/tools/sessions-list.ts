@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { classifyKind, displayKey, isReservedKey, mainKey, normalizeKey } from "../routing/keys.js";
+import { buildHistoryView } from "../history/view.js";
+import { checkVisible } from "../policy/access.js";
+import { effectiveVisibility, type Visibility } from "../policy/visibility.js";
 import type { Services } from "../services.js";
+import { classifyKind, displayKey, isReservedKey, mainKey, normalizeKey } from "../sessions/keys.js";
 import { type SessionRow, toRow } from "../sessions/rows.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind } from "../store/types.js";
-import { checkVisible } from "./access.js";
-import { buildHistoryView } from "./sanitize.js";
 import { defineTool, type ToolCaller } from "./types.js";
-import { effectiveVisibility, type Visibility } from "./visibility.js";
 
 /**
  * `sessions_list` (SEMANTICS.md §3): the sessions the caller may see, newest-updated first.

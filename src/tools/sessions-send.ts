@@ -1,5 +1,8 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
+import { type A2ARequest, primaryContext } from "../flows/a2a.js";
+import { checkVisible, resolveVisibleTarget, sendBlocked } from "../policy/access.js";
+import type { Services } from "../services.js";
 import {
   AGENT_ID_RE,
   deriveChannel,
@@ -7,11 +10,8 @@ import {
   isThreadKey,
   MAX_KEY_LENGTH,
   normalizeKey,
-} from "../routing/keys.js";
-import type { Services } from "../services.js";
+} from "../sessions/keys.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
-import { checkVisible, resolveVisibleTarget, sendBlocked } from "./access.js";
-import { type A2ARequest, primaryContext } from "./send-flow.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
 /**

@@ -4,26 +4,26 @@ import { z } from "zod";
 import type { AgentConfig, Config } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
-import { subagentKey } from "../routing/keys.js";
-import { THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
-import type { Services } from "../services.js";
-import type { SessionEntry, ThinkingLevel } from "../store/types.js";
-import { spawnedByChain } from "./access.js";
 import {
   type AttachmentReceipt,
   sanitizeMountPath,
   validateAttachments,
   type WrittenAttachments,
   writeAttachments,
-} from "./attachments.js";
-import { buildHistoryView } from "./sanitize.js";
+} from "../flows/attachments.js";
 import {
   activeChildren,
   KV_SPAWN_REQUESTS,
   type SpawnMeta,
   type SpawnRequestRecord,
   subagentSettings,
-} from "./spawn-flow.js";
+} from "../flows/spawn.js";
+import { buildHistoryView } from "../history/view.js";
+import { spawnedByChain } from "../policy/access.js";
+import { THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
+import type { Services } from "../services.js";
+import { subagentKey } from "../sessions/keys.js";
+import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { KV_YIELDED } from "./spawn-flow.js";
+import { KV_YIELDED } from "../flows/spawn.js";
 import { defineTool } from "./types.js";
 
 /**

@@ -1,9 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { normalizeKey } from "../routing/keys.js";
-import type { Services } from "../services.js";
-import type { RunRecord, SessionEntry } from "../store/types.js";
-import { spawnedByChain } from "./access.js";
 import {
   childrenOf,
   isFinal,
@@ -11,7 +7,11 @@ import {
   KV_SUPPRESSED,
   type SpawnRequestRecord,
   submitAnnounce,
-} from "./spawn-flow.js";
+} from "../flows/spawn.js";
+import { spawnedByChain } from "../policy/access.js";
+import type { Services } from "../services.js";
+import { normalizeKey } from "../sessions/keys.js";
+import type { RunRecord, SessionEntry } from "../store/types.js";
 import { defineTool, type ToolContext, type ToolResult } from "./types.js";
 
 /**

@@ -1,23 +1,14 @@
 import type { z } from "zod";
 import type { Services } from "../services.js";
-import type { SessionEntry } from "../store/types.js";
+import type { ToolCaller } from "../sessions/caller.js";
+
+export type { ToolCaller };
 
 /**
  * A session tool: one file each under `src/tools/`. The zod schema is both the validator of
  * model/RPC args and (via z.toJSONSchema) the JSON schema the model sees. Business outcomes are
  * returned as `status` values; schema violations never reach `execute`.
  */
-
-export interface ToolCaller {
-  sessionKey: string;
-  agentId: string;
-  entry: SessionEntry;
-  /** Run the call happens in (absent for operator `tools.invoke`). */
-  runId?: string;
-  /** 0 for main/top-level sessions. */
-  depth: number;
-  sandboxed: boolean;
-}
 
 export interface ToolContext {
   services: Services;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { type App, createApp } from "../../src/app.js";
+import { type App, createApp } from "../../src/app/index.js";
 import { parseConfig } from "../../src/config/index.js";
 import { silentLogger } from "../../src/log.js";
 import { tempDir } from "../helpers.js";

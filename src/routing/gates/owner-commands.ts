@@ -1,6 +1,6 @@
+import { statusCard } from "../../policy/status-card.js";
 import type { Services } from "../../services.js";
 import type { SendPolicyOverride } from "../../store/types.js";
-import { statusCard } from "../../tools/status-card.js";
 import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
 import { ensureRouted } from "../ensure.js";

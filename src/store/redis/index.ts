@@ -11,7 +11,7 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import { classifyKind as routingClassifyKind } from "../../routing/keys.js";
+import { defaultClassifyKind } from "../kind.js";
 import type { SessionKind, StoreDriver } from "../types.js";
 import { ALL_SCRIPTS } from "./commands/index.js";
 import { RedisKeys } from "./keys.js";
@@ -105,7 +105,7 @@ export async function createRedisStore(opts: RedisStoreOptions): Promise<RedisSt
   const common = { client, keys, scripts, warnings };
   const store = new RedisStore(
     keys,
-    new RedisSessionStore({ ...common, classifyKind: opts.classifyKind ?? routingClassifyKind, now }),
+    new RedisSessionStore({ ...common, classifyKind: opts.classifyKind ?? defaultClassifyKind, now }),
     new RedisTranscriptStore({ ...common, now }),
     new RedisRunStore({ ...common, finishedRunTtlMs: o.finishedRunTtlMs }),
     new RedisOutboxStore(client, keys, scripts),

@@ -3,7 +3,7 @@
  * through the app's store (fast, no model runs), then read back through `tools.invoke`.
  */
 import { randomUUID } from "node:crypto";
-import { parseSessionKey } from "../../../src/routing/keys.js";
+import { parseSessionKey } from "../../../src/sessions/keys.js";
 import type { SessionEntry, TranscriptMessage } from "../../../src/store/types.js";
 import type { TestApp } from "../../harness.js";
 

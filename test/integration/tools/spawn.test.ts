@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelRequest } from "../../../src/agent/providers/types.js";
-import { type App, createApp } from "../../../src/app.js";
+import { type App, createApp } from "../../../src/app/index.js";
 import type { ChannelAdapter, ChannelCapabilities, OutboundMessage } from "../../../src/channels/types.js";
 import { type ConfigInput, parseConfig } from "../../../src/config/index.js";
 import type { AdapterRegistry } from "../../../src/delivery/index.js";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { statusCard } from "../../../src/policy/status-card.js";
 import type { SessionEntry } from "../../../src/store/types.js";
-import { statusCard } from "../../../src/tools/status-card.js";
 import { startOpenAIFake } from "../../fakes/openai.js";
 import { startTestApp, type TestApp } from "../../harness.js";
 import { seedChild, seedSession } from "./seed-sessions.js";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
+import { subagentSettings } from "../../../src/flows/spawn.js";
 import type { Services } from "../../../src/services.js";
 import {
   childTaskText,
@@ -7,7 +8,6 @@ import {
   sessionsSpawnTool,
   spawnableAgentIds,
 } from "../../../src/tools/sessions-spawn.js";
-import { subagentSettings } from "../../../src/tools/spawn-flow.js";
 import type { ToolCaller } from "../../../src/tools/types.js";
 
 const config = parseConfig({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { defaultClassifyKind } from "../../../../src/store/fs/kind.js";
 import { SessionIndex } from "../../../../src/store/fs/session-index.js";
+import { defaultClassifyKind } from "../../../../src/store/kind.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind } from "../../../../src/store/types.js";
 
 function rng(seed: number): () => number {

@@ -18,7 +18,7 @@ import {
   parseSessionKey,
   subagentKey,
   UUID_V4_RE,
-} from "../../../src/routing/keys.js";
+} from "../../../src/sessions/keys.js";
 
 const dm = (over: Partial<BuildSessionKeyInput>): BuildSessionKeyInput => ({
   agentId: "main",

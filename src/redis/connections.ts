@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
-import { errorMessage, SwitchboardError } from "./errors.js";
-import type { Logger } from "./log.js";
+import { errorMessage, SwitchboardError } from "../errors.js";
+import type { Logger } from "../log.js";
 
 /**
  * Redis connections owned by the composition root: created here, closed by `close()`. Drivers

@@ -1,29 +1,31 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { createWebchatChannel } from "../channels/webchat/index.js";
-import { ConfiguredModels } from "./agent/models.js";
-import { AgentRuntime } from "./agent/runtime.js";
-import { ToolRegistry } from "./agent/tool-registry.js";
-import { createJobHandlers, type HandlerRegistry } from "./agent/turn-handler.js";
-import type { ChannelAdapter, WebhookHeaders } from "./channels/types.js";
-import type { LoadedConfig } from "./config/load.js";
-import { AdapterRegistry, ChannelDelivery } from "./delivery/index.js";
-import { SwitchboardError } from "./errors.js";
-import { EventBus } from "./events.js";
-import { registerMethods } from "./gateway/methods.js";
-import { RpcDispatcher } from "./gateway/rpc.js";
-import { GatewayServer, isLoopbackHost } from "./gateway/server.js";
-import type { Logger } from "./log.js";
-import { createLocalPipeline } from "./pipeline/local/index.js";
-import type { Pipeline } from "./pipeline/types.js";
-import { RedisConnections } from "./redis-connections.js";
-import { createRouter, type Router } from "./routing/router.js";
-import type { Services } from "./services.js";
-import { createFsStore } from "./store/fs/index.js";
-import type { StoreDriver } from "./store/types.js";
-import { allTools } from "./tools/index.js";
-import { installSendFlow } from "./tools/send-flow.js";
-import { installSpawnFlow } from "./tools/spawn-flow.js";
+import { createWebchatChannel } from "../../channels/webchat/index.js";
+import { ConfiguredModels } from "../agent/models.js";
+import { AgentRuntime } from "../agent/runtime.js";
+import { ToolRegistry } from "../agent/tool-registry.js";
+import { createJobHandlers } from "../agent/turn-handler.js";
+import type { ChannelAdapter, WebhookHeaders } from "../channels/types.js";
+import type { LoadedConfig } from "../config/load.js";
+import { AdapterRegistry, ChannelDelivery } from "../delivery/index.js";
+import { SwitchboardError } from "../errors.js";
+import { EventBus } from "../events.js";
+import { installSendFlow } from "../flows/a2a.js";
+import { installSpawnFlow } from "../flows/spawn.js";
+import { registerMethods } from "../gateway/methods.js";
+import { RpcDispatcher } from "../gateway/rpc.js";
+import { GatewayServer, isLoopbackHost } from "../gateway/server.js";
+import type { Logger } from "../log.js";
+import type { HandlerRegistry } from "../pipeline/handlers.js";
+import { createLocalPipeline } from "../pipeline/local/index.js";
+import type { Pipeline } from "../pipeline/types.js";
+import { RedisConnections } from "../redis/connections.js";
+import { createRouter, type Router } from "../routing/router.js";
+import type { Services } from "../services.js";
+import { classifyKind } from "../sessions/keys.js";
+import { createFsStore } from "../store/fs/index.js";
+import type { StoreDriver } from "../store/types.js";
+import { allTools } from "../tools/index.js";
 
 /**
  * The composition root: turns validated config into concrete drivers (store, pipeline,
@@ -31,8 +33,8 @@ import { installSpawnFlow } from "./tools/spawn-flow.js";
  */
 
 export function packageVersion(): string {
-  // src/app.ts in tests, dist/src/app.js when built.
-  for (const rel of ["../package.json", "../../package.json"]) {
+  // src/app/index.ts in tests, dist/src/app/index.js when built.
+  for (const rel of ["../../package.json", "../../../package.json"]) {
     try {
       const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
         name?: string;
@@ -79,8 +81,8 @@ async function createStore(
   const { storage } = loaded.config;
   if (storage.driver === "fs") return createFsStore({ stateDir, logger });
   const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
-  const { createRedisStore } = await import("./store/redis/index.js");
-  return createRedisStore({ client, prefix: storage.prefix, logger });
+  const { createRedisStore } = await import("../store/redis/index.js");
+  return createRedisStore({ client, prefix: storage.prefix, logger, classifyKind });
 }
 
 async function createPipeline(
@@ -103,7 +105,7 @@ async function createPipeline(
     });
   }
   const connection = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
-  const { createBullmqPipeline } = await import("./pipeline/bullmq/index.js");
+  const { createBullmqPipeline } = await import("../pipeline/bullmq/index.js");
   return createBullmqPipeline({
     connection,
     createBlockingConnection: () => redis.blocking(queue.redisUrl),
@@ -163,7 +165,7 @@ export async function createChannels(
   const adapters: ChannelAdapter[] = [];
   const hooks: WebhookMount[] = [];
   for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
-    const tg = (await import("../channels/telegram/index.js")).createTelegramChannel(
+    const tg = (await import("../../channels/telegram/index.js")).createTelegramChannel(
       { accountId, ...acc },
       { logger: logger.child({ channel: "telegram", accountId }) },
     );
@@ -184,7 +186,7 @@ export async function createChannels(
     }
   }
   for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
-    const sl = (await import("../channels/slack/index.js")).createSlackChannel(
+    const sl = (await import("../../channels/slack/index.js")).createSlackChannel(
       { accountId, ...acc },
       { logger: logger.child({ channel: "slack", accountId }) },
     );
@@ -194,7 +196,7 @@ export async function createChannels(
   }
   for (const [accountId, acc] of Object.entries(config.channels.discord?.accounts ?? {})) {
     adapters.push(
-      (await import("../channels/discord/index.js")).createDiscordChannel(
+      (await import("../../channels/discord/index.js")).createDiscordChannel(
         { accountId, ...acc },
         { logger: logger.child({ channel: "discord", accountId }) },
       ),
@@ -202,7 +204,7 @@ export async function createChannels(
   }
   for (const [accountId, acc] of Object.entries(config.channels.whatsapp?.accounts ?? {})) {
     adapters.push(
-      (await import("../channels/whatsapp/index.js")).createWhatsAppChannel(
+      (await import("../../channels/whatsapp/index.js")).createWhatsAppChannel(
         { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
         { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
       ),

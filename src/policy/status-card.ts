@@ -1,8 +1,8 @@
-import { classifyKind, deriveChannel } from "../routing/keys.js";
 import type { Services } from "../services.js";
+import { classifyKind, deriveChannel } from "../sessions/keys.js";
 import type { DeliveryContext, SessionEntry, SessionKind } from "../store/types.js";
 import { sendDecision, spawnedByChain } from "./access.js";
-import { redactSecrets } from "./sanitize.js";
+import { redactSecrets } from "./redact.js";
 
 /**
  * The status of one session, as data (`collectStatus`, used by session_status) and as the

@@ -1,8 +1,8 @@
 import type { Services } from "../services.js";
+import type { ToolCaller } from "../sessions/caller.js";
 import { resolveSessionRef } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
 import { chatTypeOfKey, evaluateSendPolicy, type SendPolicyDecision } from "./send-policy.js";
-import type { ToolCaller } from "./types.js";
 import { canSee, effectiveVisibility, type VisibilityDecision } from "./visibility.js";
 
 /**

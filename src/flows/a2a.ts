@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../agent/turn-handler.js";
 import { clampPingPongTurns } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
+import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../pipeline/handlers.js";
 import {
   type BackgroundJob,
   type JobContext,

@@ -7,7 +7,7 @@ import {
   effectiveVisibility,
   matchAgentGlob,
   type Visibility,
-} from "../../../src/tools/visibility.js";
+} from "../../../src/policy/visibility.js";
 
 const CALLER = { key: "agent:main:telegram:direct:u1", agentId: "main" };
 const OFF: AgentToAgentPolicy = { enabled: false, allow: [] };

@@ -9,7 +9,7 @@ import {
   strictBase64Size,
   validateAttachments,
   writeAttachments,
-} from "../../../src/tools/attachments.js";
+} from "../../../src/flows/attachments.js";
 import { tempDir } from "../../helpers.js";
 
 const limits = { maxFiles: 3, maxFileBytes: 10, maxTotalBytes: 15 };

@@ -4,7 +4,7 @@ import {
   evaluateSendPolicy,
   type SendPolicyInput,
   type SendPolicyRule,
-} from "../../../src/tools/send-policy.js";
+} from "../../../src/policy/send-policy.js";
 
 const GROUP = { key: "agent:main:telegram:group:-100" };
 const DM = { key: "agent:main:slack:direct:u1" };

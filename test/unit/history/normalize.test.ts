@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import type { TranscriptMessage } from "../../../src/store/types.js";
 import {
   buildHistoryView,
   HISTORY_MAX_BYTES,
@@ -11,7 +10,8 @@ import {
   sanitizeText,
   stripAssistantScaffolding,
   TRUNCATION_MARKER,
-} from "../../../src/tools/sanitize.js";
+} from "../../../src/history/index.js";
+import type { TranscriptMessage } from "../../../src/store/types.js";
 
 // Fake credentials assembled at runtime so no literal secret sits in the source.
 const OPENAI = `sk-proj-${"A1b2C3d4E5".repeat(4)}`;

@@ -1,9 +1,9 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { ANNOUNCE_SKIP, type HandlerRegistry } from "../agent/turn-handler.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
+import { ANNOUNCE_SKIP, type HandlerRegistry } from "../pipeline/handlers.js";
 import {
   type BackgroundJob,
   type JobContext,
@@ -11,6 +11,7 @@ import {
   type TurnJob,
   UnrecoverableJobError,
 } from "../pipeline/types.js";
+import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
 import {
   FINAL_RUN_STATUSES,
@@ -20,8 +21,7 @@ import {
   type TranscriptMessage,
   type TranscriptRef,
 } from "../store/types.js";
-import { spawnedByChain } from "./access.js";
-import { formatAnnounce, pickResult } from "./spawn-announce.js";
+import { formatAnnounce, pickResult } from "./announce.js";
 
 /**
  * What happens after a sub-agent run (SEMANTICS §3 "Completion announce", cleanup, archive):

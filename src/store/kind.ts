@@ -1,4 +1,4 @@
-import type { SessionKind } from "../types.js";
+import type { SessionKind } from "./types.js";
 
 /**
  * Default session-kind rule (SEMANTICS §1), used when the composition root does not inject

@@ -1,4 +1,4 @@
-import { normalizeKey, parseSessionKey } from "../routing/keys.js";
+import { normalizeKey, parseSessionKey } from "../sessions/keys.js";
 import type { ChatType, SendPolicyOverride } from "../store/types.js";
 
 /**

@@ -1,0 +1,7 @@
+/** The history layer: strip (assistant scaffolding), bound (one field), view (a bounded, safe list). */
+
+export { maskSecret, redactSecrets, redactText } from "../policy/redact.js";
+export * from "./bound.js";
+export * from "./read.js";
+export * from "./strip.js";
+export * from "./view.js";

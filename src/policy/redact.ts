@@ -1,0 +1,147 @@
+/**
+ * Redaction patterns (SEMANTICS §3): one table of credential shapes, shared by every output that
+ * may carry user or model text — the history views, the dashboard, and the logger.
+ */
+
+/** Long secrets keep their first 6 and last 4 characters; short ones become `***`. */
+export function maskSecret(secret: string): string {
+  const chars = Array.from(secret);
+  return chars.length >= 18 ? `${chars.slice(0, 6).join("")}…${chars.slice(-4).join("")}` : "***";
+}
+
+/** Values that are already masked or are references, not secrets. */
+export function isPlaceholder(v: string): boolean {
+  return v === "" || v === "***" || v.includes("…") || v.startsWith("$");
+}
+
+/** Names whose quoted value is a secret (JSON fields, `x = "…"`): apiKey, api_key, token, password, … */
+const SECRET_NAME = String.raw`[\w.-]*?(?:api[_-]?key|access[_-]?key|private[_-]?key|secret[_-]?key|token|secret|password|passwd)`;
+/** Env-style `NAME=value`: the names above, or anything ending in `_KEY` / `-KEY` / `.key`, or `key`. */
+const ENV_NAME = String.raw`(?:${SECRET_NAME}|(?:[\w.-]*[_.-])?key)`;
+
+interface RedactRule {
+  re: RegExp;
+  /** Replacement for one match; `hit()` records that something was redacted. */
+  replace: (hit: () => void, m: string, ...groups: string[]) => string;
+}
+
+const maskGroup =
+  (
+    before: (g: string[]) => string,
+    value: (g: string[]) => string,
+    after: (g: string[]) => string = () => "",
+  ) =>
+  (hit: () => void, m: string, ...g: string[]): string => {
+    const v = value(g);
+    if (isPlaceholder(v)) return m;
+    hit();
+    return `${before(g)}${maskSecret(v)}${after(g)}`;
+  };
+
+const PREFIXED_TOKEN = new RegExp(
+  [
+    "sk-[A-Za-z0-9_-]{12,}",
+    "gh[pousr]_[A-Za-z0-9]{16,}",
+    "github_pat_[A-Za-z0-9_]{20,}",
+    "xox[abprs]-[A-Za-z0-9-]{10,}",
+    "xapp-[A-Za-z0-9-]{10,}",
+    "AIza[0-9A-Za-z_-]{20,}",
+    "gsk_[A-Za-z0-9]{16,}",
+    "pplx-[A-Za-z0-9]{16,}",
+    "npm_[A-Za-z0-9]{16,}",
+  ]
+    .map((p) => String.raw`(?<![\w-])${p}`)
+    .join("|"),
+  "g",
+);
+
+const RULES: readonly RedactRule[] = [
+  {
+    // PEM private keys, also when the END line was cut off.
+    re: /-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
+    replace: (hit, _m, kind = "") => {
+      hit();
+      return `-----BEGIN ${kind}PRIVATE KEY-----\n…redacted…\n-----END ${kind}PRIVATE KEY-----`;
+    },
+  },
+  {
+    // Quoted values after a secret-ish name: "apiKey": "…", token = '…', PASSWORD="…".
+    re: new RegExp(
+      String.raw`(?<![\w.-])(${SECRET_NAME}["']?\s*[:=]\s*)(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)')`,
+      "gi",
+    ),
+    replace: (hit, m, head = "", dq, sq) => {
+      const quote = dq !== undefined ? '"' : "'";
+      const v = dq ?? sq ?? "";
+      if (isPlaceholder(v)) return m;
+      hit();
+      return `${head}${quote}${maskSecret(v)}${quote}`;
+    },
+  },
+  {
+    // Env-style assignments: OPENAI_API_KEY=…, DB_PASSWORD=…, ?key=… (no spaces around `=`).
+    re: new RegExp(String.raw`(?<![\w.-])(${ENV_NAME}=)([^\s"'&;,<>]+)`, "gi"),
+    replace: maskGroup(
+      (g) => g[0] ?? "",
+      (g) => g[1] ?? "",
+    ),
+  },
+  {
+    // CLI flags: --api-key X, --token=X, --password 'X'.
+    re: /(--(?:api[_-]?key|token|secret|password|passwd)(?:\s+|=))(["']?)([^\s"']+)\2/gi,
+    replace: maskGroup(
+      (g) => `${g[0] ?? ""}${g[1] ?? ""}`,
+      (g) => g[2] ?? "",
+      (g) => g[1] ?? "",
+    ),
+  },
+  {
+    // Bearer tokens (Authorization headers and prose); plain words like "Bearer tokens" are not secrets.
+    re: /\b(Bearer\s+)([A-Za-z0-9._~+/-]+=*)/gi,
+    replace: (hit, m, head = "", token = "") => {
+      if (token.length < 8 || (!/\d/.test(token) && token.length < 24) || isPlaceholder(token)) return m;
+      hit();
+      return `${head}${maskSecret(token)}`;
+    },
+  },
+  {
+    re: PREFIXED_TOKEN,
+    replace: (hit, m) => {
+      hit();
+      return maskSecret(m);
+    },
+  },
+  {
+    // Telegram bot tokens: <bot id>:<secret>.
+    re: /(?<![\w:])\d{6,12}:[A-Za-z0-9_-]{25,}(?![\w-])/g,
+    replace: (hit, m) => {
+      hit();
+      return maskSecret(m);
+    },
+  },
+];
+
+/** Redacts every credential form SEMANTICS §3 lists; `redacted` says whether anything changed. */
+export function redactText(text: string): { text: string; redacted: boolean } {
+  let redacted = false;
+  const hit = () => {
+    redacted = true;
+  };
+  let out = text;
+  for (const rule of RULES) {
+    rule.re.lastIndex = 0;
+    out = out.replace(rule.re, (m: string, ...args: unknown[]) => {
+      const groups = args.slice(0, -2).map((g) => (typeof g === "string" ? g : undefined)) as string[];
+      return rule.replace(hit, m, ...groups);
+    });
+  }
+  return { text: out, redacted };
+}
+
+/** For logs and any other output: the text with credentials masked. */
+export function redactSecrets(text: string): string {
+  return redactText(text).text;
+}
+
+/** Object keys whose string value is a secret wherever it appears in structured content. */
+export const SECRET_KEY_RE = new RegExp(`^${SECRET_NAME}$|^authorization$`, "i");
