@@ -1,9 +1,9 @@
 import type { LoadedConfig } from "../config/load.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
-import { registerReadMethods } from "../gateway/methods.js";
+import { registerReadMethods } from "../gateway/methods/index.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
 import { createLogger } from "../log.js";
-import { openStore } from "./index.js";
+import { openStore } from "./drivers.js";
 
 /**
  * The CLI's fallback when no gateway answers (API.md §2): the read-only RPC methods served from

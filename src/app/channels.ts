@@ -1,0 +1,85 @@
+import path from "node:path";
+import { createWebchatChannel, type WebchatChannel } from "../../channels/webchat/index.js";
+import type { ChannelAdapter, WebhookHeaders } from "../channels/types.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
+
+/** Channel choice: one adapter per configured account; webhooks to mount on the gateway port. */
+
+export type WebhookMount = {
+  path: string;
+  handle: (headers: WebhookHeaders, rawBody: string) => Promise<{ status: number; body?: unknown }>;
+};
+
+/** Channel SDKs are imported only for configured channels (each costs tens of MB). */
+export async function createChannels(
+  config: LoadedConfig["config"],
+  logger: Logger,
+  dirs: { stateDir: string; baseDir: string },
+): Promise<{ adapters: ChannelAdapter[]; hooks: WebhookMount[] }> {
+  const adapters: ChannelAdapter[] = [];
+  const hooks: WebhookMount[] = [];
+  for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
+    const tg = (await import("../../channels/telegram/index.js")).createTelegramChannel(
+      { accountId, ...acc },
+      { logger: logger.child({ channel: "telegram", accountId }) },
+    );
+    adapters.push(tg);
+    if (acc.mode === "webhook") {
+      hooks.push({
+        path: `/hooks/telegram/${accountId}`,
+        handle: async (headers, raw) => {
+          let body: unknown;
+          try {
+            body = JSON.parse(raw);
+          } catch {
+            return { status: 400, body: { ok: false, error: "body is not JSON" } };
+          }
+          return tg.handleWebhook(headers, body);
+        },
+      });
+    }
+  }
+  for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
+    const sl = (await import("../../channels/slack/index.js")).createSlackChannel(
+      { accountId, ...acc },
+      { logger: logger.child({ channel: "slack", accountId }) },
+    );
+    adapters.push(sl);
+    if (acc.mode === "http")
+      hooks.push({ path: `/hooks/slack/${accountId}/events`, handle: (h, raw) => sl.handleEvents(h, raw) });
+  }
+  for (const [accountId, acc] of Object.entries(config.channels.discord?.accounts ?? {})) {
+    adapters.push(
+      (await import("../../channels/discord/index.js")).createDiscordChannel(
+        { accountId, ...acc },
+        { logger: logger.child({ channel: "discord", accountId }) },
+      ),
+    );
+  }
+  for (const [accountId, acc] of Object.entries(config.channels.whatsapp?.accounts ?? {})) {
+    adapters.push(
+      (await import("../../channels/whatsapp/index.js")).createWhatsAppChannel(
+        { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
+        { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
+      ),
+    );
+  }
+  return { adapters, hooks };
+}
+
+const DEMO_NOTICE =
+  "This gateway answers with the scripted demo model: no model is configured. Type help, or set models.default in switchboard.json5 (see README).";
+
+/** The built-in web chat, when enabled; it tells the visitor when the scripted demo model answers. */
+export function createWebchat(
+  config: LoadedConfig["config"],
+  logger: Logger,
+  demo: boolean,
+): WebchatChannel | null {
+  if (!config.channels.webchat.enabled) return null;
+  return createWebchatChannel(
+    { ...(demo ? { notice: DEMO_NOTICE } : {}) },
+    { logger: logger.child({ channel: "webchat" }) },
+  );
+}

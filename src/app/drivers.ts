@@ -1,0 +1,167 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { ConfiguredModels } from "../agent/models.js";
+import type { LoadedConfig } from "../config/load.js";
+import { SwitchboardError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { createLocalPipeline } from "../pipeline/local/index.js";
+import type { Pipeline } from "../pipeline/types.js";
+import { RedisConnections } from "../redis/connections.js";
+import { classifyKind } from "../sessions/keys.js";
+import { createFsStore } from "../store/fs/index.js";
+import type { StoreDriver } from "../store/types.js";
+
+/**
+ * Driver choice: the one place that turns `storage`, `queue` and `models` config into concrete
+ * drivers. Everything above sees the interfaces (`StoreDriver`, `Pipeline`, `ModelRegistry`).
+ */
+
+export function packageVersion(): string {
+  // src/app/drivers.ts in tests, dist/src/app/drivers.js when built.
+  for (const rel of ["../../package.json", "../../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "switchboard" && pkg.version) return pkg.version;
+    } catch {
+      // try the next location
+    }
+  }
+  return "0.0.0";
+}
+
+/** Combinations the drivers cannot serve, refused before anything opens. */
+export function checkDriverChoice(
+  config: LoadedConfig["config"],
+  role: "gateway" | "worker",
+  host: string,
+  isLoopback: (host: string) => boolean,
+): void {
+  if (role === "gateway" && !isLoopback(host) && !config.gateway.auth.token) {
+    throw new SwitchboardError(
+      "CONFIG",
+      `config: gateway.auth.token: required when gateway.host is not loopback (host is ${host}); set a token or bind to 127.0.0.1`,
+    );
+  }
+  if (config.queue.driver === "local" && config.storage.driver === "redis") {
+    throw new SwitchboardError(
+      "CONFIG",
+      'config: queue.driver: "local" keeps its journal on this machine; use queue.driver "bullmq" with storage.driver "redis"',
+    );
+  }
+  if (role === "worker" && config.queue.driver !== "bullmq") {
+    throw new SwitchboardError(
+      "CONFIG",
+      'config: queue.driver: `switchboard worker` needs queue.driver "bullmq" (the local queue runs inside `switchboard start`)',
+    );
+  }
+}
+
+async function createStore(
+  loaded: LoadedConfig,
+  stateDir: string,
+  logger: Logger,
+  redis: RedisConnections,
+): Promise<StoreDriver> {
+  const { storage } = loaded.config;
+  if (storage.driver === "fs") return createFsStore({ stateDir, logger });
+  const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
+  const { createRedisStore } = await import("../store/redis/index.js");
+  return createRedisStore({ client, prefix: storage.prefix, logger, classifyKind });
+}
+
+async function createPipeline(
+  loaded: LoadedConfig,
+  stateDir: string,
+  store: StoreDriver,
+  logger: Logger,
+  now: () => number,
+  redis: RedisConnections,
+): Promise<Pipeline> {
+  const { queue } = loaded.config;
+  if (queue.driver === "local") {
+    return createLocalPipeline({
+      stateDir,
+      runs: store.runs,
+      logger,
+      concurrency: queue.concurrency,
+      mode: queue.mode,
+      now,
+    });
+  }
+  const connection = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
+  const { createBullmqPipeline } = await import("../pipeline/bullmq/index.js");
+  return createBullmqPipeline({
+    connection,
+    createBlockingConnection: () => redis.blocking(queue.redisUrl),
+    // Own namespace: the store may use the same prefix on the same Redis (keys must never collide).
+    prefix: `${queue.prefix}:queue`,
+    runs: store.runs,
+    logger,
+    now,
+    concurrency: queue.concurrency,
+    mode: queue.mode,
+    lockDurationMs: queue.lockDurationMs,
+    stalledIntervalMs: queue.stalledIntervalMs,
+  });
+}
+
+export interface Drivers {
+  stateDir: string;
+  redis: RedisConnections;
+  store: StoreDriver;
+  pipeline: Pipeline;
+  models: ConfiguredModels;
+}
+
+/** Store, pipeline and model providers for the config; Redis connections close if a driver fails to open. */
+export async function createDrivers(
+  loaded: LoadedConfig,
+  logger: Logger,
+  now: () => number,
+): Promise<Drivers> {
+  const stateDir = path.resolve(loaded.baseDir, loaded.config.stateDir);
+  const redis = new RedisConnections(logger);
+  let store: StoreDriver;
+  let pipeline: Pipeline;
+  try {
+    store = await createStore(loaded, stateDir, logger, redis);
+    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis);
+  } catch (err) {
+    await redis.close();
+    throw err;
+  }
+  const models = new ConfiguredModels(loaded.config, logger, loaded.baseDir);
+  return { stateDir, redis, store, pipeline, models };
+}
+
+/**
+ * The configured store alone, for CLI reads when no gateway runs. The fs driver takes the state
+ * dir lock, so this refuses (CONFLICT) while a gateway owns the state.
+ */
+export async function openStore(
+  loaded: LoadedConfig,
+  logger: Logger,
+): Promise<{ store: StoreDriver; close(): Promise<void> }> {
+  const redis = new RedisConnections(logger);
+  try {
+    const store = await createStore(
+      loaded,
+      path.resolve(loaded.baseDir, loaded.config.stateDir),
+      logger,
+      redis,
+    );
+    return {
+      store,
+      async close() {
+        await store.close();
+        await redis.close();
+      },
+    };
+  } catch (err) {
+    await redis.close();
+    throw err;
+  }
+}

@@ -1,0 +1,76 @@
+import type { WebchatChannel } from "../../channels/webchat/index.js";
+import type { ToolRegistry } from "../agent/tool-registry.js";
+import { registerMethods } from "../gateway/methods/index.js";
+import { RpcDispatcher } from "../gateway/rpc.js";
+import { GatewayServer } from "../gateway/server.js";
+import type { RedisConnections } from "../redis/connections.js";
+import type { Services } from "../services.js";
+import type { WebhookMount } from "./channels.js";
+
+/** The RPC surface and the HTTP server of the gateway role. */
+
+/** `health` (API.md §4): drivers, Redis, model and every channel's state. */
+export function healthOf(
+  services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
+  redis: RedisConnections,
+  models: { readonly demo: boolean; readonly defaultModel: string },
+): () => Promise<Record<string, unknown>> {
+  return async () => {
+    const chans: Record<string, string> = {};
+    // Details that need a person: a WhatsApp QR code to scan, a reconnect reason, a bad token.
+    const details: Record<string, { state: string; detail: string }> = {};
+    for (const a of services.channels.all()) {
+      const st = a.status();
+      chans[`${a.channel}:${a.accountId}`] = st.state;
+      if (st.detail) details[`${a.channel}:${a.accountId}`] = { state: st.state, detail: st.detail };
+    }
+    return {
+      ok: true,
+      version: services.version,
+      storage: services.store.name,
+      queue: services.pipeline.driver,
+      redis: await redis.status(),
+      model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
+      channels: chans,
+      ...(Object.keys(details).length ? { channelDetails: details } : {}),
+    };
+  };
+}
+
+export function createRpc(
+  services: Services,
+  tools: ToolRegistry,
+  health: () => Promise<Record<string, unknown>>,
+): RpcDispatcher {
+  const rpc = new RpcDispatcher(services.logger);
+  registerMethods(rpc, { services, tools, health });
+  return rpc;
+}
+
+/** The HTTP server (RPC, /ws, web chat page and socket, channel webhooks). */
+export function createServer(
+  services: Pick<Services, "config" | "logger" | "bus">,
+  listen: { host: string; port: number },
+  rpc: RpcDispatcher,
+  webchat: WebchatChannel | null,
+  hooks: WebhookMount[],
+): GatewayServer {
+  const { config } = services;
+  const server = new GatewayServer({
+    host: listen.host,
+    port: listen.port,
+    ...(config.gateway.auth.token ? { token: config.gateway.auth.token } : {}),
+    maxBodyBytes: config.gateway.maxBodyBytes,
+    logger: services.logger,
+    rpc,
+    bus: services.bus,
+    ...(webchat
+      ? {
+          page: () => webchat.page(),
+          sockets: [{ path: "/webchat/ws", onConnection: (socket, q) => webchat.connect(socket, q.v) }],
+        }
+      : {}),
+  });
+  for (const h of hooks) server.registerHook(h.path, (req) => h.handle(req.headers, req.rawBody));
+  return server;
+}

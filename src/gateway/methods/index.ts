@@ -1,0 +1,32 @@
+import type { ToolRegistry } from "../../agent/tool-registry.js";
+import type { Services } from "../../services.js";
+import type { RpcDispatcher } from "../rpc.js";
+import { registerChatMethods } from "./chat.js";
+import { registerHealthMethods } from "./health.js";
+import { registerRunMethods } from "./runs.js";
+import { registerReadMethods, registerSessionWriteMethods } from "./sessions.js";
+import { registerToolMethods } from "./tools.js";
+
+/**
+ * The RPC methods of API.md §4, one file per group. A new group gets its own file here and one
+ * line below.
+ */
+
+export { requireSession } from "./common.js";
+export { registerReadMethods } from "./sessions.js";
+
+export interface MethodDeps {
+  services: Services;
+  tools: ToolRegistry;
+  health: () => Promise<Record<string, unknown>>;
+}
+
+export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
+  const { services, tools } = deps;
+  registerHealthMethods(rpc, { config: services.config, models: services.models, health: deps.health });
+  registerReadMethods(rpc, services);
+  registerSessionWriteMethods(rpc, services);
+  registerRunMethods(rpc, services);
+  registerChatMethods(rpc, services);
+  registerToolMethods(rpc, services, tools);
+}

@@ -1,0 +1,49 @@
+import { z } from "zod";
+import { NotFoundError } from "../../errors.js";
+import type { Services } from "../../services.js";
+import { method, type RpcDispatcher } from "../rpc.js";
+
+/** `runs.get` and `agent.wait` (API.md §4). */
+export function registerRunMethods(rpc: RpcDispatcher, services: Pick<Services, "store" | "pipeline">): void {
+  const { store } = services;
+
+  rpc.register(
+    "runs.get",
+    method(z.strictObject({ runId: z.string().min(1) }), async (p) => {
+      const run = await store.runs.get(p.runId);
+      if (!run) throw new NotFoundError("run", p.runId);
+      return {
+        runId: run.runId,
+        sessionKey: run.sessionKey,
+        status: run.status,
+        ...(run.startedAt ? { startedAt: run.startedAt } : {}),
+        ...(run.endedAt ? { endedAt: run.endedAt } : {}),
+        ...(run.reply !== undefined ? { reply: run.reply } : {}),
+        ...(run.error ? { error: run.error } : {}),
+        ...(run.usage ? { usage: run.usage } : {}),
+        ...(run.deliveryError ? { deliveryError: run.deliveryError } : {}),
+      };
+    }),
+  );
+
+  rpc.register(
+    "agent.wait",
+    method(
+      z.strictObject({
+        runId: z.string().min(1),
+        timeoutMs: z.number().int().min(0).max(3_600_000).default(30_000),
+      }),
+      async (p) => {
+        const run = await services.pipeline.wait(p.runId, p.timeoutMs);
+        if (!run) throw new NotFoundError("run", p.runId);
+        const final = run.status !== "queued" && run.status !== "running";
+        return {
+          runId: run.runId,
+          status: final ? run.status : "running",
+          ...(final && run.reply !== undefined ? { reply: run.reply } : {}),
+          ...(final && run.error ? { error: run.error } : {}),
+        };
+      },
+    ),
+  );
+}

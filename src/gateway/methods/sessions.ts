@@ -1,0 +1,132 @@
+import { z } from "zod";
+import { NotFoundError, SwitchboardError } from "../../errors.js";
+import { readHistory, sessionsHistorySchema } from "../../history/read.js";
+import { buildHistoryView } from "../../history/view.js";
+import type { Services } from "../../services.js";
+import { isReservedKey } from "../../sessions/keys.js";
+import { toRow } from "../../sessions/rows.js";
+import type { SessionPatch } from "../../store/types.js";
+import { method, type RpcDispatcher } from "../rpc.js";
+import { requireSession } from "./common.js";
+
+/** `sessions.*` (API.md §4). Operators see every session. */
+
+const KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
+
+/**
+ * The read-only methods (`sessions.list`, `sessions.history`): they need nothing but the store,
+ * so the CLI can also serve them straight from the local store when no gateway runs (API.md §2).
+ */
+export function registerReadMethods(rpc: RpcDispatcher, services: Pick<Services, "config" | "store">): void {
+  const { store } = services;
+
+  rpc.register(
+    "sessions.list",
+    method(
+      z.strictObject({
+        agentId: z.string().optional(),
+        kinds: z.array(z.string()).optional(),
+        limit: z.number().int().min(1).optional(),
+        activeMinutes: z.number().positive().optional(),
+        messageLimit: z.number().int().min(0).max(20).optional(),
+        label: z.string().optional(),
+        search: z.string().optional(),
+      }),
+      async (p) => {
+        const kinds = (p.kinds ?? []).filter((k): k is (typeof KINDS)[number] =>
+          (KINDS as readonly string[]).includes(k),
+        );
+        const entries = await store.sessions.list({
+          ...(p.agentId ? { agentId: p.agentId.toLowerCase() } : {}),
+          ...(kinds.length ? { kinds } : {}),
+          ...(p.label !== undefined ? { label: p.label } : {}),
+          ...(p.activeMinutes !== undefined ? { activeMinutes: p.activeMinutes } : {}),
+          ...(p.search ? { search: p.search } : {}),
+          limit: Math.min(200, p.limit ?? 50),
+        });
+        const rows = [];
+        for (const e of entries) {
+          if (isReservedKey(e.key)) continue;
+          const row = toRow(e, store.transcripts);
+          if (p.messageLimit) {
+            const msgs = await store.transcripts.readTail(
+              { agentId: e.agentId, sessionId: e.sessionId },
+              { limit: p.messageLimit, includeTools: false },
+            );
+            row.messages = buildHistoryView(msgs, { includeTools: false }).messages as typeof row.messages;
+          }
+          rows.push(row);
+        }
+        return { count: rows.length, sessions: rows };
+      },
+    ),
+  );
+
+  rpc.register(
+    "sessions.history",
+    method(sessionsHistorySchema, async (p) =>
+      readHistory(services, await requireSession(services, p.sessionKey), p),
+    ),
+  );
+}
+
+/** `sessions.patch` and `sessions.delete`. */
+export function registerSessionWriteMethods(
+  rpc: RpcDispatcher,
+  services: Pick<Services, "config" | "store" | "models" | "bus" | "now">,
+): void {
+  const { store } = services;
+
+  rpc.register(
+    "sessions.patch",
+    method(
+      z.strictObject({
+        sessionKey: z.string().min(1),
+        patch: z.strictObject({
+          sendPolicy: z.enum(["allow", "deny"]).nullable().optional(),
+          label: z.string().max(200).nullable().optional(),
+          model: z.string().nullable().optional(),
+          thinkingLevel: z.enum(["off", "minimal", "low", "medium", "high"]).nullable().optional(),
+        }),
+      }),
+      async (p) => {
+        const entry = await requireSession(services, p.sessionKey);
+        const patch: SessionPatch = {};
+        if (p.patch.sendPolicy !== undefined) patch.sendPolicy = p.patch.sendPolicy ?? undefined;
+        if (p.patch.label !== undefined) patch.label = p.patch.label ?? undefined;
+        if (p.patch.thinkingLevel !== undefined) patch.thinkingLevel = p.patch.thinkingLevel ?? undefined;
+        if (p.patch.model !== undefined) {
+          if (p.patch.model === null || p.patch.model === "default") patch.model = undefined;
+          else {
+            services.models.resolve(p.patch.model);
+            if (!services.models.isAllowed(p.patch.model)) {
+              throw new SwitchboardError(
+                "FORBIDDEN",
+                `model ${p.patch.model} is not allowed (models.allowed)`,
+                {
+                  details: { field: "patch.model" },
+                },
+              );
+            }
+            patch.model = p.patch.model;
+          }
+        }
+        patch.updatedAt = services.now();
+        const updated = await store.sessions.patch(entry.key, patch);
+        if (!updated) throw new NotFoundError("session", entry.key);
+        services.bus.emit("session.updated", { entry: updated });
+        return { entry: toRow(updated, store.transcripts) };
+      },
+    ),
+  );
+
+  rpc.register(
+    "sessions.delete",
+    method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {
+      const entry = await requireSession(services, p.sessionKey);
+      await store.transcripts.archive({ agentId: entry.agentId, sessionId: entry.sessionId }, "deleted");
+      await store.sessions.delete(entry.key);
+      return { deleted: true };
+    }),
+  );
+}
