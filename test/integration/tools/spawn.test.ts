@@ -470,6 +470,33 @@ describe("sessions_spawn: checks before anything is created", () => {
     expect(req3.system).not.toContain("remember the blue door");
   });
 
+  it("sourceChannel of one requester is the same on spawn and on send (the row's channel rule)", async () => {
+    const now = b.app.services.now();
+    const key = `agent:main:direct:src-${randomUUID().slice(0, 8)}`;
+    await b.app.services.store.sessions.put({
+      key,
+      sessionId: randomUUID(),
+      agentId: "main",
+      createdAt: now,
+      updatedAt: now,
+    });
+    const res = await b.invoke(key, "sessions_spawn", { task: "src check", model: "gate/m" });
+    await b.invoke(key, "sessions_send", {
+      sessionKey: res.childSessionKey,
+      message: "ping",
+      timeoutSeconds: 0,
+    });
+    const msgs = await until(async () => {
+      const t = (await b.transcript(res.childSessionKey)).filter(
+        (m) => m.provenance?.kind === "inter_session",
+      );
+      return t.length === 2 ? t : null;
+    });
+    const channels = msgs.map((m) => m.provenance?.sourceChannel);
+    expect(channels[0]).toBeDefined();
+    expect(channels).toEqual([channels[0], channels[0]]);
+  });
+
   it('runtime "acp" is unsupported (attachments refused first); "subagent" is the default', async () => {
     const r = await b.requester("main");
     const before = await count();
