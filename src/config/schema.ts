@@ -133,21 +133,25 @@ export const sendPolicySchema = z
  * API.md §3: an out-of-range value is a config error naming the path; decimals are floored
  * (SEMANTICS §3). Runtime code clamps again with `clampPingPongTurns` for values from elsewhere.
  */
+export const MAX_PING_PONG_TURNS = 20;
 const pingPongTurns = z
-  .number({ error: "must be a number between 0 and 5" })
-  .min(0, "must be between 0 and 5")
-  .max(5, "must be between 0 and 5")
+  .number({ error: `must be a number between 0 and ${MAX_PING_PONG_TURNS}` })
+  .min(0, `must be between 0 and ${MAX_PING_PONG_TURNS}`)
+  .max(MAX_PING_PONG_TURNS, `must be between 0 and ${MAX_PING_PONG_TURNS}`)
   .transform((v) => Math.floor(v));
 
+/** Values from anywhere but the config file: non-numbers → 5, decimals floored, clamped to 0..20. */
 export function clampPingPongTurns(v: unknown): number {
   if (typeof v !== "number" || Number.isNaN(v)) return 5;
-  return Math.min(5, Math.max(0, Math.floor(v)));
+  return Math.min(MAX_PING_PONG_TURNS, Math.max(0, Math.floor(v)));
 }
 
 const threadBindingsSchema = z.strictObject({
   enabled: z.boolean().default(true),
   idleHours: z.number().min(0).default(24),
   maxAgeHours: z.number().min(0).default(0),
+  /** What `sessions_spawn` with `thread: true` gives the child by default (SEMANTICS §3 `context`). */
+  defaultSpawnContext: z.enum(["fork", "isolated"]).default("fork"),
 });
 
 export const sessionSchema = z
@@ -159,7 +163,12 @@ export const sessionSchema = z
     agentToAgent: z
       .strictObject({ maxPingPongTurns: pingPongTurns.default(5) })
       .default({ maxPingPongTurns: 5 }),
-    threadBindings: threadBindingsSchema.default({ enabled: true, idleHours: 24, maxAgeHours: 0 }),
+    threadBindings: threadBindingsSchema.default({
+      enabled: true,
+      idleHours: 24,
+      maxAgeHours: 0,
+      defaultSpawnContext: "fork",
+    }),
   })
   .default({
     scope: "per-sender",
@@ -167,7 +176,7 @@ export const sessionSchema = z
     identityLinks: {},
     sendPolicy: { rules: [], default: "allow" },
     agentToAgent: { maxPingPongTurns: 5 },
-    threadBindings: { enabled: true, idleHours: 24, maxAgeHours: 0 },
+    threadBindings: { enabled: true, idleHours: 24, maxAgeHours: 0, defaultSpawnContext: "fork" },
   });
 
 const allowDeny = z.strictObject({
@@ -316,6 +325,8 @@ const channelCommon = {
   dmPolicy: z.enum(["open", "allowlist", "disabled"]).default("open"),
   owners: z.array(z.string()).default([]),
   groups: groupsSchema.default({ requireMention: true, mentionPatterns: [] }),
+  /** Per-channel override of session.threadBindings.defaultSpawnContext. */
+  threadBindings: z.strictObject({ defaultSpawnContext: z.enum(["fork", "isolated"]).optional() }).optional(),
 };
 
 export const channelsSchema = z
@@ -367,6 +378,7 @@ export const channelsSchema = z
             enabled: z.boolean().optional(),
             idleHours: z.number().min(0).optional(),
             maxAgeHours: z.number().min(0).optional(),
+            defaultSpawnContext: z.enum(["fork", "isolated"]).optional(),
           })
           .default({}),
       })

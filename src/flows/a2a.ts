@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { clampPingPongTurns } from "../config/schema.js";
+import { clampPingPongTurns, MAX_PING_PONG_TURNS } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
 import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../pipeline/handlers.js";
 import {
@@ -45,8 +45,8 @@ export type A2ARequest = z.infer<typeof a2aRequestSchema>;
 
 export const a2aFlowSchema = a2aRequestSchema.extend({
   primaryRunId: z.string().min(1),
-  /** Loop turns allowed (0..5); 0 for a self-send. Fixed when the primary run ends. */
-  maxTurns: z.number().int().min(0).max(5),
+  /** Loop turns allowed (0..MAX_PING_PONG_TURNS); 0 for a self-send. Fixed when the primary run ends. */
+  maxTurns: z.number().int().min(0).max(MAX_PING_PONG_TURNS),
 });
 export type A2AFlow = z.infer<typeof a2aFlowSchema>;
 

@@ -22,7 +22,7 @@ import { buildHistoryView } from "../history/view.js";
 import { spawnedByChain } from "../policy/access.js";
 import { THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services.js";
-import { subagentKey } from "../sessions/keys.js";
+import { deriveChannel, subagentKey } from "../sessions/keys.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
@@ -137,7 +137,13 @@ function spawnSchema(ctx: { services: Services; caller: ToolCaller }) {
     context: z
       .enum(["isolated", "fork"])
       .optional()
-      .describe('"isolated" (default) or "fork": the child also sees your recent conversation.'),
+      .describe(
+        '"isolated" (default; "fork" for thread: true) or "fork": the child also sees your recent conversation.',
+      ),
+    runtime: z
+      .enum(["subagent", "acp"])
+      .optional()
+      .describe('"subagent" (default): runs in this gateway. "acp" (external harness) is not supported.'),
   });
 }
 
@@ -217,29 +223,91 @@ export function childWorkspace(services: Services, agentId: string, childSession
   return ws ? path.resolve(services.baseDir, ws) : path.join(services.stateDir, "workspaces", childSessionId);
 }
 
-async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
+type ThreadAdapter = {
+  accountId: string;
+  createThread: (to: string, title: string) => Promise<{ threadId: string }>;
+};
+
+/**
+ * Everything `sessions_spawn` decided before touching anything: the outcome of every check. Built by
+ * `planSpawn` (reads only), carried out by `applySpawn` (writes, with an undo list).
+ */
+export interface SpawnPlan {
+  args: SpawnArgs;
+  targetAgent: string;
+  targetSandboxed: boolean;
+  modelRef?: string;
+  thinking?: ThinkingLevel;
+  mode: "run" | "session";
+  cleanup: "delete" | "keep";
+  context: "isolated" | "fork";
+  /** Set for `thread: true`: where to create the thread. */
+  thread?: { adapter: ThreadAdapter; route: NonNullable<ReturnType<typeof routeOf>> };
+  files?: Extract<ReturnType<typeof validateAttachments>, { ok: true }>;
+  depth: number;
+  maxDepth: number;
+  runTimeoutSeconds: number;
+}
+
+/** `session.threadBindings.defaultSpawnContext`, overridden per channel (SEMANTICS §3 `context`). */
+export function defaultSpawnContext(config: Config, thread: boolean, channel?: string): "isolated" | "fork" {
+  if (!thread) return "isolated";
+  const perChannel = channel
+    ? (config.channels as Record<string, { threadBindings?: { defaultSpawnContext?: "isolated" | "fork" } }>)[
+        channel
+      ]?.threadBindings?.defaultSpawnContext
+    : undefined;
+  return perChannel ?? config.session.threadBindings.defaultSpawnContext;
+}
+
+/** Runs every check; nothing is created. The result is either the refusal to return or the plan. */
+export async function planSpawn(
+  args: SpawnArgs,
+  ctx: Pick<ToolContext, "services" | "caller">,
+): Promise<{ ok: false; result: ToolResult } | { ok: true; plan: SpawnPlan }> {
   const { services, caller } = ctx;
   const cfg = services.config;
   const settings = subagentSettings(cfg, caller.agentId);
+  const refuse = (result: ToolResult) => ({ ok: false as const, result });
+  const attachments = args.attachments ?? [];
 
-  // ── checks: nothing is created until all of them pass ────────────────────────────────────
+  if (args.runtime === "acp") {
+    if (attachments.length > 0) {
+      return refuse({
+        status: "error",
+        code: "attachments_unsupported_runtime",
+        error: 'attachments: not supported with runtime "acp"; use runtime "subagent" (the default)',
+      });
+    }
+    return refuse({
+      status: "error",
+      code: "unsupported_runtime",
+      error: 'runtime: "acp" (an external agent harness) is not supported; supported: "subagent"',
+    });
+  }
   if (caller.depth >= settings.maxSpawnDepth) {
-    return forbidden(
-      `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
+    return refuse(
+      forbidden(
+        `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
+      ),
     );
   }
   const active = await activeChildren(services, caller.sessionKey);
   if (active.length >= settings.maxChildren) {
-    return forbidden(
-      `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
+    return refuse(
+      forbidden(
+        `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
+      ),
     );
   }
   const allowed = spawnableAgentIds(cfg, caller.agentId);
   const targetAgent = args.agentId ?? caller.agentId;
   if (!allowed.includes(targetAgent)) {
     const configured = cfg.agents.list.some((a) => a.id === targetAgent);
-    return forbidden(
-      `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
+    return refuse(
+      forbidden(
+        `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
+      ),
     );
   }
   let modelRef: string | undefined;
@@ -247,76 +315,121 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
     try {
       modelRef = services.models.resolve(args.model).ref;
     } catch (err) {
-      return failed(`model: ${errorMessage(err)}`);
+      return refuse(failed(`model: ${errorMessage(err)}`));
     }
     if (!services.models.isAllowed(modelRef))
-      return failed(`model: ${modelRef} is not allowed (models.allowed)`);
+      return refuse(failed(`model: ${modelRef} is not allowed (models.allowed)`));
   }
   let thinking: ThinkingLevel | undefined;
   if (args.thinking !== undefined) {
     thinking = THINKING_LEVELS.find((l) => l === args.thinking);
     if (!thinking)
-      return failed(`thinking: invalid level "${args.thinking}"; use one of: ${THINKING_LEVELS.join(", ")}`);
+      return refuse(
+        failed(`thinking: invalid level "${args.thinking}"; use one of: ${THINKING_LEVELS.join(", ")}`),
+      );
   }
   const thread = args.thread === true;
-  if (args.mode === "session" && !thread) return failed('mode: "session" requires thread: true');
+  if (args.mode === "session" && !thread) return refuse(failed('mode: "session" requires thread: true'));
   const mode = args.mode ?? (thread ? "session" : "run");
   const cleanup = thread ? "keep" : (args.cleanup ?? "keep");
   const route = routeOf(caller.entry);
-  let threadAdapter:
-    | { accountId: string; createThread: (to: string, title: string) => Promise<{ threadId: string }> }
-    | undefined;
+  let threadPlan: SpawnPlan["thread"];
   if (thread) {
     if (!cfg.session.threadBindings.enabled)
-      return failed("thread: thread bindings are disabled (session.threadBindings.enabled)");
-    if (!route) return failed("thread: this session has no chat to create a thread in");
+      return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
+    if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
     const adapter = services.channels.get(route.channel, route.accountId);
     if (!adapter?.createThread || !adapter.capabilities.createThread) {
-      return failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`);
+      return refuse(
+        failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`),
+      );
     }
-    threadAdapter = { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) };
+    threadPlan = {
+      adapter: { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) },
+      route,
+    };
   }
   const targetSandboxed = isSandboxedAgent(cfg, targetAgent);
   if (args.sandbox === "require" && !targetSandboxed) {
-    return forbidden(
-      `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
+    return refuse(
+      forbidden(
+        `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
+      ),
     );
   }
   if (caller.sandboxed && !targetSandboxed) {
-    return forbidden(
-      `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
+    return refuse(
+      forbidden(
+        `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
+      ),
     );
   }
   const attachCfg = cfg.tools.sessions_spawn.attachments;
-  const attachments = args.attachments ?? [];
-  let files: Extract<ReturnType<typeof validateAttachments>, { ok: true }> | undefined;
+  let files: SpawnPlan["files"];
   if (attachments.length > 0) {
     if (!attachCfg.enabled)
-      return forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)");
+      return refuse(forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)"));
     const v = validateAttachments(attachments, attachCfg);
-    if (!v.ok) return { status: "error", code: v.code, error: v.error };
+    if (!v.ok) return refuse({ status: "error", code: v.code, error: v.error });
     files = v;
   }
+  return {
+    ok: true,
+    plan: {
+      args,
+      targetAgent,
+      targetSandboxed,
+      ...(modelRef ? { modelRef } : {}),
+      ...(thinking ? { thinking } : {}),
+      mode,
+      cleanup,
+      context: args.context ?? defaultSpawnContext(cfg, thread, route?.channel),
+      ...(threadPlan ? { thread: threadPlan } : {}),
+      ...(files ? { files } : {}),
+      depth: caller.depth + 1,
+      maxDepth: subagentSettings(cfg, targetAgent).maxSpawnDepth,
+      runTimeoutSeconds: args.runTimeoutSeconds ?? settings.runTimeoutSeconds,
+    },
+  };
+}
 
-  // ── side effects, undone on failure ──────────────────────────────────────────────────────
+/** Undo steps of a spawn in progress, run newest first when a later step fails. */
+class UndoList {
+  readonly #steps: Array<() => Promise<unknown>> = [];
+  push(step: () => Promise<unknown>): void {
+    this.#steps.push(step);
+  }
+  async run(): Promise<void> {
+    for (const step of this.#steps.reverse()) await step().catch(() => {});
+  }
+}
+
+/** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
+export async function applySpawn(
+  plan: SpawnPlan,
+  ctx: Pick<ToolContext, "services" | "caller">,
+): Promise<ToolResult> {
+  const { services, caller } = ctx;
+  const { args, targetAgent, mode } = plan;
   const childKey = subagentKey(targetAgent);
   const sessionId = randomUUID();
   const runId = randomUUID();
   const now = services.now();
-  const depth = caller.depth + 1;
   const label = args.label;
+  const undo = new UndoList();
 
   let binding: SessionEntry["threadBinding"];
-  if (threadAdapter && route) {
+  if (plan.thread) {
+    const { adapter, route } = plan.thread;
     try {
       const title = (label ?? args.task).slice(0, 80);
-      const { threadId } = await threadAdapter.createThread(route.to, title);
+      const { threadId } = await adapter.createThread(route.to, title);
       binding = {
         channel: route.channel,
         to: route.to,
         threadId,
         boundAt: now,
-        accountId: route.accountId ?? threadAdapter.accountId,
+        accountId: route.accountId ?? adapter.accountId,
       };
     } catch (err) {
       return failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`);
@@ -324,12 +437,14 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
   }
 
   let written: WrittenAttachments | undefined;
-  if (files) {
+  if (plan.files) {
     try {
-      written = await writeAttachments(childWorkspace(services, targetAgent, sessionId), files.files);
+      written = await writeAttachments(childWorkspace(services, targetAgent, sessionId), plan.files.files);
     } catch (err) {
       return failed(`attachments: could not write the files: ${errorMessage(err)}`);
     }
+    const w = written;
+    undo.push(() => w.remove());
   }
   const attachInfo = written
     ? {
@@ -341,19 +456,18 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
     : undefined;
   const mountPath = sanitizeMountPath(args.attachAs?.mountPath);
 
-  const runTimeoutSeconds = args.runTimeoutSeconds ?? settings.runTimeoutSeconds;
-  const timeoutMs = Math.round(runTimeoutSeconds * 1000);
+  const timeoutMs = Math.round(plan.runTimeoutSeconds * 1000);
   const chain = await spawnedByChain(services, caller.entry);
   const meta: SpawnMeta = { requesterKey: caller.sessionKey, childKey, chain };
   const text = childTaskText({
-    depth,
-    maxDepth: subagentSettings(cfg, targetAgent).maxSpawnDepth,
+    depth: plan.depth,
+    maxDepth: plan.maxDepth,
     requesterKey: caller.sessionKey,
     mode,
     task: args.task,
     ...(attachInfo ? { attachments: attachInfo } : {}),
   });
-  const forked = args.context === "fork" ? await forkedContext(services, caller) : undefined;
+  const forked = plan.context === "fork" ? await forkedContext(services, caller) : undefined;
   const extraSystem = childSystem({
     requesterKey: caller.sessionKey,
     childKey,
@@ -369,12 +483,19 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
     createdAt: now,
     updatedAt: now,
     spawnedBy: caller.sessionKey,
-    spawnDepth: depth,
-    sandboxed: targetSandboxed,
+    spawnDepth: plan.depth,
+    sandboxed: plan.targetSandboxed,
     ...(label ? { label } : {}),
-    ...(modelRef ? { model: modelRef } : {}),
-    ...(thinking ? { thinkingLevel: thinking } : {}),
-    subagent: { task: args.task, runId, mode, cleanup, runTimeoutSeconds, sandboxed: targetSandboxed },
+    ...(plan.modelRef ? { model: plan.modelRef } : {}),
+    ...(plan.thinking ? { thinkingLevel: plan.thinking } : {}),
+    subagent: {
+      task: args.task,
+      runId,
+      mode,
+      cleanup: plan.cleanup,
+      runTimeoutSeconds: plan.runTimeoutSeconds,
+      sandboxed: plan.targetSandboxed,
+    },
     ...(binding
       ? {
           threadBinding: binding,
@@ -393,15 +514,20 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
   const bindingKey = binding
     ? threadBindingKey(
         binding.channel,
-        binding.accountId ?? threadAdapter?.accountId ?? "default",
+        binding.accountId ?? plan.thread?.adapter.accountId ?? "default",
         binding.threadId,
       )
     : undefined;
+  const { store } = services;
   try {
-    await services.store.sessions.put(entry);
-    await services.store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
-    if (bindingKey)
-      await services.store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+    undo.push(() => store.sessions.delete(childKey));
+    await store.sessions.put(entry);
+    undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
+    await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
+    if (bindingKey) {
+      undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
+      await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+    }
     await services.pipeline.submitTurn({
       sessionKey: childKey,
       agentId: targetAgent,
@@ -410,7 +536,8 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
         kind: "inter_session",
         sourceSessionKey: caller.sessionKey,
         sourceTool: "sessions_spawn",
-        ...(route ? { sourceChannel: route.channel } : {}),
+        // The same rule as sessions_send: the requester row's channel (SEMANTICS §1).
+        sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
       },
       deliver: false,
       origin: "spawn",
@@ -420,10 +547,7 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
       meta: { spawn: meta },
     });
   } catch (err) {
-    await services.store.sessions.delete(childKey).catch(() => false);
-    await services.store.kv.delete(KV_SPAWN_REQUESTS, childKey).catch(() => {});
-    if (bindingKey) await services.store.kv.delete(THREAD_BINDINGS_NS, bindingKey).catch(() => {});
-    await written?.remove().catch(() => {});
+    await undo.run();
     return failed(`could not start the sub-agent: ${errorMessage(err)}`);
   }
   services.bus.emit("session.updated", { entry });
@@ -436,10 +560,15 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
     note: mode === "session" ? `${SPAWN_NOTE} ${SESSION_NOTE}` : SPAWN_NOTE,
   };
   if (label) result.label = label;
-  if (modelRef) result.modelApplied = modelRef;
+  if (plan.modelRef) result.modelApplied = plan.modelRef;
   if (written) result.attachments = written.receipt satisfies AttachmentReceipt;
   if (binding) result.threadId = binding.threadId;
   return result;
+}
+
+async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
+  const planned = await planSpawn(args, ctx);
+  return planned.ok ? applySpawn(planned.plan, ctx) : planned.result;
 }
 
 /** Attachment contents never enter the caller's transcript: each is replaced by its size. */

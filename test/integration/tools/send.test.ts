@@ -533,6 +533,7 @@ describe("reply-back loop", () => {
   it.each([
     [2, 2],
     [0, 0],
+    [7, 7],
   ])("maxPingPongTurns %i runs %i turns, then the announce", async (max, turns) => {
     const e = await setup({ session: { agentToAgent: { maxPingPongTurns: max } } });
     brain = (s) => (s.step === "turn" ? { text: `turn ${s.turn} reply` } : defaultBrain(s));

@@ -438,6 +438,89 @@ describe("sessions_spawn: checks before anything is created", () => {
     expect(await b.app.services.store.sessions.get(res.childSessionKey)).not.toBeNull(); // kept
   });
 
+  it("a thread-bound child gets the forked context by default; a plain spawn stays isolated", async () => {
+    const r = await b.requester("main", { to: "room-fork" });
+    const ref = { agentId: r.agentId, sessionId: r.sessionId };
+    await b.app.services.store.transcripts.append(ref, {
+      id: "u-fork",
+      sessionId: r.sessionId,
+      role: "user",
+      content: "remember the blue door",
+      timestamp: b.app.services.now(),
+    });
+    const threaded = await b.invoke(r.key, "sessions_spawn", {
+      task: "fork check",
+      thread: true,
+      model: "gate/m",
+    });
+    expect(threaded.status).toBe("accepted");
+    const req = await until(() => b.gateRequests.find((q) => q.system.includes(threaded.childSessionKey)));
+    expect(req.system).toContain("## Requester conversation");
+    expect(req.system).toContain("remember the blue door");
+    const explicit = await b.invoke(r.key, "sessions_spawn", {
+      task: "fork check",
+      thread: true,
+      context: "isolated",
+      model: "gate/m",
+    });
+    const req2 = await until(() => b.gateRequests.find((q) => q.system.includes(explicit.childSessionKey)));
+    expect(req2.system).not.toContain("remember the blue door");
+    const plain = await b.invoke(r.key, "sessions_spawn", { task: "fork check", model: "gate/m" });
+    const req3 = await until(() => b.gateRequests.find((q) => q.system.includes(plain.childSessionKey)));
+    expect(req3.system).not.toContain("remember the blue door");
+  });
+
+  it("sourceChannel of one requester is the same on spawn and on send (the row's channel rule)", async () => {
+    const now = b.app.services.now();
+    const key = `agent:main:direct:src-${randomUUID().slice(0, 8)}`;
+    await b.app.services.store.sessions.put({
+      key,
+      sessionId: randomUUID(),
+      agentId: "main",
+      createdAt: now,
+      updatedAt: now,
+    });
+    const res = await b.invoke(key, "sessions_spawn", { task: "src check", model: "gate/m" });
+    await b.invoke(key, "sessions_send", {
+      sessionKey: res.childSessionKey,
+      message: "ping",
+      timeoutSeconds: 0,
+    });
+    const msgs = await until(async () => {
+      const t = (await b.transcript(res.childSessionKey)).filter(
+        (m) => m.provenance?.kind === "inter_session",
+      );
+      return t.length === 2 ? t : null;
+    });
+    const channels = msgs.map((m) => m.provenance?.sourceChannel);
+    expect(channels[0]).toBeDefined();
+    expect(channels).toEqual([channels[0], channels[0]]);
+  });
+
+  it('runtime "acp" is unsupported (attachments refused first); "subagent" is the default', async () => {
+    const r = await b.requester("main");
+    const before = await count();
+    expect(await b.invoke(r.key, "sessions_spawn", { task: "x", runtime: "acp" })).toMatchObject({
+      status: "error",
+      code: "unsupported_runtime",
+      error: expect.stringContaining('"subagent"'),
+    });
+    expect(
+      await b.invoke(r.key, "sessions_spawn", {
+        task: "x",
+        runtime: "acp",
+        attachments: [{ name: "a.txt", content: "a" }],
+      }),
+    ).toMatchObject({ status: "error", code: "attachments_unsupported_runtime" });
+    expect(await count()).toBe(before);
+    expect((await b.invoke(r.key, "sessions_spawn", { task: "x", runtime: "subagent" })).status).toBe(
+      "accepted",
+    );
+    await expect(b.invoke(r.key, "sessions_spawn", { task: "x", runtime: "docker" })).rejects.toMatchObject({
+      code: "INVALID_PARAMS",
+    });
+  });
+
   it("sandbox: require needs a sandboxed target; a sandboxed caller cannot spawn an unsandboxed one", async () => {
     const r = await b.requester("main");
     const req = await b.invoke(r.key, "sessions_spawn", { task: "x", sandbox: "require" });

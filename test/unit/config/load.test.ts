@@ -62,8 +62,28 @@ describe("config defaults", () => {
 
 describe("config validation names the path", () => {
   it("out-of-range maxPingPongTurns", () => {
-    const msg = configError(() => parseConfig({ session: { agentToAgent: { maxPingPongTurns: 9 } } }));
-    expect(msg).toContain("config: session.agentToAgent.maxPingPongTurns: must be between 0 and 5");
+    const msg = configError(() => parseConfig({ session: { agentToAgent: { maxPingPongTurns: 21 } } }));
+    expect(msg).toContain("config: session.agentToAgent.maxPingPongTurns: must be between 0 and 20");
+    expect(configError(() => parseConfig({ session: { agentToAgent: { maxPingPongTurns: -1 } } }))).toContain(
+      "session.agentToAgent.maxPingPongTurns",
+    );
+  });
+  it.each([0, 9, 20])("maxPingPongTurns %i is accepted (0..20)", (n) => {
+    expect(parseConfig({ session: { agentToAgent: { maxPingPongTurns: n } } }).session.agentToAgent).toEqual({
+      maxPingPongTurns: n,
+    });
+  });
+  it("threadBindings.defaultSpawnContext: fork by default, isolated settable, per channel too", () => {
+    expect(parseConfig({}).session.threadBindings.defaultSpawnContext).toBe("fork");
+    const c = parseConfig({
+      session: { threadBindings: { defaultSpawnContext: "isolated" } },
+      channels: { slack: { accounts: {}, threadBindings: { defaultSpawnContext: "fork" } } },
+    });
+    expect(c.session.threadBindings.defaultSpawnContext).toBe("isolated");
+    expect(c.channels.slack?.threadBindings?.defaultSpawnContext).toBe("fork");
+    expect(
+      configError(() => parseConfig({ session: { threadBindings: { defaultSpawnContext: "clone" } } })),
+    ).toContain("session.threadBindings.defaultSpawnContext");
   });
   it("floors decimal ping-pong turns, and the runtime clamp handles odd values", () => {
     expect(
@@ -72,7 +92,8 @@ describe("config validation names the path", () => {
     ).toBe(2);
     expect(clampPingPongTurns("x")).toBe(5);
     expect(clampPingPongTurns(-3)).toBe(0);
-    expect(clampPingPongTurns(99)).toBe(5);
+    expect(clampPingPongTurns(99)).toBe(20);
+    expect(clampPingPongTurns(12)).toBe(12);
     expect(clampPingPongTurns(3.9)).toBe(3);
   });
   it("unknown top-level keys are errors", () => {

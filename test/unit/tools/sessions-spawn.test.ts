@@ -4,6 +4,7 @@ import { subagentSettings } from "../../../src/flows/spawn.js";
 import type { Services } from "../../../src/services.js";
 import {
   childTaskText,
+  defaultSpawnContext,
   omitAttachmentContents,
   sessionsSpawnTool,
   spawnableAgentIds,
@@ -113,5 +114,26 @@ describe("depth check", () => {
     expect(res.status).toBe("forbidden");
     expect(String(res.error)).toContain("maxSpawnDepth");
     expect(String(res.error)).toContain("current depth 1, max 1");
+  });
+});
+
+describe("defaultSpawnContext", () => {
+  it("non-thread spawns are isolated; thread spawns fork unless configured isolated (channel wins)", () => {
+    const base = parseConfig({});
+    expect(defaultSpawnContext(base, false, "slack")).toBe("isolated");
+    expect(defaultSpawnContext(base, true, "slack")).toBe("fork");
+    const iso = parseConfig({ session: { threadBindings: { defaultSpawnContext: "isolated" } } });
+    expect(defaultSpawnContext(iso, true, "slack")).toBe("isolated");
+    const perChannel = parseConfig({
+      session: { threadBindings: { defaultSpawnContext: "isolated" } },
+      channels: {
+        slack: { accounts: {}, threadBindings: { defaultSpawnContext: "fork" } },
+        discord: { accounts: {}, threadBindings: { defaultSpawnContext: "isolated" } },
+      },
+    });
+    expect(defaultSpawnContext(perChannel, true, "slack")).toBe("fork");
+    expect(defaultSpawnContext(perChannel, true, "discord")).toBe("isolated");
+    expect(defaultSpawnContext(perChannel, true, "telegram")).toBe("isolated");
+    expect(defaultSpawnContext(perChannel, false, "slack")).toBe("isolated");
   });
 });
