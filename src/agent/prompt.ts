@@ -143,6 +143,14 @@ export function buildSystemPrompt(parts: {
   return lines.join("\n");
 }
 
-export function toolSpecsTokens(specs: ToolSpec[]): number {
-  return estimateTokens(specs);
+const specTokens = new WeakMap<readonly ToolSpec[], number>();
+
+/** Estimated tokens of the tool specs; the registry caches spec arrays, so this is computed once per array. */
+export function toolSpecsTokens(specs: readonly ToolSpec[]): number {
+  let n = specTokens.get(specs);
+  if (n === undefined) {
+    n = estimateTokens(specs);
+    specTokens.set(specs, n);
+  }
+  return n;
 }

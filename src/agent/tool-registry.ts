@@ -37,8 +37,19 @@ function policyInput(services: Services, caller: ToolCaller) {
   };
 }
 
+/**
+ * A tool's schema depends only on the config and the caller's agent, depth and sandbox (the
+ * SessionTool contract), so schemas and specs are cached per (config, agent, depth, sandbox). A
+ * config change is a new config object, so the caches keyed by it are dropped with it.
+ */
+function callerKey(caller: ToolCaller): string {
+  return `${caller.agentId}\u0000${caller.depth}\u0000${caller.sandboxed ? 1 : 0}`;
+}
+
 export class ToolRegistry {
   readonly #tools = new Map<string, SessionTool>();
+  readonly #specs = new WeakMap<object, Map<string, readonly ToolSpec[]>>();
+  readonly #schemas = new WeakMap<object, Map<string, z.ZodType>>();
 
   constructor(tools: SessionTool[]) {
     for (const t of tools) this.#tools.set(t.name, t);
@@ -53,18 +64,45 @@ export class ToolRegistry {
     return new Set([...set].filter((n) => this.#tools.has(n)));
   }
 
-  specs(services: Services, caller: ToolCaller): ToolSpec[] {
-    const allowed = this.allowedFor(services, caller);
+  /** The tools' JSON schemas the model sees; built once per (config, agent, depth, sandbox). */
+  specs(services: Services, caller: ToolCaller): readonly ToolSpec[] {
+    let byCaller = this.#specs.get(services.config);
+    if (!byCaller) {
+      byCaller = new Map();
+      this.#specs.set(services.config, byCaller);
+    }
+    const key = callerKey(caller);
+    const hit = byCaller.get(key);
+    if (hit) return hit;
     const out: ToolSpec[] = [];
-    for (const name of allowed) {
+    for (const name of this.allowedFor(services, caller)) {
       const tool = this.#tools.get(name);
       if (!tool) continue;
-      const schema = tool.schema({ services, caller });
-      const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+      const json = z.toJSONSchema(this.#schema(tool, services, caller), {
+        io: "input",
+        unrepresentable: "any",
+      }) as Record<string, unknown>;
       delete json.$schema;
-      out.push({ name, description: tool.description, parameters: json });
+      out.push(Object.freeze({ name, description: tool.description, parameters: json }));
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+    const specs = Object.freeze(out.sort((a, b) => a.name.localeCompare(b.name)));
+    byCaller.set(key, specs);
+    return specs;
+  }
+
+  #schema(tool: SessionTool, services: Services, caller: ToolCaller): z.ZodType {
+    let byKey = this.#schemas.get(services.config);
+    if (!byKey) {
+      byKey = new Map();
+      this.#schemas.set(services.config, byKey);
+    }
+    const key = `${tool.name}\u0000${callerKey(caller)}`;
+    let schema = byKey.get(key);
+    if (!schema) {
+      schema = tool.schema({ services, caller });
+      byKey.set(key, schema);
+    }
+    return schema;
   }
 
   /** A tool call's raw JSON arguments as they may be stored in the caller's transcript. */
@@ -96,7 +134,7 @@ export class ToolRegistry {
           `tool ${name} is not allowed for this session`,
       };
     }
-    const parsed = tool.schema(ctx).safeParse(rawArgs ?? {});
+    const parsed = this.#schema(tool, ctx.services, ctx.caller).safeParse(rawArgs ?? {});
     if (!parsed.success) {
       return { ok: false, code: "INVALID_PARAMS", message: formatIssues(parsed.error.issues, `${name}: `) };
     }

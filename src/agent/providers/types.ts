@@ -29,7 +29,7 @@ export interface ModelRequest {
   model: string;
   system: string;
   messages: ModelMessage[];
-  tools: ToolSpec[];
+  tools: readonly ToolSpec[];
   maxOutputTokens?: number;
   thinking?: "off" | "minimal" | "low" | "medium" | "high";
   /** Aborting makes `complete()` reject with `signal.reason` (as fetch does), never a coded error. */

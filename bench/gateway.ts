@@ -1,0 +1,302 @@
+/**
+ * The real path (DESIGN.md § Budgets, issue 18): the built gateway started exactly as `npm start`
+ * starts it (`node --max-semi-space-size=4 bin/switchboard.js start`), token auth, the `openai`
+ * provider against a loopback OpenAI-compatible model that answers in a fixed ~2 ms, the default
+ * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
+ * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
+ * throughput, the gateway's CPU per turn from /proc/<pid>/stat and its RSS. The same on redis +
+ * bullmq with one and two worker processes (their CPU is added to the gateway's).
+ *
+ * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_DRIVERS
+ * ("local,bullmq", default both) picks the drivers.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
+import { loadavg, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const MODEL_DELAY_MS = 2;
+const TOKEN = "bench-token-0123456789abcdef";
+const CLK_TCK = 100; // Linux USER_HZ
+
+const fmt = (n: number, d = 2) => n.toFixed(d);
+const out = (s: string) => process.stdout.write(`${s}\n`);
+
+function quantile(xs: number[], q: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+}
+
+async function freePort(): Promise<number> {
+  const srv = createNetServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** A minimal OpenAI-compatible model: a fixed reply after MODEL_DELAY_MS (JSON or SSE). */
+async function startModel(): Promise<{ url: string; server: Server; calls: () => number }> {
+  let calls = 0;
+  const server = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (c: string) => {
+      body += c;
+    });
+    req.on("end", () => {
+      calls++;
+      const stream = body.includes('"stream":true');
+      setTimeout(() => {
+        const usage = { prompt_tokens: 40, completion_tokens: 8, total_tokens: 48 };
+        if (!stream) {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(
+            JSON.stringify({
+              id: `c${calls}`,
+              object: "chat.completion",
+              created: 0,
+              model: "bench",
+              choices: [{ index: 0, message: { role: "assistant", content: "pong" }, finish_reason: "stop" }],
+              usage,
+            }),
+          );
+          return;
+        }
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        const chunk = (delta: Record<string, unknown>, finish: string | null, u?: unknown) =>
+          `data: ${JSON.stringify({ id: `c${calls}`, object: "chat.completion.chunk", created: 0, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }], ...(u ? { usage: u } : {}) })}\n\n`;
+        res.write(chunk({ role: "assistant", content: "po" }, null));
+        res.write(chunk({ content: "ng" }, null));
+        res.write(chunk({}, "stop", usage));
+        res.end("data: [DONE]\n\n");
+      }, MODEL_DELAY_MS);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/v1`, server, calls: () => calls };
+}
+
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]); // utime + stime
+}
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+async function rpc(url: string, method: string, params: Record<string, unknown>): Promise<unknown> {
+  const res = await fetch(`${url}/rpc`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ id: 1, method, params }),
+  });
+  const body = (await res.json()) as { ok: boolean; result?: unknown; error?: { message: string } };
+  if (!body.ok) throw new Error(`${method}: ${body.error?.message}`);
+  return body.result;
+}
+
+async function turn(url: string, sessionKey: string): Promise<number> {
+  const t0 = performance.now();
+  const r = (await rpc(url, "chat.send", { sessionKey, message: "ping", timeoutSeconds: 30 })) as {
+    status: string;
+    error?: string;
+  };
+  if (r.status !== "ok") throw new Error(`turn ${sessionKey}: ${r.status} ${r.error ?? ""}`);
+  return performance.now() - t0;
+}
+
+async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (proc.exitCode !== null) throw new Error(`gateway exited with ${proc.exitCode}`);
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("gateway did not become healthy");
+}
+
+function startNode(args: string[], stderr: string[]): ChildProcess {
+  const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+  const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  proc.stderr?.on("data", (d: Buffer) => {
+    if (stderr.length < 50) stderr.push(d.toString());
+  });
+  return proc;
+}
+
+async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  const done = new Promise<void>((r) => proc.once("exit", () => r()));
+  proc.kill("SIGTERM");
+  const t = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+  await done;
+  clearTimeout(t);
+}
+
+async function throughput(
+  url: string,
+  clients: number,
+  seconds: number,
+  tag: string,
+): Promise<{ turns: number; perSec: number; p50: number }> {
+  const until = performance.now() + seconds * 1000;
+  const lat: number[] = [];
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      let i = 0;
+      while (performance.now() < until) {
+        lat.push(await turn(url, `agent:main:bench:${tag}:${c}:${i++ % 4}`));
+        n++;
+      }
+    }),
+  );
+  return { turns: n, perSec: n / seconds, p50: quantile(lat, 0.5) };
+}
+
+interface Setup {
+  name: string;
+  storage: Record<string, unknown>;
+  queue: Record<string, unknown>;
+  workers: number;
+}
+
+async function runSetup(setup: Setup, model: { url: string }, floorMs: number, seconds: number) {
+  const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-gw-"));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const cfg = {
+    gateway: { host: "127.0.0.1", port, auth: { token: TOKEN } },
+    stateDir: path.join(dir, "state"),
+    storage: setup.storage,
+    queue: setup.queue,
+    models: {
+      default: "fake/bench",
+      providers: { fake: { kind: "openai", baseUrl: model.url, apiKey: "bench-key" } },
+    },
+    channels: { webchat: { enabled: false } },
+  };
+  const cfgFile = path.join(dir, "switchboard.json");
+  writeFileSync(cfgFile, JSON.stringify(cfg));
+  const stderr: string[] = [];
+  const gw = startNode(["start", "--config", cfgFile], stderr);
+  const workers = Array.from({ length: setup.workers }, () =>
+    startNode(["worker", "--config", cfgFile], stderr),
+  );
+  const pids = () => [gw.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
+  try {
+    await waitHealthy(url, gw);
+    // Warm up: JIT, first-session paths, worker connections.
+    for (let i = 0; i < 30; i++) await turn(url, `agent:main:bench:warm:${i % 3}`);
+
+    const cpu = () => pids().reduce((s, p) => s + cpuTicks(p), 0);
+    let c0 = cpu();
+    const seq: number[] = [];
+    for (let i = 0; i < 100; i++) seq.push(await turn(url, "agent:main:bench:seq"));
+    const seqCpuMs = ((cpu() - c0) * 1000) / CLK_TCK / 100;
+    const seqP50 = quantile(seq, 0.5);
+    out(
+      `${setup.name}: 100 sequential turns, one session: median ${fmt(seqP50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
+        `minus the model's own ${fmt(seqP50 - floorMs)} ms [≤ 1.5]; CPU/turn ${fmt(seqCpuMs)} ms ` +
+        `[≤ ${setup.workers > 0 ? "2.0 gateway + worker" : "1.0"}]`,
+    );
+
+    const fresh: number[] = [];
+    for (let i = 0; i < 30; i++) fresh.push(await turn(url, `agent:main:bench:new:${i}`));
+    out(
+      `${setup.name}: 30 turns, a new key each: median ${fmt(quantile(fresh, 0.5))} ms, p95 ${fmt(quantile(fresh, 0.95))} ms`,
+    );
+
+    for (const clients of [16, 64]) {
+      c0 = cpu();
+      const t = await throughput(url, clients, seconds, `c${clients}`);
+      const cpuMs = ((cpu() - c0) * 1000) / CLK_TCK / Math.max(1, t.turns);
+      const budget = clients === 64 ? (setup.workers > 0 ? " [≥ 800]" : " [≥ 1,500]") : "";
+      out(
+        `${setup.name}: ${clients} clients × ${seconds} s: ${fmt(t.perSec, 0)} turns/s${budget}, ` +
+          `latency p50 ${fmt(t.p50)} ms, CPU/turn ${fmt(cpuMs)} ms`,
+      );
+    }
+    out(
+      `${setup.name}: RSS gateway ${fmt(rssMb(gw.pid ?? 0), 0)} MB${workers.map((w) => `, worker ${fmt(rssMb(w.pid ?? 0), 0)} MB`).join("")}`,
+    );
+  } catch (err) {
+    out(`${setup.name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+  } finally {
+    await Promise.all([...workers.map(stop), stop(gw)]);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function run(): Promise<void> {
+  const seconds = Number(process.env.BENCH_GATEWAY_SECONDS ?? 20);
+  const drivers = (process.env.BENCH_GATEWAY_DRIVERS ?? "local,bullmq").split(",");
+  out(
+    `load average at start: ${loadavg()
+      .map((l) => fmt(l))
+      .join(" ")}`,
+  );
+  const model = await startModel();
+  try {
+    // The floor: the same model called directly, as the provider would (one HTTP request).
+    const direct: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const t0 = performance.now();
+      const r = await fetch(`${model.url}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "bench", messages: [{ role: "user", content: "ping" }] }),
+      });
+      await r.json();
+      direct.push(performance.now() - t0);
+    }
+    const floor = quantile(direct, 0.5);
+    out(`model called directly (the floor): median ${fmt(floor)} ms, p95 ${fmt(quantile(direct, 0.95))} ms`);
+    const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+    const prefix = `sbbench${process.pid}`;
+    const setups: Setup[] = [];
+    if (drivers.includes("local"))
+      setups.push({ name: "fs+local", storage: { driver: "fs" }, queue: { driver: "local" }, workers: 0 });
+    if (drivers.includes("bullmq")) {
+      for (const workers of [1, 2]) {
+        setups.push({
+          name: `redis+bullmq, ${workers} worker${workers > 1 ? "s" : ""}`,
+          storage: { driver: "redis", redisUrl, prefix: `${prefix}w${workers}` },
+          queue: { driver: "bullmq", redisUrl, concurrency: 64 },
+          workers,
+        });
+      }
+    }
+    for (const s of setups) await runSetup(s, model, floor, seconds);
+  } finally {
+    await new Promise<void>((r) => model.server.close(() => r()));
+    out(
+      `load average at end: ${loadavg()
+        .map((l) => fmt(l))
+        .join(" ")}`,
+    );
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  await run();
+}
