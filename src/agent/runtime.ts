@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services.js";
@@ -41,20 +40,20 @@ export class AgentRuntime {
     private readonly tools: ToolRegistry,
   ) {}
 
-  /** Appends one message and announces it on the bus. */
+  /**
+   * Appends one message and announces it on the bus. The id is deterministic (see `stepId`), so
+   * a turn re-run after a crash appends nothing it had already appended (the store skips a
+   * known id, and nothing is announced twice).
+   */
   async append(
     ref: TranscriptRef,
     sessionKey: string,
-    msg: Omit<TranscriptMessage, "id" | "sessionId" | "timestamp"> & { id?: string },
+    msg: Omit<TranscriptMessage, "sessionId" | "timestamp">,
   ): Promise<TranscriptMessage> {
-    const full: TranscriptMessage = {
-      ...msg,
-      id: msg.id ?? randomUUID(),
-      sessionId: ref.sessionId,
-      timestamp: this.services.now(),
-    };
-    await this.services.store.transcripts.append(ref, full);
-    this.services.bus.emit("message.appended", { sessionKey, message: full });
+    const full: TranscriptMessage = { ...msg, sessionId: ref.sessionId, timestamp: this.services.now() };
+    if (await this.services.store.transcripts.append(ref, full)) {
+      this.services.bus.emit("message.appended", { sessionKey, message: full });
+    }
     return full;
   }
 
@@ -65,15 +64,9 @@ export class AgentRuntime {
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
 
-    // 1. The inbound messages (idempotent ids, so a re-run after a crash does not duplicate them).
-    const existing = new Set<string>();
-    if (job.attempt > 1) {
-      for (const m of await services.store.transcripts.readTail(ref, { limit: 200, includeTools: true }))
-        existing.add(m.id);
-    }
+    // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
       const id = `${m.runId}:in`;
-      if (existing.has(id)) continue;
       await this.append(ref, entry.key, {
         id,
         role: "user",
@@ -124,8 +117,9 @@ export class AgentRuntime {
     try {
       for (let step = 0; ; step++) {
         if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-        for (const s of ctx.takeSteering()) {
+        for (const [i, s] of ctx.takeSteering().entries()) {
           await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, `steer${i}`),
             role: "user",
             content: `[Steering from the requester] ${s}`,
             runId: job.runId,
@@ -136,7 +130,10 @@ export class AgentRuntime {
           limit: WINDOW_READ_LIMIT,
           includeTools: true,
         });
-        const { messages } = fitWindow(toUnits(tail), budget);
+        // On a re-run, what this run wrote at this step or later is not context for this step:
+        // the model sees what the first attempt saw, so a deterministic model repeats itself
+        // and every append below is a no-op.
+        const { messages } = fitWindow(toUnits(windowAt(tail, job.runId, step)), budget);
         const res = await resolved.provider.complete({
           model: resolved.model,
           system,
@@ -152,6 +149,7 @@ export class AgentRuntime {
 
         if (res.text || res.toolCalls.length === 0) {
           await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, "a"),
             role: "assistant",
             content: res.text,
             runId: job.runId,
@@ -168,18 +166,21 @@ export class AgentRuntime {
           };
           break;
         }
-        for (const call of res.toolCalls) {
+        for (const [j, call] of res.toolCalls.entries()) {
+          const effectId = stepId(job.runId, step, `c${j}`);
           await this.append(ref, entry.key, {
+            id: effectId,
             role: "toolCall",
             content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
             toolCallId: call.id,
             toolName: call.name,
             runId: job.runId,
           });
-          const result = await this.#execTool(call.name, call.arguments, caller, ctx, () => {
+          const result = await this.#execTool(call.name, call.arguments, caller, ctx, effectId, () => {
             yielded = true;
           });
           await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, `r${j}`),
             role: "toolResult",
             content: JSON.stringify(result),
             toolCallId: call.id,
@@ -233,6 +234,7 @@ export class AgentRuntime {
     rawArgs: string,
     caller: ToolCaller,
     ctx: JobContext,
+    effectId: string,
     onYield: () => void,
   ): Promise<Record<string, unknown>> {
     let args: unknown;
@@ -246,6 +248,7 @@ export class AgentRuntime {
         services: this.services,
         caller,
         signal: ctx.signal,
+        effectId,
         yieldTurn: () => onYield(),
       });
       if (out.ok) return out.result;
@@ -256,4 +259,30 @@ export class AgentRuntime {
       return { status: "error", error: `tool ${name} failed: ${errorMessage(err)}` };
     }
   }
+}
+
+/**
+ * The id of a message a turn writes at model step `step`: `<runId>:s<step>:<part>` (`a` the
+ * assistant message, `c<j>`/`r<j>` the j-th tool call and its result, `steer<i>` steering).
+ * The user line is `<runId>:in`. Derived from the job only, so a re-run writes the same ids.
+ */
+export function stepId(runId: string, step: number, part: string): string {
+  return `${runId}:s${step}:${part}`;
+}
+
+/**
+ * The transcript tail as model step `step` of run `runId` first saw it: without what the run
+ * wrote after that read (its assistant and tool messages of this step, anything of later steps;
+ * steering of this step was written before the read and stays).
+ */
+function windowAt(tail: TranscriptMessage[], runId: string, step: number): TranscriptMessage[] {
+  const prefix = `${runId}:s`;
+  const after = (m: TranscriptMessage): boolean => {
+    if (m.runId !== runId || !m.id.startsWith(prefix)) return false;
+    const rest = m.id.slice(prefix.length);
+    const n = Number.parseInt(rest, 10);
+    if (!Number.isFinite(n)) return false;
+    return n > step || (n === step && !rest.startsWith(`${n}:steer`));
+  };
+  return tail.some(after) ? tail.filter((m) => !after(m)) : tail;
 }

@@ -165,9 +165,7 @@ async function runMessages(
 /** Appends `msg` to the session's transcript unless a message with its id is already there. */
 async function appendOnce(services: Services, entry: SessionEntry, msg: TranscriptMessage): Promise<void> {
   const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
-  const tail = await services.store.transcripts.readTail(ref, { limit: 100, includeTools: true });
-  if (tail.some((m) => m.id === msg.id)) return;
-  await services.store.transcripts.append(ref, msg);
+  if (!(await services.store.transcripts.append(ref, msg))) return; // the store skips a known id
   services.bus.emit("message.appended", { sessionKey: entry.key, message: msg });
 }
 

@@ -158,8 +158,12 @@ export interface ReadTailOptions {
 }
 
 export interface TranscriptStore {
-  /** Appends in call order per transcript; durable when the promise resolves. */
-  append(ref: TranscriptRef, message: TranscriptMessage): Promise<void>;
+  /**
+   * Appends in call order per transcript; durable when the promise resolves. A message whose
+   * `id` is already among the transcript's messages is not appended again (API.md §6): resolves
+   * false. fs checks the newest 512 lines (where a re-run turn's ids are); redis checks all.
+   */
+  append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean>;
   /** The last `limit` messages, oldest first, read from the end (never the whole transcript). */
   readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]>;
   count(ref: TranscriptRef): Promise<number>;

@@ -10,6 +10,7 @@ import {
   isThreadKey,
   MAX_KEY_LENGTH,
   normalizeKey,
+  uuidFrom,
 } from "../sessions/keys.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
@@ -212,6 +213,8 @@ export const sessionsSendTool = defineTool({
         origin: "sessions_send",
         extraSystem: primaryContext(request),
         meta: { a2a: request },
+        // a turn re-run after a crash sends the same message once (the pipeline dedupes runIds)
+        ...(ctx.effectId ? { runId: uuidFrom(`${ctx.effectId}:send`) } : {}),
       });
       runId = run.runId;
     } catch (err) {

@@ -22,7 +22,7 @@ import { buildHistoryView } from "../history/view.js";
 import { spawnedByChain } from "../policy/access.js";
 import { THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services.js";
-import { deriveChannel, subagentKey } from "../sessions/keys.js";
+import { deriveChannel, subagentKey, uuidFrom } from "../sessions/keys.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
@@ -407,13 +407,31 @@ class UndoList {
 /** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
 export async function applySpawn(
   plan: SpawnPlan,
-  ctx: Pick<ToolContext, "services" | "caller">,
+  ctx: Pick<ToolContext, "services" | "caller" | "effectId">,
 ): Promise<ToolResult> {
   const { services, caller } = ctx;
   const { args, targetAgent, mode } = plan;
-  const childKey = subagentKey(targetAgent);
-  const sessionId = randomUUID();
-  const runId = randomUUID();
+  // Ids derive from the tool call's effect id when a turn runs it: a turn re-run after a crash
+  // finds the child it already spawned and reports it again instead of spawning a second one.
+  const seed = ctx.effectId;
+  const childKey = subagentKey(targetAgent, seed ? uuidFrom(`${seed}:key`) : randomUUID());
+  const sessionId = seed ? uuidFrom(`${seed}:session`) : randomUUID();
+  const runId = seed ? uuidFrom(`${seed}:run`) : randomUUID();
+  if (seed) {
+    const prior = await services.store.sessions.get(childKey);
+    if (prior?.subagent?.runId === runId) {
+      const again: ToolResult = {
+        status: "accepted",
+        runId,
+        childSessionKey: childKey,
+        mode,
+        note: SPAWN_NOTE,
+      };
+      if (prior.label) again.label = prior.label;
+      if (prior.threadBinding) again.threadId = prior.threadBinding.threadId;
+      return again;
+    }
+  }
   const now = services.now();
   const label = args.label;
   const undo = new UndoList();

@@ -14,6 +14,12 @@ export interface ToolContext {
   services: Services;
   caller: ToolCaller;
   signal: AbortSignal;
+  /**
+   * Present while a model turn runs: the deterministic id of this tool call (`<runId>:s<step>:c<j>`),
+   * the same when the turn is re-run after a crash. Tools with side effects derive their ids
+   * from it (a spawned run, a sent message), so a re-run does not do them twice.
+   */
+  effectId?: string;
   /** Present while a model turn runs: ends the turn after this tool call (sessions_yield). */
   yieldTurn?: (reason: string) => void;
 }

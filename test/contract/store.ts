@@ -438,6 +438,41 @@ export function storeContract(name: string, make: StoreFactory): void {
         ).toBeNull();
       });
 
+      it("appending a message whose id is already in the transcript is a no-op (API.md §6)", async () => {
+        const user = msg("user", "hello", { id: "run1:in", runId: "run1" });
+        const reply = msg("assistant", "hi", { id: "run1:s0:a", runId: "run1" });
+        expect(await driver.transcripts.append(ref, user)).toBe(true);
+        expect(await driver.transcripts.append(ref, reply)).toBe(true);
+        // a re-run of the turn after a crash appends the same ids again (even with other content)
+        expect(await driver.transcripts.append(ref, { ...user })).toBe(false);
+        expect(await driver.transcripts.append(ref, { ...reply, content: "hi again" })).toBe(false);
+        const again = await Promise.all([
+          driver.transcripts.append(ref, { ...reply }),
+          driver.transcripts.append(ref, { ...reply }),
+        ]);
+        expect(again).toEqual([false, false]);
+        const fresh = msg("assistant", "next", { id: "run1:s1:a", runId: "run1" });
+        const both = await Promise.all([
+          driver.transcripts.append(ref, fresh),
+          driver.transcripts.append(ref, { ...fresh }),
+        ]);
+        expect(both.filter(Boolean)).toHaveLength(1);
+        const got = await driver.transcripts.readTail(ref, { limit: 10, includeTools: true });
+        expect(got.map((m) => m.id)).toEqual(["run1:in", "run1:s0:a", "run1:s1:a"]);
+        expect(got[1]!.content).toBe("hi");
+        expect(await driver.transcripts.count(ref)).toBe(3);
+      });
+
+      it("the id check survives archive: an archived transcript's ids do not block a fresh one", async () => {
+        const m = msg("user", "before", { id: "r9:in" });
+        await driver.transcripts.append(ref, m);
+        await driver.transcripts.archive(ref, "archived");
+        expect(await driver.transcripts.append(ref, { ...m, content: "after" })).toBe(true);
+        expect((await driver.transcripts.readTail(ref, { limit: 10 })).map((x) => x.content)).toEqual([
+          "after",
+        ]);
+      });
+
       it("reports warnings as a list", async () => {
         expect(Array.isArray(driver.transcripts.warnings())).toBe(true);
       });

@@ -190,6 +190,52 @@ describe("model selection", () => {
   });
 });
 
+describe("a turn re-run after a crash (attempt 2)", () => {
+  it("appends no second copy of any line and does not spawn the sub-agent again", async () => {
+    const t = await startTestApp(modelConfig());
+    try {
+      const script = () =>
+        fake.enqueue(
+          { text: "", toolCalls: [{ name: "sessions_spawn", arguments: { task: "dig", label: "digger" } }] },
+          { text: "spawned it" },
+        );
+      script();
+      const r = await t.rpc("chat.send", { sessionKey: "main", message: "spawn one", timeoutSeconds: 20 });
+      expect(r.result).toMatchObject({ status: "ok", reply: "spawned it" });
+      const entry = (await t.app.services.store.sessions.get("agent:main:main"))!;
+      const ref = { agentId: "main", sessionId: entry.sessionId };
+      const before = await t.app.services.store.transcripts.readTail(ref, { limit: 50, includeTools: true });
+      const children = async () =>
+        (await t.app.services.store.sessions.list({ spawnedBy: "agent:main:main" })).length;
+      expect(await children()).toBe(1);
+
+      // the same job again, as the pipeline hands it over after a crash before its `done` record
+      script();
+      const again = await t.app.runtime.runTurn(
+        {
+          runId: r.result.runId,
+          sessionKey: "agent:main:main",
+          agentId: "main",
+          messages: [{ runId: r.result.runId, text: "spawn one" }],
+          deliver: false,
+          origin: "operator",
+          timeoutMs: 0,
+          attempt: 2,
+        },
+        { signal: new AbortController().signal, stillOwner: async () => true, takeSteering: () => [] },
+      );
+      expect(again).toMatchObject({ status: "ok", reply: "spawned it" });
+      const after = await t.app.services.store.transcripts.readTail(ref, { limit: 50, includeTools: true });
+      expect(after.map((m) => m.id)).toEqual(before.map((m) => m.id));
+      expect(new Set(after.map((m) => m.id)).size).toBe(after.length);
+      expect(after.map((m) => m.role)).toEqual(["user", "toolCall", "toolResult", "assistant"]);
+      expect(await children()).toBe(1);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
 describe("lanes through the runtime", () => {
   it("50 messages to one session run one at a time, in order; 50 sessions run in parallel", async () => {
     let inFlight = 0;

@@ -74,6 +74,18 @@ export class TailCache {
   }
 
   /**
+   * Whether the cached tail of `file` holds a message with this id: true/false when the entry
+   * can tell (it holds the id, or it is the whole file), null when there is no entry. An
+   * incomplete entry answers for the messages it holds (the newest ones) and false beyond them.
+   */
+  hasId(file: string, id: string): boolean | null {
+    const e = this.entries.get(file);
+    if (!e) return null;
+    for (let i = e.msgs.length - 1; i >= 0; i--) if (e.msgs[i]!.id === id) return true;
+    return false;
+  }
+
+  /**
    * Replaces the entry with messages just parsed from the file (oldest first; the cache owns
    * them from now on) and the lengths of their lines.
    */

@@ -35,7 +35,10 @@ export interface FsTranscriptStoreOptions {
   tailCache?: Partial<TailCacheLimits>;
 }
 
-/** Enough lines for the runtime's window (400) and a crash re-run's id check (200). */
+/** How many of a transcript's newest lines the duplicate-id check of `append` looks at. */
+const ID_CHECK_LINES = 512;
+
+/** Enough lines for the runtime's window (400) and a crash re-run's id check (512). */
 const DEFAULT_TAIL_CACHE: TailCacheLimits = {
   maxLinesPerFile: 512,
   maxCharsPerFile: 256 * 1024,
@@ -84,7 +87,7 @@ export class FsTranscriptStore implements TranscriptStore {
     return layout.transcript(this.opts.stateDir, ref.agentId, ref.sessionId);
   }
 
-  async append(ref: TranscriptRef, message: TranscriptMessage): Promise<void> {
+  async append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean> {
     this.assertOpen();
     const file = this.locate(ref);
     checkMessage(message);
@@ -93,6 +96,7 @@ export class FsTranscriptStore implements TranscriptStore {
     return this.serial.run(file, async () => {
       this.assertOpen();
       const t = await this.handle(file);
+      if (await this.hasRecentId(file, message.id)) return false;
       const text = t.needsNewline ? `\n${line}` : line;
       try {
         const written = appendSync(t.fh.fd, text);
@@ -107,7 +111,27 @@ export class FsTranscriptStore implements TranscriptStore {
       this.tails?.append(file, JSON.parse(json) as TranscriptMessage, json.length);
       const c = this.counts.get(file);
       if (c !== undefined) this.counts.set(file, c + 1);
+      return true;
     });
+  }
+
+  /**
+   * Whether one of the newest messages of `file` has this id (API.md §6: appending an existing
+   * id is a no-op). The ids that matter are those of the run being re-run after a crash, which
+   * are the newest lines: the tail cache holds them (up to `ID_CHECK_LINES`); a cold file is
+   * read from its end once, which also fills the cache. Must run inside the file's queue.
+   */
+  private async hasRecentId(file: string, id: string): Promise<boolean> {
+    if (this.tails) {
+      const hit = this.tails.hasId(file, id);
+      if (hit !== null) return hit;
+      await this.readTailFromFile(file, ID_CHECK_LINES, true);
+      const again = this.tails.hasId(file, id);
+      if (again !== null) return again;
+    }
+    // no cache (turned off, or the tail did not fit): look at the file's newest lines
+    const recent = await this.readTailFromFile(file, ID_CHECK_LINES, true);
+    return recent.some((m) => m.id === id);
   }
 
   async readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]> {

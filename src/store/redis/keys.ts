@@ -14,6 +14,7 @@ import { InvalidParamsError } from "../../errors.js";
  *   P:idx:label:<label>                 zset    session keys with that exact label, by updatedAt
  *   P:idx:parent:<spawnedBy>            zset    child session keys, by updatedAt
  *   P:tr:<agentId*>:<sessionId*>        stream  transcript (fields `r` = role, `m` = message JSON)
+ *   <transcript>:ids                    set     ids of the live transcript's messages (append dedupe)
  *   <transcript>:archived:<reason>:<ts> stream  an archived transcript (renamed, kept)
  *   P:run:<runId>                       hash    data (run JSON), rev, ix
  *   P:runs:sess:<sessionKey>            zset    runIds by createdAt
@@ -71,6 +72,11 @@ export class RedisKeys {
 
   transcript(agentId: string, sessionId: string): string {
     return `${this.head}tr:${escapeSegment(agentId)}:${escapeSegment(sessionId)}`;
+  }
+
+  /** The ids of a live transcript's messages (an append of a known id is a no-op). */
+  transcriptIds(agentId: string, sessionId: string): string {
+    return `${this.transcript(agentId, sessionId)}:ids`;
   }
 
   archivedTranscript(agentId: string, sessionId: string, reason: string, stamp: string): string {
@@ -136,6 +142,7 @@ export type ParsedKey =
   | { type: "labelIndex"; label: string }
   | { type: "parentIndex"; spawnedBy: string }
   | { type: "transcript"; agentId: string; sessionId: string }
+  | { type: "transcriptIds"; agentId: string; sessionId: string }
   | { type: "archivedTranscript"; agentId: string; sessionId: string; reason: string; stamp: string }
   | { type: "run"; runId: string }
   | { type: "sessionRuns"; sessionKey: string }
@@ -146,6 +153,13 @@ function parseTranscript(rest: string): ParsedKey | null {
   const parts = rest.split(":");
   if (parts.length === 2) {
     return { type: "transcript", agentId: unescapeSegment(parts[0]!), sessionId: unescapeSegment(parts[1]!) };
+  }
+  if (parts.length === 3 && parts[2] === "ids") {
+    return {
+      type: "transcriptIds",
+      agentId: unescapeSegment(parts[0]!),
+      sessionId: unescapeSegment(parts[1]!),
+    };
   }
   if (parts.length >= 5 && parts[2] === "archived") {
     return {

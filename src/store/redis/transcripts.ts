@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
-import { archiveTranscript } from "./commands/index.js";
+import { appendTranscript, archiveTranscript } from "./commands/index.js";
 import type { RedisKeys } from "./keys.js";
 import type { ScriptRunner } from "./scripts.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
@@ -23,8 +23,9 @@ export interface RedisTranscriptStoreOptions {
  * Transcripts as Redis Streams, one per (agentId, sessionId): each message is one entry with
  * fields `r` (role, so tool messages are skipped without parsing) and `m` (message JSON).
  *
- * - append: one XADD. Commands on one connection run in the order they are issued and
- *   `append` issues its XADD synchronously, so appends keep call order. "Durable" means
+ * - append: one script (SADD the id to `<stream>:ids`, XADD only when it was new — an
+ *   existing id is a no-op). Commands on one connection run in the order they are issued and
+ *   `append` issues its script call synchronously, so appends keep call order. "Durable" means
  *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF).
  * - readTail: XREVRANGE … COUNT from the newest entry backwards; when tools are filtered out
  *   it keeps paging backwards (pages ×2, up to MAX_PAGE) until `limit` messages or the start.
@@ -42,12 +43,16 @@ export class RedisTranscriptStore implements TranscriptStore {
     return this.o.keys.transcript(ref.agentId, ref.sessionId);
   }
 
-  append(ref: TranscriptRef, message: TranscriptMessage): Promise<void> {
+  /** One script (appendTranscript-2): the id check and the XADD are one step. */
+  append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean> {
     try {
       assertOpen(this.closed, "transcripts");
       checkMessage(message);
-      // no await before the XADD: that is what keeps concurrent appends in call order
-      return this.o.client.xadd(this.locate(ref), "*", ...entryFields(message)).then(() => undefined);
+      const keys = [this.locate(ref), this.o.keys.transcriptIds(ref.agentId, ref.sessionId)];
+      // no await before the script call: that is what keeps concurrent appends in call order
+      return this.o.scripts
+        .run(appendTranscript, keys, [message.id, message.role, JSON.stringify(message)])
+        .then((r) => r === 1);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -61,8 +66,9 @@ export class RedisTranscriptStore implements TranscriptStore {
     assertOpen(this.closed, "transcripts");
     const key = this.locate(ref);
     for (const m of messages) checkMessage(m);
+    const ids = this.o.keys.transcriptIds(ref.agentId, ref.sessionId);
     const pipe = this.o.client.pipeline();
-    for (const m of messages) pipe.xadd(key, "*", ...entryFields(m));
+    for (const m of messages) pipe.sadd(ids, m.id).xadd(key, "*", ...entryFields(m));
     for (const [err] of (await pipe.exec()) ?? []) if (err) throw err;
   }
 
@@ -112,7 +118,8 @@ export class RedisTranscriptStore implements TranscriptStore {
         reason,
         i === 0 ? stamp : `${stamp}-${i}`,
       );
-      const r = await this.o.scripts.run(archiveTranscript, [live, target], []);
+      const ids = this.o.keys.transcriptIds(ref.agentId, ref.sessionId);
+      const r = await this.o.scripts.run(archiveTranscript, [live, target, ids], []);
       if (r === 1) return target;
       if (r === 0) return null;
       // -1: an archive with this name exists (two archives in one ms): try the next suffix

@@ -322,6 +322,30 @@ describe("fs store: torn lines", () => {
   });
 });
 
+describe("fs store: a known transcript id is not appended again", () => {
+  it("after a restart (cold tail) and with the tail cache off, the file holds one line per id", async () => {
+    const dir = newDir();
+    for (const tailCacheChars of [undefined, 0]) {
+      const ref: TranscriptRef = { agentId: "main", sessionId: `s-${tailCacheChars ?? "cached"}` };
+      let s = await open(dir, tailCacheChars === undefined ? {} : { tailCacheChars });
+      for (let i = 0; i < 600; i++) await s.transcripts.append(ref, message(`old${i}`));
+      expect(await s.transcripts.append(ref, message("run1:in"))).toBe(true);
+      expect(await s.transcripts.append(ref, message("run1:s0:a", "assistant"))).toBe(true);
+      s = await reopen(s, tailCacheChars === undefined ? {} : { tailCacheChars });
+      // the crash re-run of run1 appends the same lines again
+      expect(await s.transcripts.append(ref, message("run1:in"))).toBe(false);
+      expect(await s.transcripts.append(ref, message("run1:s0:a", "assistant"))).toBe(false);
+      expect(await s.transcripts.append(ref, message("run1:s1:a", "assistant"))).toBe(true);
+      const lines = readFileSync(s.transcripts.locate(ref), "utf8").trim().split("\n");
+      const ids = lines.map((l) => (JSON.parse(l) as TranscriptMessage).id);
+      expect(ids.length).toBe(603);
+      expect(new Set(ids).size).toBe(603);
+      expect(await s.transcripts.count(ref)).toBe(603);
+      await s.close();
+    }
+  });
+});
+
 describe("fs store: restart persistence", () => {
   async function writeEverything(s: FsStore, tag: string): Promise<void> {
     await s.sessions.put(

@@ -175,7 +175,8 @@ describeRedis("redis store", () => {
     await s.outbox.claim("o1", 60_000);
     await s.kv.set("ns", "k", 1);
     const keys = await storeKeys(c, s);
-    expect(keys.length).toBe(11);
+    // 11 + the transcript's id set (append dedupe)
+    expect(keys.length).toBe(12);
     for (const key of keys) {
       expect(key.startsWith(`${s.keys.tag}:`)).toBe(true);
       expect(s.keys.parse(key)).not.toBeNull();

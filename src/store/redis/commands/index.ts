@@ -1,13 +1,22 @@
 /** Every Lua script of the redis store (one file each, named `<operation>-<key count>`). */
 import type { ScriptDef } from "../scripts.js";
-import { archiveTranscript } from "./archiveTranscript-2.js";
+import { appendTranscript } from "./appendTranscript-2.js";
+import { archiveTranscript } from "./archiveTranscript-3.js";
 import { completeOutbox } from "./completeOutbox-1.js";
 import { deleteSession } from "./deleteSession-2.js";
 import { putRun } from "./putRun-2.js";
 import { putSession } from "./putSession-6.js";
 import { releaseOutbox } from "./releaseOutbox-1.js";
 
-export { archiveTranscript, completeOutbox, deleteSession, putRun, putSession, releaseOutbox };
+export {
+  appendTranscript,
+  archiveTranscript,
+  completeOutbox,
+  deleteSession,
+  putRun,
+  putSession,
+  releaseOutbox,
+};
 
 export const ALL_SCRIPTS: readonly ScriptDef[] = [
   putSession,
@@ -16,4 +25,5 @@ export const ALL_SCRIPTS: readonly ScriptDef[] = [
   completeOutbox,
   releaseOutbox,
   archiveTranscript,
+  appendTranscript,
 ];
