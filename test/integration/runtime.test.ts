@@ -194,12 +194,17 @@ describe("a turn re-run after a crash (attempt 2)", () => {
   it("appends no second copy of any line and does not spawn the sub-agent again", async () => {
     const t = await startTestApp(modelConfig());
     try {
-      const script = () =>
-        fake.enqueue(
-          { text: "", toolCalls: [{ name: "sessions_spawn", arguments: { task: "dig", label: "digger" } }] },
-          { text: "spawned it" },
-        );
-      script();
+      // by request, not by queue: the sub-agent's own turn calls the model concurrently
+      fake.setDefault((req) => {
+        const system = String(req.body.messages?.[0]?.content);
+        if (!system.includes("agent:main:main") || system.includes("subagent")) return { text: "child done" };
+        const last = req.body.messages?.at(-1);
+        if (last?.role === "tool") return { text: "spawned it" };
+        return {
+          text: "",
+          toolCalls: [{ name: "sessions_spawn", arguments: { task: "dig", label: "digger" } }],
+        };
+      });
       const r = await t.rpc("chat.send", { sessionKey: "main", message: "spawn one", timeoutSeconds: 20 });
       expect(r.result).toMatchObject({ status: "ok", reply: "spawned it" });
       const entry = (await t.app.services.store.sessions.get("agent:main:main"))!;
@@ -210,7 +215,6 @@ describe("a turn re-run after a crash (attempt 2)", () => {
       expect(await children()).toBe(1);
 
       // the same job again, as the pipeline hands it over after a crash before its `done` record
-      script();
       const again = await t.app.runtime.runTurn(
         {
           runId: r.result.runId,
@@ -231,6 +235,7 @@ describe("a turn re-run after a crash (attempt 2)", () => {
       expect(after.map((m) => m.role)).toEqual(["user", "toolCall", "toolResult", "assistant"]);
       expect(await children()).toBe(1);
     } finally {
+      fake.setDefault(echoHandler);
       await t.stop();
     }
   });
