@@ -395,6 +395,8 @@ export const channelsSchema = z
   .default({ webchat: { enabled: true } });
 
 export const configSchema = z.strictObject({
+  /** For editors (schema/switchboard.schema.json); ignored. */
+  $schema: z.string().optional(),
   gateway: gatewaySchema,
   stateDir: z.string().min(1).default("./.switchboard"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -1,0 +1,39 @@
+import type { Command } from "commander";
+import { type CliContext, clientFor, configOpt, jsonOpt, tokenOpt, urlOpt } from "../context.js";
+
+interface Health {
+  version: string;
+  storage: string;
+  queue: string;
+  redis?: string;
+  model: string;
+  channels: Record<string, string>;
+  channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
+}
+
+export function registerHealth(program: Command, { io }: CliContext): void {
+  program
+    .command("health")
+    .description(
+      "show the running gateway's health: version, storage, queue, Redis, each channel (and a WhatsApp QR code to scan)",
+    )
+    .addOption(jsonOpt())
+    .addOption(urlOpt())
+    .addOption(tokenOpt())
+    .addOption(configOpt())
+    .action(async (opts) => {
+      const h = await clientFor(opts).call<Health>("health");
+      if (opts.json) return io.out(JSON.stringify(h, null, 2));
+      io.out(`switchboard ${h.version}`);
+      io.out(`  storage  ${h.storage}`);
+      io.out(`  queue    ${h.queue}${h.redis && h.redis !== "n/a" ? ` (redis ${h.redis})` : ""}`);
+      io.out(`  model    ${h.model}`);
+      const names = Object.keys(h.channels);
+      if (names.length === 0) io.out("  channels none");
+      for (const name of names) {
+        io.out(`  ${name.padEnd(8)} ${h.channels[name]}`);
+        const d = h.channelDetails?.[name];
+        if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);
+      }
+    });
+}

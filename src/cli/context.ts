@@ -1,0 +1,112 @@
+import { Option } from "commander";
+import { type LoadedConfig, loadConfig } from "../config/load.js";
+import { SwitchboardError } from "../errors.js";
+import { RpcClient } from "../gateway/client.js";
+
+/** What every command gets: where to print, and how to set the exit code. */
+export interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+}
+
+export interface CliContext {
+  io: Io;
+  setCode: (n: number) => void;
+}
+
+export const defaultIo: Io = {
+  out: (s) => process.stdout.write(s.endsWith("\n") ? s : `${s}\n`),
+  err: (s) => process.stderr.write(s.endsWith("\n") ? s : `${s}\n`),
+};
+
+/** Options shared by several commands (a fresh instance per command). */
+export const configOpt = () =>
+  new Option(
+    "-c, --config <file>",
+    "config file (JSON5); default $SWITCHBOARD_CONFIG, then ./switchboard.json5",
+  );
+export const urlOpt = () =>
+  new Option("--url <url>", "gateway URL; default from config gateway.url or http://host:port");
+export const tokenOpt = () =>
+  new Option("--token <token>", "bearer token; default from config gateway.auth.token");
+export const jsonOpt = () => new Option("--json", "print machine-readable JSON");
+
+export interface ClientOpts {
+  url?: string;
+  config?: string;
+  token?: string;
+}
+
+export function load(file: string | undefined): LoadedConfig {
+  return loadConfig(file ? { file } : {});
+}
+
+export function clientFor(opts: ClientOpts): RpcClient {
+  let url = opts.url;
+  let token = opts.token;
+  if (!url || !token) {
+    try {
+      const { config } = load(opts.config);
+      url ??=
+        config.gateway.url ??
+        `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
+      token ??= config.gateway.auth.token;
+    } catch (err) {
+      if (!url) throw err;
+    }
+  }
+  return new RpcClient(url ?? "http://127.0.0.1:18790", token);
+}
+
+/**
+ * Read commands go to the running gateway; when none answers they read the local store directly
+ * (API.md §2). That is safe: the fs store's lock refuses while a gateway owns the state dir.
+ */
+export async function readCall<T>(
+  opts: ClientOpts,
+  method: string,
+  params: Record<string, unknown>,
+  io: Io,
+): Promise<T> {
+  try {
+    return await clientFor(opts).call<T>(method, params);
+  } catch (err) {
+    if (!(err instanceof SwitchboardError) || !/cannot reach the gateway/.test(err.message)) throw err;
+    const loaded = load(opts.config);
+    const { readLocal } = await import("../app/local-read.js");
+    return readLocal<T>(loaded, method, params, {
+      unreachable: err.message,
+      onLocal: () => io.err("switchboard: no gateway answered; reading the local store"),
+    });
+  }
+}
+
+/** A numeric flag, checked here so the error names the flag the user typed (not an RPC param). */
+export function numberFlag(
+  flag: string,
+  raw: unknown,
+  range: { min?: number; max?: number; integer?: boolean } = {},
+): number {
+  const n = Number(raw);
+  const { min, max, integer } = range;
+  const bad =
+    typeof raw !== "string" ||
+    raw.trim() === "" ||
+    !Number.isFinite(n) ||
+    (integer && !Number.isInteger(n)) ||
+    (min !== undefined && n < min) ||
+    (max !== undefined && n > max);
+  if (bad) {
+    const what = integer ? "an integer" : "a number";
+    const bounds =
+      min !== undefined && max !== undefined
+        ? ` between ${min} and ${max}`
+        : min !== undefined
+          ? ` of at least ${min}`
+          : max !== undefined
+            ? ` of at most ${max}`
+            : "";
+    throw new SwitchboardError("INVALID_PARAMS", `${flag}: must be ${what}${bounds} (got ${String(raw)})`);
+  }
+  return n;
+}

@@ -1,0 +1,133 @@
+/**
+ * One sentence per config key for docs/configuration.md and the editor schema, by path
+ * (`<provider>`, `<account>`, `<name>` for record keys, `[]` for list items). A key without an
+ * entry still appears in the reference, with its type and default. Keep entries short.
+ */
+export const CONFIG_DESCRIPTIONS: Record<string, string> = {
+  $schema: "Path or URL of this JSON Schema, for editors; ignored by Switchboard.",
+  gateway: "The HTTP/WebSocket server: RPC, web chat, dashboard, health and platform webhooks.",
+  "gateway.host": "Address to bind. Anything but loopback requires a token.",
+  "gateway.port": "Port to listen on (0 = any free port).",
+  "gateway.auth.token":
+    "Bearer token for RPC, WebSocket, web chat and dashboard. Use ${VAR} to keep it out of the file.",
+  "gateway.maxBodyBytes": "Largest accepted request body in bytes.",
+  "gateway.url": "Base URL the CLI uses to reach a running gateway; default http://host:port.",
+  "gateway.allowedHosts": "Host header names accepted besides loopback names and the bound address.",
+  "gateway.allowedOrigins": "Browser origins accepted besides the gateway's own.",
+  stateDir: "Where the fs store, the local queue's journal, the lock and channel credentials live.",
+  logLevel: "pino log level (SWITCHBOARD_LOG_LEVEL overrides it).",
+  storage: "Where sessions and transcripts are stored.",
+  "storage.driver": "fs: files under stateDir (one machine). redis: Redis (several processes).",
+  "storage.redisUrl": "Redis URL for the redis driver.",
+  "storage.prefix": "Prefix of every Redis key.",
+  queue: "The pipeline that runs turns and follow-up jobs.",
+  "queue.driver": "local: in-process, journaled to stateDir. bullmq: BullMQ on Redis, for workers.",
+  "queue.redisUrl": "Redis URL for the bullmq driver.",
+  "queue.prefix": "Prefix of the BullMQ queues.",
+  "queue.concurrency": "Turns run in parallel per process (turns of one session never overlap).",
+  "queue.lockDurationMs":
+    "BullMQ lock duration; a crashed worker's turn is picked up after about lockDurationMs + stalledIntervalMs.",
+  "queue.stalledIntervalMs": "How often BullMQ looks for stalled jobs.",
+  "queue.mode":
+    "Messages that arrive while a turn runs: collect folds them into one next turn; followup runs one turn each.",
+  models: "Model providers and which model agents use.",
+  "models.default":
+    'Model of agents that name none, as "<provider>/<model>"; the provider must be configured.',
+  "models.providers": "Configured providers by name; a model reference's first part names one of these.",
+  "models.providers.<provider>.kind":
+    "openai: any OpenAI-compatible Chat Completions API. anthropic: the Messages API. scripted: fixed rules, no AI.",
+  "models.providers.<provider>.baseUrl": "API base URL (Ollama, vLLM, LM Studio, OpenRouter, a proxy).",
+  "models.providers.<provider>.apiKey": "API key; use ${VAR}.",
+  "models.providers.<provider>.headers": "Extra HTTP headers sent with every request.",
+  "models.providers.<provider>.models": "Per-model facts, by model name without the provider.",
+  "models.providers.<provider>.models.<model>.contextTokens": "Context window in tokens.",
+  "models.providers.<provider>.models.<model>.maxOutputTokens": "Largest reply in tokens.",
+  "models.providers.<provider>.models.<model>.price.inputPerMTok": "USD per million input tokens.",
+  "models.providers.<provider>.models.<model>.price.outputPerMTok": "USD per million output tokens.",
+  "models.providers.<provider>.models.<model>.price.cacheReadPerMTok":
+    "USD per million cached input tokens read.",
+  "models.providers.<provider>.models.<model>.price.cacheWritePerMTok":
+    "USD per million cached input tokens written.",
+  "models.providers.<provider>.timeoutMs": "Timeout of one model request.",
+  "models.providers.<provider>.maxRetries": "Retries of a failed model request.",
+  "models.providers.<provider>.script":
+    "Scripted provider: a JSON5 rules file; the built-in demo rules without one.",
+  "models.providers.<provider>.rules": "Scripted provider: inline rules, same shape as the file.",
+  "models.allowed":
+    'What per-agent and per-session model overrides may name; "<provider>/*" globs allowed; empty = any configured model.',
+  session: "Session keys, send policy, agent-to-agent exchanges and thread bindings.",
+  "session.scope":
+    "per-sender: one session per conversation. global: every conversation shares the agent's main session.",
+  "session.dmScope": "How direct messages map to sessions (see docs/session-tools.md, Keys).",
+  "session.identityLinks": "Canonical peer names for the same person on several channels.",
+  "session.sendPolicy.rules":
+    "Rules matching channel, chatType and keyPrefix; a matching deny beats any allow.",
+  "session.sendPolicy.rules[].action": "allow or deny delivery into matching sessions.",
+  "session.sendPolicy.default": "What applies when no rule matches.",
+  "session.agentToAgent.maxPingPongTurns": "Reply-back turns after a sessions_send.",
+  "session.threadBindings.enabled": "Let sub-agents spawned with thread: true own a chat thread.",
+  "session.threadBindings.idleHours": "Unbind a thread after this many idle hours (0 = never).",
+  "session.threadBindings.maxAgeHours": "Unbind a thread after this many hours in total (0 = never).",
+  tools: "Which tools agents get and what the session tools may see.",
+  "tools.profile": "Base tool set: minimal, messaging, coding or full.",
+  "tools.alsoAllow": "Tools added to the profile.",
+  "tools.deny": "Tools removed (deny wins).",
+  "tools.sessions.visibility": "Which sessions the session tools see: self, tree (own spawns), agent or all.",
+  "tools.subagents.tools.allow": "Tools sub-agents may use in addition to what they inherit.",
+  "tools.subagents.tools.deny": "Tools sub-agents may not use.",
+  "tools.sessions_spawn.attachments.enabled": "Allow files to be passed to sub-agents.",
+  "tools.sessions_spawn.attachments.maxFiles": "Most files per spawn.",
+  "tools.sessions_spawn.attachments.maxFileBytes": "Largest file in bytes.",
+  "tools.sessions_spawn.attachments.maxTotalBytes": "Largest total in bytes.",
+  "tools.agentToAgent.enabled": "Let session tools reach other agents' sessions (with visibility all).",
+  "tools.agentToAgent.allow": "Agent ids (globs) that may reach each other; empty = all.",
+  agents: "The agents and their defaults.",
+  "agents.defaults.model": "Model of agents that name none (before models.default).",
+  "agents.defaults.maxToolSteps": "Most model calls in one turn.",
+  "agents.defaults.contextBudgetRatio": "Share of the model's context window the transcript may fill.",
+  "agents.defaults.subagents.archiveAfterMinutes": "Archive a finished sub-agent after this long.",
+  "agents.defaults.subagents.runTimeoutSeconds": "Abort a sub-agent run after this long (0 = no limit).",
+  "agents.defaults.subagents.maxSpawnDepth": "How deep sub-agents may spawn sub-agents.",
+  "agents.defaults.subagents.maxChildren": "Unfinished children one session may have.",
+  "agents.defaults.sandbox.mode": "off, or all: every session is sandboxed.",
+  "agents.defaults.sandbox.sessionToolsVisibility": "spawned: sandboxed sessions see at most their own tree.",
+  "agents.list": "The agents; the first one is the default.",
+  "agents.list[].id": "Agent id, part of every session key.",
+  "agents.list[].name": "Display name.",
+  "agents.list[].model": 'Model as "<provider>/<model>"; the provider must be configured.',
+  "agents.list[].systemPrompt": "System prompt.",
+  "agents.list[].workspace": "Working directory of the agent (sub-agent attachments land below it).",
+  "agents.list[].subagents.allowAgents": 'Other agents this one may spawn; ["*"] = any.',
+  bindings:
+    "Which agent answers which chat: exact peer, then thread parent, account, channel, else the first agent.",
+  "bindings[].agentId": "The agent.",
+  "bindings[].match.channel": "Channel name (telegram, slack, discord, whatsapp, webchat).",
+  "bindings[].match.accountId": "Account id under channels.<name>.accounts.",
+  "bindings[].match.peer": "One chat: its kind and id.",
+  channels: "Chat platforms. Each has one or more accounts; the account id flows into session keys.",
+  "channels.telegram.accounts.<account>.token": "Bot token from @BotFather; use ${VAR}.",
+  "channels.telegram.accounts.<account>.apiRoot": "Bot API base URL (a proxy or a local Bot API server).",
+  "channels.telegram.accounts.<account>.mode": "polling (no public URL needed) or webhook.",
+  "channels.telegram.accounts.<account>.webhookSecret": "Secret token Telegram sends with each webhook call.",
+  "channels.telegram.accounts.<account>.webhookUrl": "Public URL of POST /hooks/telegram/<account>.",
+  "channels.slack.accounts.<account>.botToken": "Bot token (xoxb-…).",
+  "channels.slack.accounts.<account>.appToken": "App-level token (xapp-…) for socket mode.",
+  "channels.slack.accounts.<account>.signingSecret": "Signing secret for HTTP mode.",
+  "channels.slack.accounts.<account>.mode": "socket (no public URL needed) or http.",
+  "channels.slack.accounts.<account>.apiUrl": "Web API base URL (a proxy).",
+  "channels.discord.accounts.<account>.token": "Bot token; enable the Message Content intent.",
+  "channels.discord.accounts.<account>.apiUrl": "REST API base URL (a proxy).",
+  "channels.discord.accounts.<account>.gatewayUrl": "Gateway WebSocket URL (a proxy).",
+  "channels.whatsapp.accounts.<account>.authDir":
+    "Where the link credentials are kept; default stateDir/whatsapp/<account>.",
+  "channels.webchat.enabled": "Serve the web chat at / on the gateway port.",
+};
+
+for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
+  CONFIG_DESCRIPTIONS[`channels.${ch}.allowFrom`] ??= 'Who may DM the bot: "*" or sender ids.';
+  CONFIG_DESCRIPTIONS[`channels.${ch}.dmPolicy`] ??= "How strangers' direct messages are handled.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.owners`] ??= "Sender ids that may use owner commands (/send, /status).";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.groups.requireMention`] ??=
+    "In groups, answer only when mentioned or replied to.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.groups.mentionPatterns`] ??= "Extra regexes that count as a mention.";
+}
