@@ -61,7 +61,10 @@ const iso = (ticks: Tick[]) => ticks.map((t) => new Date(t.tickAt).toISOString()
 describe("local cron driver (fake clock)", () => {
   it("fires a time-zone cron job at wall-clock 07:00 across the DST change", async () => {
     const s = setup();
-    await s.driver.start([job({ id: "daily", schedule: { cron: "0 7 * * *", tz: "Europe/Berlin" } })], s.onTick);
+    await s.driver.start(
+      [job({ id: "daily", schedule: { cron: "0 7 * * *", tz: "Europe/Berlin" } })],
+      s.onTick,
+    );
     expect(await s.driver.nextRunAt("daily")).toBe(Date.parse("2026-03-28T06:00:00Z"));
     await s.advanceTo(Date.parse("2026-03-30T12:00:00Z"));
     expect(iso(s.ticks)).toEqual([
@@ -140,7 +143,11 @@ describe("local cron driver (fake clock)", () => {
     await b.driver.start(jobs, b.onTick);
     await b.driver.settled();
     expect(b.ticks).toHaveLength(1);
-    expect(b.ticks[0]).toMatchObject({ jobId: "hourly", late: true, tickAt: Date.parse("2026-03-27T14:00:00Z") });
+    expect(b.ticks[0]).toMatchObject({
+      jobId: "hourly",
+      late: true,
+      tickAt: Date.parse("2026-03-27T14:00:00Z"),
+    });
     await b.advanceTo(T0 + 6.25 * 3_600_000);
     expect(iso(b.ticks).slice(1)).toEqual(["2026-03-27T18:00:00.000Z"]);
     await b.driver.stop();

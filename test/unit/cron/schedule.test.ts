@@ -14,7 +14,9 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 describe("cron schedules", () => {
   it("a cron expression runs in its IANA time zone (UTC when none is given)", () => {
     const after = z("2026-06-01T00:00:00Z");
-    expect(iso(nextTickAfter({ cron: "0 7 * * *", tz: "Europe/Berlin" }, after))).toBe("2026-06-01T05:00:00.000Z");
+    expect(iso(nextTickAfter({ cron: "0 7 * * *", tz: "Europe/Berlin" }, after))).toBe(
+      "2026-06-01T05:00:00.000Z",
+    );
     expect(iso(nextTickAfter({ cron: "0 7 * * *", tz: "America/New_York" }, after))).toBe(
       "2026-06-01T11:00:00.000Z",
     );
