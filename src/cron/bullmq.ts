@@ -81,13 +81,16 @@ export class BullmqCronDriver implements CronDriver {
   async #process(job: Job, onTick: TickHandler): Promise<void> {
     const data = job.data as { jobId?: unknown; atMs?: unknown; retry?: unknown };
     if (typeof data.jobId !== "string") return;
-    // Scheduler jobs carry their tick as prevMillis; `at` jobs carry it in their data.
+    // Scheduler jobs are named `repeat:<schedulerId>:<tickMillis>`; `at` jobs carry the tick in their data.
+    const fromId = /^repeat:.+:(\d+)$/.exec(job.id ?? "")?.[1];
     const tickAt =
       typeof data.atMs === "number"
         ? data.atMs
-        : typeof job.opts.prevMillis === "number"
-          ? job.opts.prevMillis
-          : job.timestamp;
+        : fromId !== undefined
+          ? Number(fromId)
+          : typeof job.opts.prevMillis === "number"
+            ? job.opts.prevMillis
+            : job.timestamp;
     await onTick({
       jobId: data.jobId,
       tickAt,
@@ -101,6 +104,17 @@ export class BullmqCronDriver implements CronDriver {
     if (!job.enabled) {
       await this.remove(job.id);
       return;
+    }
+    if (!("at" in s)) {
+      // Re-upserting an unchanged scheduler would reset it (an `every` job fires at once on upsert),
+      // so a gateway starting up leaves a scheduler that already matches alone.
+      const cur = await this.#queue.getJobScheduler(job.id);
+      const same =
+        cur &&
+        ("cron" in s
+          ? cur.pattern === s.cron && (cur.tz ?? "UTC") === (s.tz ?? "UTC")
+          : Number(cur.every) === everyMs(s));
+      if (same) return;
     }
     if ("cron" in s) {
       await this.#queue.upsertJobScheduler(
