@@ -1,6 +1,7 @@
 import type { ModelProvider } from "./agent/providers/types.js";
 import type { ChannelAdapter } from "./channels/types.js";
 import type { Config } from "./config/schema.js";
+import type { CronService } from "./cron/service.js";
 import type { EventBus } from "./events.js";
 import type { Logger } from "./log.js";
 import type { Pipeline } from "./pipeline/types.js";
@@ -65,4 +66,6 @@ export interface Services {
   delivery: Delivery;
   version: string;
   now(): number;
+  /** Cron jobs (absent when `cron.enabled` is false). */
+  cron?: CronService;
 }

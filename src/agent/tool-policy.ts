@@ -6,7 +6,7 @@
  * Layers, in order:
  *   1. profile (`agents.list[].tools.profile` replaces `tools.profile`);
  *   2. + alsoAllow (global and per-agent), − deny (global and per-agent; deny wins);
- *   3. sub-agents: − sessions_send, session_status, agents_list; a leaf (depth ≥ maxSpawnDepth)
+ *   3. sub-agents: − sessions_send, session_status, agents_list, cron; a leaf (depth ≥ maxSpawnDepth)
  *      also − sessions_list, sessions_history, sessions_spawn, subagents;
  *   4. sub-agents: `tools.subagents.tools` — a non-empty allow list restricts, deny removes.
  * Entries may be exact names or `*` globs (`sessions_*`); names that are not known tools are ignored.
@@ -21,6 +21,7 @@ export const SESSION_TOOLS = [
   "subagents",
   "session_status",
   "agents_list",
+  "cron",
 ] as const;
 
 export type SessionToolName = (typeof SESSION_TOOLS)[number];
@@ -28,7 +29,8 @@ export type ToolProfile = "minimal" | "messaging" | "coding" | "full";
 
 /**
  * `minimal` keeps only session_status: a session can report on itself but not reach others.
- * `coding` and `full` are identical for session tools (they differ only for non-session tools).
+ * `coding` and `full` are identical for session tools (they differ only for non-session tools); both
+ * include `cron` (an agent may schedule reminders for its own chat), `messaging` does not.
  */
 export const TOOL_PROFILES: Readonly<Record<ToolProfile, readonly SessionToolName[]>> = {
   minimal: ["session_status"],
@@ -37,8 +39,13 @@ export const TOOL_PROFILES: Readonly<Record<ToolProfile, readonly SessionToolNam
   full: SESSION_TOOLS,
 };
 
-/** Never given to a sub-agent. */
-export const SUBAGENT_DENIED: readonly SessionToolName[] = ["sessions_send", "session_status", "agents_list"];
+/** Never given to a sub-agent (`cron` schedules work for a chat, which a sub-agent does not own). */
+export const SUBAGENT_DENIED: readonly SessionToolName[] = [
+  "sessions_send",
+  "session_status",
+  "agents_list",
+  "cron",
+];
 /**
  * Also removed for a leaf sub-agent (depth ≥ maxSpawnDepth): it cannot look around or spawn. It keeps
  * sessions_yield, which is harmless without children (it answers status "error").

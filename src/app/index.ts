@@ -3,9 +3,13 @@ import { ToolRegistry } from "../agent/tool-registry.js";
 import { createJobHandlers } from "../agent/turn-handler.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
+import { installCronFlow } from "../cron/flow.js";
+import { CronService } from "../cron/service.js";
+import type { CronDriver } from "../cron/types.js";
 import { AdapterRegistry, ChannelDelivery } from "../delivery/index.js";
 import { EventBus } from "../events.js";
 import { installSendFlow } from "../flows/a2a.js";
+import { installHookFlow } from "../flows/hook.js";
 import { installSpawnFlow } from "../flows/spawn.js";
 import type { RpcDispatcher } from "../gateway/rpc.js";
 import { type GatewayServer, isLoopbackHost } from "../gateway/server.js";
@@ -15,6 +19,7 @@ import { createRouter, type Router } from "../routing/router.js";
 import type { Services } from "../services.js";
 import { allTools } from "../tools/index.js";
 import { createChannels, createWebchat } from "./channels.js";
+import { createCronDriver } from "./cron.js";
 import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
 import { createRpc, createServer, healthOf } from "./server.js";
 
@@ -82,6 +87,11 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   // Follow-up flows of the session tools: reply-back loop + announce (a2a), completion announces, archive.
   installSendFlow(services, handlers);
   installSpawnFlow(services, handlers);
+  // Cron jobs and webhook turns (API.md §7): cron.* always answers; ticks fire only with cron.enabled.
+  const cron = new CronService(services);
+  services.cron = cron;
+  installCronFlow(services, handlers, cron);
+  installHookFlow(services, handlers);
   pipeline.onRunEvent((e) => bus.emit(e.type, { run: e.run }));
 
   const router: Router = createRouter(services);
@@ -111,12 +121,19 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     start: () => lifecycle.start(),
     stop: () => lifecycle.stop(),
   };
-  const lifecycle = appLifecycle(app, drivers, adapters);
+  const lifecycle = appLifecycle(app, drivers, adapters, () =>
+    createCronDriver(loaded, drivers, logger, now),
+  );
   return app;
 }
 
 /** Start: pipeline, then the port, then the channels. Stop: the reverse, then store and Redis. */
-function appLifecycle(app: App, drivers: Drivers, adapters: ChannelAdapter[]) {
+function appLifecycle(
+  app: App,
+  drivers: Drivers,
+  adapters: ChannelAdapter[],
+  cronDriver: () => Promise<CronDriver>,
+) {
   const { services, server, runtime, handlers, router } = app;
   let started = false;
   return {
@@ -124,6 +141,7 @@ function appLifecycle(app: App, drivers: Drivers, adapters: ChannelAdapter[]) {
       if (started) return;
       started = true;
       await services.pipeline.start(createJobHandlers(services, runtime, handlers));
+      if (services.cron && services.config.cron.enabled) await services.cron.start(await cronDriver());
       if (server) app.address = await server.listen();
       for (const a of adapters) {
         await a.start(async (msg) => {
@@ -135,6 +153,7 @@ function appLifecycle(app: App, drivers: Drivers, adapters: ChannelAdapter[]) {
       if (!started) return;
       started = false;
       await server?.close();
+      await services.cron?.stop().catch((err) => services.logger.warn({ err }, "cron stop failed"));
       for (const a of services.channels.all())
         await a.stop().catch((err) => services.logger.warn({ err }, "channel stop failed"));
       await services.pipeline.stop();

@@ -49,7 +49,7 @@ export function createRpc(
 
 /** The HTTP server (RPC, /ws, web chat page and socket, channel webhooks). */
 export function createServer(
-  services: Pick<Services, "config" | "logger" | "bus">,
+  services: Services,
   listen: { host: string; port: number },
   rpc: RpcDispatcher,
   webchat: WebchatChannel | null,
@@ -64,6 +64,7 @@ export function createServer(
     logger: services.logger,
     rpc,
     bus: services.bus,
+    ...(config.hooks.enabled ? { agentHook: { services, hooks: config.hooks } } : {}),
     ...(webchat
       ? {
           page: () => webchat.page(),

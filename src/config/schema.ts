@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseDurationMs, type Schedule, scheduleProblems } from "../cron/schedule.js";
 
 /**
  * The whole config file, validated once. Every field has its default here, so the inferred
@@ -394,24 +395,185 @@ export const channelsSchema = z
   })
   .default({ webchat: { enabled: true } });
 
-export const configSchema = z.strictObject({
-  /** For editors (schema/switchboard.schema.json); ignored. */
-  $schema: z.string().optional(),
-  gateway: gatewaySchema,
-  stateDir: z.string().min(1).default("./.switchboard"),
-  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  storage: storageSchema,
-  queue: queueSchema,
-  models: modelsSchema,
-  session: sessionSchema,
-  tools: toolsSchema,
-  agents: agentsSchema,
-  bindings: z.array(bindingSchema).default([]),
-  channels: channelsSchema,
+// ─── cron and hooks (API.md §7) ──────────────────────────────────────────────────────────────
+
+const durationText = z.string().refine((v) => parseDurationMs(v) !== null, {
+  message: 'must be a duration like "30s", "10m", "24h" or "1d"',
 });
+
+/** A job's schedule: exactly one of `cron` (+ optional IANA `tz`, default UTC), `every`, `at`. */
+export const cronScheduleSchema = z
+  .strictObject({
+    cron: z.string().min(1).optional(),
+    tz: z.string().min(1).optional(),
+    every: z.string().min(1).optional(),
+    at: z.string().min(1).optional(),
+  })
+  .superRefine((s, ctx) => {
+    for (const [field, message] of scheduleProblems(s))
+      ctx.addIssue({ code: "custom", message, path: field ? [field] : [] });
+  })
+  .transform((s): Schedule => {
+    if (s.cron !== undefined) return s.tz !== undefined ? { cron: s.cron, tz: s.tz } : { cron: s.cron };
+    if (s.every !== undefined) return { every: s.every };
+    return { at: s.at ?? "" };
+  });
+
+/**
+ * Where a job's reply goes: `announce` to an explicit chat, `announce` with `to: "last"` to the
+ * chat the session `from` last talked in, or `none`.
+ */
+export const cronDeliverySchema = z
+  .strictObject({
+    mode: z.enum(["announce", "none"]),
+    channel: z.string().min(1).optional(),
+    to: z.string().min(1).optional(),
+    accountId: z.string().min(1).optional(),
+    threadId: z.string().min(1).optional(),
+    from: z.string().min(1).optional(),
+  })
+  .superRefine((d, ctx) => {
+    if (d.mode === "none") {
+      for (const k of ["channel", "to", "accountId", "threadId", "from"] as const)
+        if (d[k] !== undefined)
+          ctx.addIssue({ code: "custom", message: 'not allowed with mode "none"', path: [k] });
+      return;
+    }
+    if (d.to === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: 'required with mode "announce" (a chat id or "last")',
+        path: ["to"],
+      });
+      return;
+    }
+    if (d.to === "last") {
+      if (d.from === undefined)
+        ctx.addIssue({
+          code: "custom",
+          message: 'required with to "last": the session whose last chat is used',
+          path: ["from"],
+        });
+      for (const k of ["channel", "accountId", "threadId"] as const)
+        if (d[k] !== undefined)
+          ctx.addIssue({ code: "custom", message: 'not allowed with to "last"', path: [k] });
+    } else {
+      if (d.channel === undefined)
+        ctx.addIssue({ code: "custom", message: "required with an explicit `to`", path: ["channel"] });
+      if (d.from !== undefined)
+        ctx.addIssue({ code: "custom", message: 'only allowed with to "last"', path: ["from"] });
+    }
+  });
+
+export const CRON_JOB_ID_RE = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+const cronJobFields = {
+  agentId: agentId.default("main"),
+  enabled: z.boolean().default(true),
+  schedule: cronScheduleSchema,
+  message: z.string().min(1).max(32_000),
+  model: modelRef.optional(),
+  session: z.enum(["persistent", "isolated"]).default("persistent"),
+  delivery: cronDeliverySchema.default({ mode: "none" }),
+  catchUp: z.enum(["once", "skip"]).default("once"),
+  /** Only for `at` schedules: delete the job after a successful run (default true there). */
+  deleteAfterRun: z.boolean().optional(),
+};
+
+export const cronJobSchema = z.strictObject({
+  id: z.string().trim().toLowerCase().regex(CRON_JOB_ID_RE, "job id must match ^[a-z0-9][a-z0-9_-]{0,63}$"),
+  ...cronJobFields,
+});
+
+export const cronSchema = z
+  .strictObject({
+    enabled: z.boolean().default(true),
+    /** Isolated run sessions (`cron:<id>:run:<uuid>`) are pruned this long after their last update. */
+    sessionRetention: durationText.default("24h"),
+    jobs: z.array(cronJobSchema).default([]),
+  })
+  .superRefine((c, ctx) => {
+    const seen = new Set<string>();
+    c.jobs.forEach((j, i) => {
+      if (seen.has(j.id))
+        ctx.addIssue({ code: "custom", message: `duplicate job id "${j.id}"`, path: ["jobs", i, "id"] });
+      seen.add(j.id);
+      if (j.deleteAfterRun !== undefined && !("at" in j.schedule))
+        ctx.addIssue({
+          code: "custom",
+          message: 'only applies to "at" schedules',
+          path: ["jobs", i, "deleteAfterRun"],
+        });
+    });
+  })
+  .default({ enabled: true, sessionRetention: "24h", jobs: [] });
+
+export const hooksSchema = z
+  .strictObject({
+    enabled: z.boolean().default(false),
+    /** Bearer token of `POST /hooks/agent`; required when enabled and never the gateway token. */
+    token: z.string().min(16, "must be at least 16 characters").optional(),
+    /** Let callers name any session key (default: only `hook:…` keys). */
+    allowAnySessionKey: z.boolean().default(false),
+    maxBodyBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(32 * 1024 * 1024)
+      .default(262_144),
+    ratePerMinute: z.number().int().min(1).max(100_000).default(60),
+  })
+  .superRefine((h, ctx) => {
+    if (h.enabled && !h.token)
+      ctx.addIssue({
+        code: "custom",
+        message: "required when hooks.enabled is true (a dedicated secret, not the gateway token)",
+        path: ["token"],
+      });
+  })
+  .default({ enabled: false, allowAnySessionKey: false, maxBodyBytes: 262_144, ratePerMinute: 60 });
+
+export const configSchema = z
+  .strictObject({
+    /** For editors (schema/switchboard.schema.json); ignored. */
+    $schema: z.string().optional(),
+    gateway: gatewaySchema,
+    stateDir: z.string().min(1).default("./.switchboard"),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    storage: storageSchema,
+    queue: queueSchema,
+    models: modelsSchema,
+    session: sessionSchema,
+    tools: toolsSchema,
+    agents: agentsSchema,
+    bindings: z.array(bindingSchema).default([]),
+    channels: channelsSchema,
+    cron: cronSchema,
+    hooks: hooksSchema,
+  })
+  .superRefine((c, ctx) => {
+    if (c.hooks.token && c.gateway.auth.token && c.hooks.token === c.gateway.auth.token)
+      ctx.addIssue({
+        code: "custom",
+        message: "must differ from gateway.auth.token",
+        path: ["hooks", "token"],
+      });
+    const agents = new Set(c.agents.list.map((a) => a.id));
+    c.cron.jobs.forEach((j, i) => {
+      if (!agents.has(j.agentId))
+        ctx.addIssue({
+          code: "custom",
+          message: `agent "${j.agentId}" is not configured (agents.list)`,
+          path: ["cron", "jobs", i, "agentId"],
+        });
+    });
+  });
 
 export type Config = z.infer<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
 export type AgentConfig = z.infer<typeof agentSchema>;
 export type ProviderConfig = z.infer<typeof providerSchema>;
 export type Binding = z.infer<typeof bindingSchema>;
+export type CronJobConfig = z.infer<typeof cronJobSchema>;
+export type CronDelivery = z.infer<typeof cronDeliverySchema>;
+export type HooksConfig = z.infer<typeof hooksSchema>;

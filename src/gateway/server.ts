@@ -5,6 +5,7 @@ import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
 import type { Logger } from "../log.js";
 import { dashboardPage } from "./dashboard.js";
+import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
 
@@ -39,6 +40,8 @@ export interface GatewayServerOptions {
     path: string;
     onConnection: (socket: WebSocket, query: Record<string, string | undefined>) => void;
   }>;
+  /** `POST /hooks/agent` (hooks.enabled): its own token, rate limit and body limit. */
+  agentHook?: AgentHookDeps;
   /** Extra routes (web chat assets, dashboards) registered before listen. */
   extraRoutes?: (app: FastifyInstance) => void;
 }
@@ -135,6 +138,7 @@ export class GatewayServer {
       }
       return opts.rpc.dispatch(body);
     });
+    if (opts.agentHook) registerAgentHook(app, opts.agentHook);
     app.post("/hooks/*", async (req, reply) => {
       const path = req.url.split("?")[0] ?? req.url;
       const handler = this.#hooks.get(path);

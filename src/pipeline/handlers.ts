@@ -9,6 +9,8 @@ import type { BackgroundJob, JobContext, TurnJob } from "./types.js";
 
 export const REPLY_SKIP = "REPLY_SKIP";
 export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
+/** A scheduled or webhook turn that has nothing to say replies exactly this (cron, hooks). */
+export const NO_REPLY = "NO_REPLY";
 
 export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<void>;
 export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
@@ -21,4 +23,9 @@ export interface HandlerRegistry {
 export function isSkipToken(text: string | undefined): boolean {
   const t = (text ?? "").trim();
   return t === REPLY_SKIP || t === ANNOUNCE_SKIP;
+}
+
+/** Cron and hook deliveries post nothing for `NO_REPLY`, `ANNOUNCE_SKIP` or `REPLY_SKIP` (exact, trimmed). */
+export function isSilentReply(text: string | undefined): boolean {
+  return isSkipToken(text) || (text ?? "").trim() === NO_REPLY;
 }

@@ -9,7 +9,7 @@ import type { BackgroundJob, TurnRequest } from "./types.js";
  */
 
 export const provenanceSchema: z.ZodType<Provenance> = z.object({
-  kind: z.enum(["external_user", "inter_session", "subagent_announce", "system", "operator"]),
+  kind: z.enum(["external_user", "inter_session", "subagent_announce", "system", "operator", "cron", "hook"]),
   sourceSessionKey: z.string().optional(),
   sourceRunId: z.string().optional(),
   sourceChannel: z.string().optional(),

@@ -112,7 +112,7 @@ export interface SessionStore {
 export type MessageRole = "user" | "assistant" | "toolCall" | "toolResult" | "system";
 
 export interface Provenance {
-  kind: "external_user" | "inter_session" | "subagent_announce" | "system" | "operator";
+  kind: "external_user" | "inter_session" | "subagent_announce" | "system" | "operator" | "cron" | "hook";
   sourceSessionKey?: string;
   sourceRunId?: string;
   sourceChannel?: string;

@@ -1,4 +1,5 @@
 import { agentsListTool } from "./agents-list.js";
+import { cronTool } from "./cron.js";
 import { sessionStatusTool } from "./session-status.js";
 import { sessionsHistoryTool } from "./sessions-history.js";
 import { sessionsListTool } from "./sessions-list.js";
@@ -19,5 +20,6 @@ export function allTools(): SessionTool[] {
     subagentsTool,
     sessionStatusTool,
     agentsListTool,
+    cronTool,
   ];
 }

@@ -2,6 +2,7 @@ import type { ToolRegistry } from "../../agent/tool-registry.js";
 import type { Services } from "../../services.js";
 import type { RpcDispatcher } from "../rpc.js";
 import { registerChatMethods } from "./chat.js";
+import { registerCronMethods } from "./cron.js";
 import { registerHealthMethods } from "./health.js";
 import { registerRunMethods } from "./runs.js";
 import { registerReadMethods, registerSessionWriteMethods } from "./sessions.js";
@@ -29,4 +30,5 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   registerRunMethods(rpc, services);
   registerChatMethods(rpc, services);
   registerToolMethods(rpc, services, tools);
+  if (services.cron) registerCronMethods(rpc, services.cron);
 }

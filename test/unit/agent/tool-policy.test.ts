@@ -58,7 +58,11 @@ describe("resolveToolSet", () => {
       { profile: "minimal", alsoAllow: ["sessions_send"], deny: ["sessions_send"] },
       ["session_status"],
     ],
-    ["deny glob", { profile: "full", deny: ["sessions_*"] }, ["agents_list", "session_status", "subagents"]],
+    [
+      "deny glob",
+      { profile: "full", deny: ["sessions_*"] },
+      ["agents_list", "cron", "session_status", "subagents"],
+    ],
     ["deny everything", { profile: "full", deny: ["*"] }, []],
     [
       "names compare case-insensitively",

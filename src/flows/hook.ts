@@ -1,0 +1,47 @@
+import { z } from "zod";
+import type { HandlerRegistry } from "../pipeline/handlers.js";
+import type { Services } from "../services.js";
+import { deliverRoutedReply } from "./routed-reply.js";
+
+/**
+ * After a webhook turn (`POST /hooks/agent` with `deliver: true`): its reply goes to the chat the
+ * hook named, through the send policy and the outbox (`hook:<runId>`), unless it is silent.
+ */
+
+export const hookDeliverSchema = z.object({
+  channel: z.string().min(1),
+  to: z.string().min(1),
+  accountId: z.string().min(1).optional(),
+  threadId: z.string().min(1).optional(),
+});
+
+export type HookDeliver = z.infer<typeof hookDeliverSchema>;
+
+export function installHookFlow(services: Services, registry: HandlerRegistry): void {
+  registry.afterTurn.push(async (job, outcome) => {
+    for (const m of job.messages) {
+      const raw = m.meta?.hookDeliver;
+      if (raw === undefined || outcome.status !== "ok") continue;
+      const route = hookDeliverSchema.safeParse(raw);
+      if (!route.success) {
+        services.logger.warn({ runId: m.runId }, "hook: malformed delivery metadata; reply not posted");
+        continue;
+      }
+      const res = await deliverRoutedReply(services, {
+        policySessionKey: job.sessionKey,
+        route: {
+          channel: route.data.channel,
+          to: route.data.to,
+          ...(route.data.accountId ? { accountId: route.data.accountId } : {}),
+          ...(route.data.threadId ? { threadId: route.data.threadId } : {}),
+        },
+        text: outcome.reply,
+        idempotencyKey: `hook:${m.runId}`,
+      });
+      if (res.failed) {
+        services.logger.warn({ runId: m.runId, delivery: res.delivery }, "hook: reply not delivered");
+        await services.store.runs.patch(m.runId, { deliveryError: res.delivery });
+      }
+    }
+  });
+}

@@ -1,0 +1,289 @@
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { HooksConfig } from "../config/schema.js";
+import { uuidFrom } from "../cron/service.js";
+import { formatIssues } from "../errors.js";
+import type { hookDeliverSchema } from "../flows/hook.js";
+import type { Services } from "../services.js";
+import { AGENT_ID_RE, classifyKind, isReservedKey, normalizeKey, parseSessionKey } from "../sessions/keys.js";
+import { ensureSession } from "../sessions/service.js";
+
+/**
+ * `POST /hooks/agent` (API.md §7): an external system starts an agent turn. Its own secret
+ * (`hooks.token`, bearer or `x-switchboard-token`; never the gateway token, never a query string),
+ * a rate limit per token, a body limit, a zod-checked body, and `Idempotency-Key`: the run id and
+ * the default session are derived from the key, so a retried webhook is the same run even across
+ * gateways and restarts. The message is stored with `provenance.kind = "hook"` and shown to the
+ * model as external, untrusted content.
+ */
+
+export interface AgentHookDeps {
+  services: Services;
+  hooks: HooksConfig;
+  now?: () => number;
+}
+
+const bodySchema = z.strictObject({
+  message: z.string().min(1).max(32_000),
+  name: z.string().trim().min(1).max(200).optional(),
+  agentId: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .regex(AGENT_ID_RE, "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+    .optional(),
+  sessionKey: z.string().trim().min(1).max(1024).optional(),
+  deliver: z.boolean().optional(),
+  channel: z.string().trim().min(1).optional(),
+  to: z.string().trim().min(1).optional(),
+  accountId: z.string().trim().min(1).optional(),
+  threadId: z.string().trim().min(1).optional(),
+  timeoutSeconds: z.number().min(0).max(3600).optional(),
+});
+
+const WINDOW_MS = 60_000;
+/** Failed authentications allowed per client address per minute before 429. */
+const AUTH_FAILURES_PER_MINUTE = 20;
+const MAX_IDEMPOTENCY_KEY = 256;
+/** Limiter entries kept at most (old windows are dropped first). */
+const MAX_LIMITER_KEYS = 10_000;
+
+/** A fixed one-minute window counter per key. */
+export class MinuteLimiter {
+  readonly #windows = new Map<string, { start: number; count: number }>();
+
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number,
+  ) {}
+
+  /** null when allowed; else the seconds until the window frees. */
+  take(key: string): number | null {
+    const now = this.now();
+    let w = this.#windows.get(key);
+    if (!w || now - w.start >= WINDOW_MS) {
+      if (this.#windows.size >= MAX_LIMITER_KEYS) {
+        for (const [k, v] of this.#windows) if (now - v.start >= WINDOW_MS) this.#windows.delete(k);
+        if (this.#windows.size >= MAX_LIMITER_KEYS) this.#windows.clear();
+      }
+      w = { start: now, count: 0 };
+      this.#windows.set(key, w);
+    }
+    if (w.count >= this.perMinute) return Math.max(1, Math.ceil((w.start + WINDOW_MS - now) / 1000));
+    w.count++;
+    return null;
+  }
+}
+
+function sha(s: string): string {
+  return createHash("sha256").update(s).digest("hex");
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const ab = Buffer.from(sha(a));
+  const bb = Buffer.from(sha(b));
+  return timingSafeEqual(ab, bb);
+}
+
+function presentedToken(req: FastifyRequest): string | null {
+  const auth = req.headers.authorization;
+  if (typeof auth === "string" && auth.startsWith("Bearer ")) return auth.slice(7).trim();
+  const h = req.headers["x-switchboard-token"];
+  if (typeof h === "string" && h.trim()) return h.trim();
+  return null;
+}
+
+function fail(
+  reply: FastifyReply,
+  status: number,
+  code: string,
+  message: string,
+  headers?: Record<string, string>,
+) {
+  if (headers) void reply.headers(headers);
+  return reply.status(status).send({ ok: false, error: { code, message } });
+}
+
+export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): void {
+  const { services, hooks } = deps;
+  const now = deps.now ?? (() => services.now());
+  const token = hooks.token ?? "";
+  const perToken = new MinuteLimiter(hooks.ratePerMinute, now);
+  const authFailures = new MinuteLimiter(AUTH_FAILURES_PER_MINUTE, now);
+
+  app.post(
+    "/hooks/agent",
+    {
+      bodyLimit: hooks.maxBodyBytes,
+      // Auth and rate limit run before the body is read: a stranger never makes us buffer a body.
+      onRequest: async (req, reply) => {
+        const ip = req.ip;
+        if (!token) return fail(reply, 401, "UNAUTHORIZED", "hooks.token is not configured");
+        if (typeof (req.query as Record<string, unknown>)?.token === "string")
+          return fail(
+            reply,
+            400,
+            "INVALID_PARAMS",
+            "token in the query string is refused; send Authorization: Bearer <hooks.token>",
+          );
+        const given = presentedToken(req);
+        if (!given || !safeEqual(given, token)) {
+          const wait = authFailures.take(`ip:${ip}`);
+          if (wait !== null)
+            return fail(reply, 429, "RATE_LIMITED", "too many failed authentications; retry later", {
+              "retry-after": String(wait),
+            });
+          return fail(
+            reply,
+            401,
+            "UNAUTHORIZED",
+            "missing or invalid hook token (Authorization: Bearer <hooks.token> or x-switchboard-token)",
+          );
+        }
+        const wait = perToken.take(`token:${sha(given).slice(0, 16)}`);
+        if (wait !== null)
+          return fail(
+            reply,
+            429,
+            "RATE_LIMITED",
+            `over hooks.ratePerMinute (${hooks.ratePerMinute}); retry later`,
+            {
+              "retry-after": String(wait),
+            },
+          );
+      },
+      errorHandler: (err: { statusCode?: number; message: string }, _req, reply) => {
+        if (err.statusCode === 413)
+          return fail(
+            reply,
+            413,
+            "INVALID_PARAMS",
+            `body too large (hooks.maxBodyBytes is ${hooks.maxBodyBytes} bytes)`,
+          );
+        if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+          return fail(reply, err.statusCode, "INVALID_PARAMS", err.message);
+        services.logger.error({ err }, "hooks/agent: failed");
+        return fail(reply, 500, "INTERNAL", "internal error (see gateway log)");
+      },
+    },
+    async (req, reply) => {
+      let raw: unknown;
+      try {
+        raw = JSON.parse(typeof req.body === "string" ? req.body : "");
+      } catch {
+        return fail(reply, 400, "INVALID_PARAMS", "body is not valid JSON");
+      }
+      const parsed = bodySchema.safeParse(raw);
+      if (!parsed.success)
+        return fail(reply, 400, "INVALID_PARAMS", formatIssues(parsed.error.issues, "body."));
+      const body = parsed.data;
+
+      const idemHeader = req.headers["idempotency-key"];
+      const idem = typeof idemHeader === "string" ? idemHeader.trim() : "";
+      if (idem.length > MAX_IDEMPOTENCY_KEY)
+        return fail(
+          reply,
+          400,
+          "INVALID_PARAMS",
+          `Idempotency-Key: at most ${MAX_IDEMPOTENCY_KEY} characters`,
+        );
+
+      let deliver: z.infer<typeof hookDeliverSchema> | undefined;
+      if (body.deliver) {
+        if (!body.channel || !body.to || body.to === "last")
+          return fail(
+            reply,
+            400,
+            "INVALID_PARAMS",
+            "body.channel, body.to: deliver: true needs an explicit channel and to",
+          );
+        deliver = {
+          channel: body.channel.toLowerCase(),
+          to: body.to,
+          ...(body.accountId ? { accountId: body.accountId } : {}),
+          ...(body.threadId ? { threadId: body.threadId } : {}),
+        };
+      } else if (body.channel || body.to || body.accountId || body.threadId) {
+        return fail(
+          reply,
+          400,
+          "INVALID_PARAMS",
+          "body.channel/to/accountId/threadId: only with deliver: true",
+        );
+      }
+
+      const agents = services.config.agents.list;
+      const runId = idem ? `hook-${sha(`${sha(token)}|${idem}`).slice(0, 32)}` : undefined;
+      let key: string;
+      let agentId = body.agentId ?? agents[0]?.id ?? "main";
+      if (body.sessionKey !== undefined) {
+        key = normalizeKey(body.sessionKey);
+        if (/\s/.test(key) || isReservedKey(key))
+          return fail(
+            reply,
+            400,
+            "INVALID_PARAMS",
+            `body.sessionKey: "${body.sessionKey}" is not a valid session key`,
+          );
+        if (!hooks.allowAnySessionKey && classifyKind(key) !== "hook")
+          return fail(
+            reply,
+            400,
+            "INVALID_PARAMS",
+            'body.sessionKey: must be a hook key ("hook:<id>"); set hooks.allowAnySessionKey to allow others',
+          );
+        const scoped = parseSessionKey(key).agentId;
+        if (scoped) {
+          if (body.agentId && body.agentId !== scoped)
+            return fail(reply, 400, "INVALID_PARAMS", `body.agentId: the key belongs to agent ${scoped}`);
+          agentId = scoped;
+        }
+      } else key = `hook:${runId ? uuidFrom(runId) : randomUUID()}`;
+      if (!agents.some((a) => a.id === agentId))
+        return fail(
+          reply,
+          400,
+          "INVALID_PARAMS",
+          `body.agentId: agent "${agentId}" is not configured (agents.list)`,
+        );
+
+      const entry = await ensureSession(services, key, {
+        agentId,
+        ...(body.name ? { displayName: `hook ${body.name}` } : {}),
+      });
+      const rec = await services.pipeline.submitTurn({
+        sessionKey: entry.key,
+        agentId: entry.agentId,
+        text: body.message,
+        provenance: {
+          kind: "hook",
+          sourceTool: "hooks.agent",
+          ...(body.name ? { senderName: body.name } : {}),
+        },
+        deliver: false,
+        origin: "hook",
+        ...(runId ? { runId } : {}),
+        ...(deliver ? { meta: { hookDeliver: deliver, noCollect: true } } : { meta: { noCollect: true } }),
+      });
+      const sessionKey = rec.sessionKey;
+      const timeoutSeconds = body.timeoutSeconds ?? 0;
+      if (timeoutSeconds === 0) {
+        if (rec.status === "ok")
+          return { runId: rec.runId, status: "ok", reply: rec.reply ?? "", sessionKey };
+        return { runId: rec.runId, status: "accepted", sessionKey };
+      }
+      const done = await services.pipeline.wait(rec.runId, timeoutSeconds * 1000);
+      if (!done || done.status === "queued" || done.status === "running")
+        return {
+          runId: rec.runId,
+          status: "timeout",
+          error: `no reply within ${timeoutSeconds}s; the run goes on (agent.wait ${rec.runId})`,
+          sessionKey,
+        };
+      if (done.status === "ok")
+        return { runId: rec.runId, status: "ok", reply: done.reply ?? "", sessionKey };
+      return { runId: rec.runId, status: "error", error: done.error ?? done.status, sessionKey };
+    },
+  );
+}
