@@ -26,6 +26,7 @@ import {
   safeUrl,
   sdkLogger,
 } from "./failure.js";
+import { nodeFetch } from "./node-fetch.js";
 import {
   AttemptTimeoutError,
   type CallTuning,
@@ -186,6 +187,7 @@ export function createAnthropicProvider(
     logger: sdkLogger(log, "anthropic"),
     logLevel: "warn",
     openTelemetry: false,
+    fetch: nodeFetch,
   });
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey];

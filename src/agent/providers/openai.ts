@@ -13,6 +13,7 @@ import {
   safeUrl,
   sdkLogger,
 } from "./failure.js";
+import { nodeFetch } from "./node-fetch.js";
 import { ChunkAccumulator, fromOpenAICompletion, toOpenAIRequest } from "./openai-map.js";
 import {
   AttemptTimeoutError,
@@ -72,6 +73,7 @@ export function createOpenAIProvider(
     timeout: cfg.timeoutMs + 1000,
     logger: sdkLogger(log, "openai"),
     logLevel: "warn",
+    fetch: nodeFetch,
   });
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey ?? "", ...Object.values(cfg.headers ?? {})].filter((s) => s.length > 0);

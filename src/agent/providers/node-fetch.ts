@@ -1,0 +1,87 @@
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
+
+/**
+ * A `fetch` for the model SDKs over node:http(s) with keep-alive agents. Node's built-in fetch
+ * (undici's WHATWG implementation) costs about as much CPU per model call as the whole rest of
+ * a turn; this one sends the same request with a plain `http.request` and hands the SDK a
+ * standard `Response` whose body streams (SSE works as before). Anything it does not handle — a
+ * body that is not text or bytes — goes to the global fetch.
+ */
+
+const agents = {
+  "http:": new HttpAgent({ keepAlive: true, maxSockets: 256 }),
+  "https:": new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
+};
+
+type FetchArgs = Parameters<typeof fetch>;
+
+function headersOf(init: RequestInit["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!init) return out;
+  new Headers(init).forEach((v, k) => {
+    out[k] = v;
+  });
+  return out;
+}
+
+function responseHeaders(res: IncomingMessage): Headers {
+  const h = new Headers();
+  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+    h.append(res.rawHeaders[i] ?? "", res.rawHeaders[i + 1] ?? "");
+  }
+  return h;
+}
+
+function abortError(signal: AbortSignal): unknown {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason;
+  return new DOMException("This operation was aborted", "AbortError");
+}
+
+export function nodeFetch(input: FetchArgs[0], init: FetchArgs[1] = {}): Promise<Response> {
+  const url = new URL(input instanceof Request ? input.url : String(input));
+  const body = init.body;
+  const agent = agents[url.protocol as keyof typeof agents];
+  if (
+    !agent ||
+    input instanceof Request ||
+    (body != null && typeof body !== "string" && !(body instanceof Uint8Array))
+  ) {
+    return fetch(input, init);
+  }
+  const signal = init.signal ?? undefined;
+  if (signal?.aborted) return Promise.reject(abortError(signal));
+  return new Promise<Response>((resolve, reject) => {
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const req = send(
+      url,
+      { method: init.method ?? "GET", headers: headersOf(init.headers), agent },
+      (res) => {
+        res.once("close", () => signal?.removeEventListener("abort", onAbort));
+        const status = res.statusCode ?? 502;
+        const nullBody = status === 204 || status === 205 || status === 304 || init.method === "HEAD";
+        if (nullBody) res.resume();
+        resolve(
+          new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
+            status,
+            statusText: res.statusMessage ?? "",
+            headers: responseHeaders(res),
+          }),
+        );
+      },
+    );
+    function onAbort() {
+      const err = abortError(signal as AbortSignal);
+      req.destroy(err instanceof Error ? err : undefined);
+      reject(err);
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    req.once("error", (err) => {
+      signal?.removeEventListener("abort", onAbort);
+      reject(signal?.aborted ? abortError(signal) : err);
+    });
+    req.end(body ?? undefined);
+  });
+}
