@@ -12,6 +12,7 @@ import type {
 import { chunkText } from "../../src/delivery/chunk.js";
 import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
+import { backoffDelayMs } from "../../src/retry/index.js";
 import { statusCodeOf, toSwitchboardError } from "./errors.js";
 import { toJid, type WhatsAppInboundContext, whatsappMessageToInbound } from "./inbound.js";
 import { baileysSocketFactory, qrInstructions, renderQr } from "./socket.js";
@@ -293,7 +294,10 @@ export class WhatsAppChannel implements ChannelAdapter {
       this.log.info("whatsapp asked for a restart; reconnecting now");
       this.reconnect(0);
     } else {
-      const delay = Math.min(this.config.reconnectMaxMs, this.config.reconnectBaseMs * 2 ** this.attempts);
+      const delay = backoffDelayMs(this.attempts, {
+        baseDelayMs: this.config.reconnectBaseMs,
+        maxDelayMs: this.config.reconnectMaxMs,
+      });
       this.attempts++;
       this.log.warn({ reason, code, delayMs: delay, attempt: this.attempts }, "whatsapp connection closed");
       this.setState("reconnecting", `connection closed (${reason}); reconnecting in ${delay} ms`);

@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { retryLoop } from "../retry/index.js";
 import type { InboundHandler, InboundMessage } from "./types.js";
 
 /**
@@ -18,6 +18,19 @@ export function isUnavailable(err: unknown): boolean {
   return err instanceof SwitchboardError && err.code === "UNAVAILABLE";
 }
 
+/** The wait before retry `attempt + 1`, or undefined to give up: the list, unending while UNAVAILABLE. */
+export function inboundDelayMs(
+  err: unknown,
+  attempt: number,
+  retryDelaysMs: readonly number[],
+): number | undefined {
+  if (!isUnavailable(err)) return retryDelaysMs[attempt];
+  return Math.min(
+    UNAVAILABLE_MAX_DELAY_MS,
+    retryDelaysMs[attempt] ?? retryDelaysMs.at(-1) ?? UNAVAILABLE_MAX_DELAY_MS,
+  );
+}
+
 /** Resolves once the message was accepted, given up on, or the signal aborted; never rejects. */
 export async function deliverWithRetry(
   handler: InboundHandler,
@@ -26,38 +39,25 @@ export async function deliverWithRetry(
   log: Logger,
   signal?: AbortSignal,
 ): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await handler(msg);
+  try {
+    await retryLoop(() => handler(msg), {
+      delayFor: (err, attempt) => inboundDelayMs(err, attempt, retryDelaysMs),
+      signal,
+      onRetry: ({ retry, err }) =>
+        log.warn(
+          { err: errorMessage(err), attempt: retry, unavailable: isUnavailable(err) },
+          "inbound handler failed; retrying",
+        ),
+    });
+  } catch (err) {
+    if (signal?.aborted && err === signal.reason) {
+      log.error({ peerId: msg.peerId, messageId: msg.messageId }, "stopped while retrying; message dropped");
       return;
-    } catch (err) {
-      const unavailable = isUnavailable(err);
-      const delay = unavailable
-        ? Math.min(
-            UNAVAILABLE_MAX_DELAY_MS,
-            retryDelaysMs[attempt] ?? retryDelaysMs.at(-1) ?? UNAVAILABLE_MAX_DELAY_MS,
-          )
-        : retryDelaysMs[attempt];
-      if (delay === undefined || signal?.aborted) {
-        log.error(
-          { err: errorMessage(err), peerId: msg.peerId, messageId: msg.messageId },
-          "inbound handler failed; message dropped",
-        );
-        return;
-      }
-      log.warn(
-        { err: errorMessage(err), attempt: attempt + 1, unavailable },
-        "inbound handler failed; retrying",
-      );
-      await sleep(delay, undefined, signal ? { signal } : undefined).catch(() => undefined);
-      if (signal?.aborted) {
-        log.error(
-          { peerId: msg.peerId, messageId: msg.messageId },
-          "stopped while retrying; message dropped",
-        );
-        return;
-      }
     }
+    log.error(
+      { err: errorMessage(err), peerId: msg.peerId, messageId: msg.messageId },
+      "inbound handler failed; message dropped",
+    );
   }
 }
 

@@ -2,6 +2,7 @@ import type { ChannelAdapter } from "../channels/types.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
+import { retryLoop } from "../retry/index.js";
 import type { ChannelRegistry, Delivery, DeliveryOutcome, DeliveryRequest, Services } from "../services.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { chunkText } from "./chunk.js";
@@ -105,17 +106,13 @@ export class ChannelDelivery implements Delivery {
     adapter: ChannelAdapter,
     msg: Parameters<ChannelAdapter["send"]>[0],
   ): Promise<{ messageIds: string[] }> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await adapter.send(msg);
-      } catch (err) {
-        if (err instanceof RateLimitedError && attempt < MAX_RATE_LIMIT_RETRIES) {
-          await this.sleep(Math.min(MAX_RETRY_WAIT_MS, Math.max(0, err.retryAfterMs)));
-          continue;
-        }
-        throw err;
-      }
-    }
+    return retryLoop(() => adapter.send(msg), {
+      delayFor: (err, attempt) =>
+        err instanceof RateLimitedError && attempt < MAX_RATE_LIMIT_RETRIES
+          ? Math.min(MAX_RETRY_WAIT_MS, Math.max(0, err.retryAfterMs))
+          : undefined,
+      sleep: (ms) => this.sleep(ms),
+    });
   }
 }
 

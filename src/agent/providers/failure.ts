@@ -1,6 +1,7 @@
 import { RateLimitedError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import { parseRetryAfterMs, type RetryDecision } from "./retry.js";
+import { parseRetryAfterMs } from "../../retry/index.js";
+import type { RetryDecision } from "./retry.js";
 
 /**
  * What went wrong with one HTTP model call, independent of the SDK. Each provider has one

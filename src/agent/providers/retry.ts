@@ -1,6 +1,8 @@
+import { backoffDelayMs, retryLoop, type Sleep } from "../../retry/index.js";
+
 /**
  * Call policy shared by the HTTP providers: which failures retry, how long to wait, and the
- * per-attempt timeout. One module so the rules are tested row by row (STYLE habit 11).
+ * per-attempt timeout. The delays and the loop are `src/retry/`'s.
  *
  * The SDKs' own retry loops are switched off (`maxRetries: 0`): theirs sleep without watching
  * the caller's AbortSignal and wait out any retry-after, however long. Ours does both.
@@ -20,72 +22,19 @@ export interface RetryPolicy {
   maxRetryAfterMs: number;
 }
 
+/** Computed backoff delays are shortened at random by up to a quarter. */
+const JITTER = 0.25;
+
 export const DEFAULT_RETRY_POLICY: Omit<RetryPolicy, "maxRetries"> = {
   baseDelayMs: 500,
   maxDelayMs: 8000,
   maxRetryAfterMs: 60_000,
 };
 
-/** Waits `ms`; rejects with `signal.reason` as soon as the signal aborts. Injectable for tests. */
-export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
-
 export interface RetryDecision {
   retry: boolean;
   /** The server's own wait (retry-after), in ms, when it sent one. */
   retryAfterMs?: number;
-}
-
-export const abortableSleep: Sleep = (ms, signal) =>
-  new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-
-/** Exponential backoff for retry number `retry` (0 = first retry), with up to 25% downward jitter. */
-export function backoffDelayMs(
-  retry: number,
-  policy: Pick<RetryPolicy, "baseDelayMs" | "maxDelayMs">,
-  random: () => number = Math.random,
-): number {
-  const raw = Math.min(policy.baseDelayMs * 2 ** retry, policy.maxDelayMs);
-  return Math.round(raw * (1 - random() * 0.25));
-}
-
-interface HeaderReader {
-  get(name: string): string | null;
-}
-
-/**
- * The server's requested wait in ms: `retry-after-ms` (OpenAI's extension), else `retry-after` as
- * seconds (decimals allowed) or an HTTP date. Undefined when absent or unparseable.
- */
-export function parseRetryAfterMs(
-  headers: HeaderReader | undefined,
-  now: number = Date.now(),
-): number | undefined {
-  if (!headers) return undefined;
-  const ms = headers.get("retry-after-ms");
-  if (ms !== null && ms.trim() !== "") {
-    const v = Number(ms);
-    if (Number.isFinite(v) && v >= 0) return v;
-  }
-  const ra = headers.get("retry-after");
-  if (ra === null || ra.trim() === "") return undefined;
-  const secs = Number(ra);
-  if (Number.isFinite(secs)) return Math.max(0, secs * 1000);
-  const date = Date.parse(ra);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
 export interface RetryOptions {
@@ -103,22 +52,20 @@ export interface RetryOptions {
  * aborts. Rethrows the last failure unchanged (the caller maps it); an abort during a wait
  * rejects with `signal.reason`.
  */
-export async function withRetry<T>(run: (attempt: number) => Promise<T>, opts: RetryOptions): Promise<T> {
-  const sleep = opts.sleep ?? abortableSleep;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await run(attempt);
-    } catch (err) {
-      if (opts.signal?.aborted) throw err;
+export function withRetry<T>(run: (attempt: number) => Promise<T>, opts: RetryOptions): Promise<T> {
+  const { policy } = opts;
+  return retryLoop(run, {
+    delayFor: (err, attempt) => {
       const decision = opts.classify(err);
-      if (!decision.retry || attempt >= opts.policy.maxRetries) throw err;
-      if (decision.retryAfterMs !== undefined && decision.retryAfterMs > opts.policy.maxRetryAfterMs)
-        throw err;
-      const delayMs = decision.retryAfterMs ?? backoffDelayMs(attempt, opts.policy, opts.random);
-      opts.onRetry?.({ retry: attempt + 1, delayMs, err });
-      await sleep(delayMs, opts.signal);
-    }
-  }
+      if (!decision.retry || attempt >= policy.maxRetries) return undefined;
+      if (decision.retryAfterMs !== undefined && decision.retryAfterMs > policy.maxRetryAfterMs)
+        return undefined;
+      return decision.retryAfterMs ?? backoffDelayMs(attempt, { ...policy, jitter: JITTER }, opts.random);
+    },
+    signal: opts.signal,
+    sleep: opts.sleep,
+    onRetry: opts.onRetry,
+  });
 }
 
 /** Thrown by `withTimeout` when the attempt, not the caller, ran out of time. */

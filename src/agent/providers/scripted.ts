@@ -1,6 +1,6 @@
 import type { ProviderConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
-import { abortableSleep } from "./retry.js";
+import { abortableSleep } from "../../retry/index.js";
 import {
   type CompiledRule,
   compileRules,

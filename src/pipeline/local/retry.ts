@@ -1,3 +1,4 @@
+import { backoffDelayMs } from "../../retry/index.js";
 import { RetryLaterError, UnrecoverableJobError } from "../types.js";
 
 /**
@@ -29,5 +30,9 @@ export function decideRetry(
   const attempts = failedBefore + 1;
   if (err instanceof UnrecoverableJobError) return { action: "drop", attempts, reason: "unrecoverable" };
   if (attempts >= policy.maxAttempts) return { action: "drop", attempts, reason: "attempts-exhausted" };
-  return { action: "retry", delayMs: policy.baseMs * 2 ** (attempts - 1), attempts, reason: "failed" };
+  const delayMs = backoffDelayMs(attempts - 1, {
+    baseDelayMs: policy.baseMs,
+    maxDelayMs: Number.POSITIVE_INFINITY,
+  });
+  return { action: "retry", delayMs, attempts, reason: "failed" };
 }

@@ -1,41 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { retryDecisionFor } from "../../../../src/agent/providers/failure.js";
-import {
-  AttemptTimeoutError,
-  abortableSleep,
-  backoffDelayMs,
-  parseRetryAfterMs,
-  withRetry,
-  withTimeout,
-} from "../../../../src/agent/providers/retry.js";
+import { AttemptTimeoutError, withRetry, withTimeout } from "../../../../src/agent/providers/retry.js";
 
 const policy = { maxRetries: 3, baseDelayMs: 500, maxDelayMs: 8000, maxRetryAfterMs: 60_000 };
-const headers = (h: Record<string, string>) => new Headers(h);
 
-describe("retry policy", () => {
-  it.each<[number, number]>([
-    [0, 500],
-    [1, 1000],
-    [2, 2000],
-    [4, 8000],
-    [10, 8000],
-  ])("backoff for retry %i is %i ms before jitter", (retry, ms) => {
-    expect(backoffDelayMs(retry, policy, () => 0)).toBe(ms);
-    // Jitter only shortens, by at most a quarter.
-    expect(backoffDelayMs(retry, policy, () => 1)).toBe(Math.round(ms * 0.75));
-  });
-
-  it.each<[Record<string, string>, number | undefined]>([
-    [{}, undefined],
-    [{ "retry-after": "2" }, 2000],
-    [{ "retry-after": "0.25" }, 250],
-    [{ "retry-after-ms": "120", "retry-after": "9" }, 120],
-    [{ "retry-after": "Wed, 21 Oct 2015 07:28:10 GMT" }, 10_000],
-    [{ "retry-after": "soon" }, undefined],
-  ])("parses %j as %s ms", (h, ms) => {
-    expect(parseRetryAfterMs(headers(h), Date.parse("Wed, 21 Oct 2015 07:28:00 GMT"))).toBe(ms);
-  });
-
+describe("provider retry policy", () => {
   it.each<[Parameters<typeof retryDecisionFor>[0], boolean]>([
     [{ kind: "status", status: 429, message: "" }, true],
     [{ kind: "status", status: 500, message: "" }, true],
@@ -90,15 +59,7 @@ describe("retry policy", () => {
   });
 });
 
-describe("abortable sleep and attempt timeout", () => {
-  it("abortableSleep rejects with the signal's reason", async () => {
-    const c = new AbortController();
-    const p = abortableSleep(60_000, c.signal);
-    const reason = new Error("bye");
-    c.abort(reason);
-    await expect(p).rejects.toBe(reason);
-  });
-
+describe("attempt timeout", () => {
   it("withTimeout aborts the attempt's own signal and reports a timeout", async () => {
     let seen: AbortSignal | undefined;
     const err = await withTimeout(20, undefined, (signal) => {

@@ -1,0 +1,3 @@
+/** Backoff and retry: pure delays (`backoff.ts`) and the one retry loop with injected timers (`loop.ts`). */
+export { type BackoffPolicy, backoffDelayMs, parseRetryAfterMs } from "./backoff.js";
+export { abortableSleep, type RetryLoopOptions, retryLoop, type Sleep } from "./loop.js";
