@@ -1,6 +1,7 @@
 import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "../../log.js";
+import type { ScriptRunner } from "../../redis/scripts.js";
 import type { RunRecord, RunStore } from "../../store/types.js";
 import type { JobHandlers, RunEvent, TurnRequest } from "../types.js";
 import type { PipelineKeys } from "./keys.js";
@@ -11,6 +12,8 @@ export interface DriverContext {
   readonly keys: PipelineKeys;
   /** The shared, non-blocking connection (owned by the composition root). */
   readonly redis: Redis;
+  /** Runs the pipeline's Lua scripts (`src/redis/commands/pipeline.ts`) on `redis`. */
+  readonly scripts: ScriptRunner;
   readonly queue: Queue;
   readonly runs: RunStore;
   readonly logger: Logger;

@@ -3,6 +3,8 @@ import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { cancelRun, submitTurn } from "../../redis/commands/pipeline.js";
+import { ScriptRunner } from "../../redis/scripts.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { singleFlight } from "../schema.js";
 import type {
@@ -26,7 +28,6 @@ import {
   parseInput,
   turnRequestSchema,
 } from "./schema.js";
-import { cancelRun3, submitTurn4 } from "./scripts.js";
 import { TurnProcessor } from "./turns.js";
 import { addDrain, WorkerHost } from "./worker.js";
 
@@ -104,6 +105,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
   private host: WorkerHost | null = null;
   private stopping: Promise<void> | null = null;
   /** Submissions not yet durable, so duplicates, waits and cancels can join them. */
+  private readonly scripts: ScriptRunner;
   private readonly submitting = new Map<string, Promise<RunRecord>>();
   private readonly jobSubmitting = new Map<string, Promise<void>>();
   /** Per session: the tail of this process's mailbox pushes, so pushes keep call order. */
@@ -122,9 +124,11 @@ class BullmqPipelineImpl implements BullmqPipeline {
     this.queue.on("error", (err) =>
       this.logger.warn({ err: errorMessage(err) }, "bullmq pipeline: queue error"),
     );
+    this.scripts = new ScriptRunner(redis, "bullmq pipeline");
     this.ctx = {
       keys: this.keys,
       redis,
+      scripts: this.scripts,
       queue: this.queue,
       runs,
       logger,
@@ -240,8 +244,8 @@ class BullmqPipelineImpl implements BullmqPipeline {
       const envelope = JSON.stringify({ req, createdAt });
       const { keys } = this;
       return Number(
-        await submitTurn4.run(
-          this.redis,
+        await this.scripts.run(
+          submitTurn,
           [keys.run(runId), keys.mailbox(req.sessionKey), keys.dirty, keys.scheduled(req.sessionKey)],
           [runId, req.sessionKey, envelope],
         ),
@@ -329,8 +333,8 @@ class BullmqPipelineImpl implements BullmqPipeline {
     const sessionKey = await this.redis.hget(this.keys.run(runId), "s");
     if (!sessionKey) return false;
     const res = String(
-      await cancelRun3.run(
-        this.redis,
+      await this.scripts.run(
+        cancelRun,
         [this.keys.run(runId), this.keys.mailbox(sessionKey), this.keys.cancel(runId)],
         [runId, reason, this.tuning.cancelFlagTtlMs, this.tuning.runRetentionMs],
       ),

@@ -1,10 +1,10 @@
 import { DelayedError, type Job, UnrecoverableError, WaitingError } from "bullmq";
 import { errorMessage, SwitchboardError } from "../../errors.js";
+import { ackTurn, checkOwner, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
 import { canCollect, type JobContext, type TurnJob, type TurnResult } from "../types.js";
 import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
 import { drainDataSchema, type Envelope, envelopeSchema, parseStored } from "./schema.js";
-import { ackTurn5, checkOwner1, extendTurn2, takeTurn3 } from "./scripts.js";
 
 /**
  * The drain job of one session: takes ONE turn from the session's mailbox (or resumes the turn a
@@ -83,10 +83,10 @@ export class TurnProcessor {
   // take
 
   private async take(sessionKey: string, jobId: string): Promise<Taken | null> {
-    const { keys, redis, tuning } = this.ctx;
+    const { keys, scripts, tuning } = this.ctx;
     const window = tuning.mode === "collect" ? tuning.collectMax - 1 : 0;
-    const reply = (await takeTurn3.run(
-      redis,
+    const reply = (await scripts.run(
+      takeTurn,
       [keys.active(sessionKey), keys.mailbox(sessionKey), keys.scheduled(sessionKey)],
       [jobId, keys.runPrefix, keys.cancelPrefix, keys.jobPrefix, window],
     )) as unknown[];
@@ -125,10 +125,10 @@ export class TurnProcessor {
       join.push({ runId: p.runId, env: p.env });
     }
     if (join.length === 0) return;
-    const { keys, redis } = this.ctx;
+    const { keys, scripts } = this.ctx;
     const n = Number(
-      await extendTurn2.run(
-        redis,
+      await scripts.run(
+        extendTurn,
         [keys.active(sessionKey), keys.mailbox(sessionKey)],
         [jobId, keys.runPrefix, ...join.map((j) => j.runId)],
       ),
@@ -284,11 +284,11 @@ export class TurnProcessor {
     result: TurnResult | null,
     finals?: RunRecord[],
   ): Promise<number> {
-    const { keys, redis, runs, logger, now, tuning, instanceId } = this.ctx;
+    const { keys, scripts, runs, logger, now, tuning, instanceId } = this.ctx;
     const runIds = entries.map((e) => e.runId);
     const jobId = job.id ?? "";
-    const [owner, flag] = (await checkOwner1.run(
-      redis,
+    const [owner, flag] = (await scripts.run(
+      checkOwner,
       [keys.lock(jobId)],
       [token, keys.cancelPrefix, ...runIds],
     )) as [unknown, unknown];
@@ -323,8 +323,8 @@ export class TurnProcessor {
       );
     }
     const left = Number(
-      await ackTurn5.run(
-        redis,
+      await scripts.run(
+        ackTurn,
         [
           keys.lock(jobId),
           keys.active(sessionKey),

@@ -1,10 +1,10 @@
 import { type Job, type Queue, UnrecoverableError, WaitingError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage } from "../../errors.js";
+import { sweepSession } from "../../redis/commands/pipeline.js";
 import type { BackgroundProcessor } from "./background.js";
 import type { DriverContext } from "./context.js";
 import { drainDedupId, QUEUE_NAME } from "./keys.js";
-import { sweepSession3 } from "./scripts.js";
 import type { TurnProcessor } from "./turns.js";
 
 /**
@@ -34,14 +34,14 @@ export async function addDrain(queue: Queue, sessionKey: string): Promise<void> 
 
 /** Adds a drain job for every dirty session that has queued or in-flight work; forgets idle ones. */
 export async function sweepDirty(ctx: DriverContext): Promise<void> {
-  const { keys, redis } = ctx;
+  const { keys, redis, scripts } = ctx;
   let cursor = "0";
   do {
     const [next, sessions] = await redis.sscan(keys.dirty, cursor, "COUNT", 500);
     cursor = next;
     await Promise.all(
       sessions.map(async (s) => {
-        const need = await sweepSession3.run(redis, [keys.mailbox(s), keys.active(s), keys.dirty], [s]);
+        const need = await scripts.run(sweepSession, [keys.mailbox(s), keys.active(s), keys.dirty], [s]);
         if (Number(need) === 1) await addDrain(ctx.queue, s);
       }),
     );

@@ -11,14 +11,14 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { STORE_SCRIPTS } from "../../redis/commands/store.js";
+import { ScriptRunner } from "../../redis/scripts.js";
 import { defaultClassifyKind } from "../kind.js";
 import type { SessionKind, StoreDriver } from "../types.js";
-import { ALL_SCRIPTS } from "./commands/index.js";
 import { RedisKeys } from "./keys.js";
 import { RedisKeyValueStore } from "./kv.js";
 import { RedisOutboxStore } from "./outbox.js";
 import { RedisRunStore } from "./runs.js";
-import { ScriptRunner } from "./scripts.js";
 import { RedisSessionStore } from "./sessions.js";
 import { RedisTranscriptStore } from "./transcripts.js";
 import { WarningSink } from "./warnings.js";
@@ -100,7 +100,7 @@ export async function createRedisStore(opts: RedisStoreOptions): Promise<RedisSt
   const now = opts.now ?? Date.now;
   const keys = new RedisKeys(o.prefix);
   const scripts = new ScriptRunner(client);
-  await scripts.load(ALL_SCRIPTS);
+  await scripts.load(STORE_SCRIPTS);
   const warnings = new WarningSink(logger);
   const common = { client, keys, scripts, warnings };
   const store = new RedisStore(

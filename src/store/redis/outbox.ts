@@ -1,10 +1,10 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
+import { completeOutbox, releaseOutbox } from "../../redis/commands/store.js";
+import type { ScriptRunner } from "../../redis/scripts.js";
 import type { OutboxStore } from "../types.js";
-import { completeOutbox, releaseOutbox } from "./commands/index.js";
 import type { RedisKeys } from "./keys.js";
 import { parseObject } from "./records.js";
-import type { ScriptRunner } from "./scripts.js";
 
 /** The stored value of a live claim (compared verbatim by releaseOutbox-1). */
 const CLAIMED = JSON.stringify({ state: "claimed" });

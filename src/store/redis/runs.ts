@@ -1,11 +1,11 @@
 import type { Redis } from "ioredis";
+import { putRun } from "../../redis/commands/store.js";
+import type { ScriptRunner } from "../../redis/scripts.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
 import { RETRY, withCasRetry } from "./cas.js";
-import { putRun } from "./commands/index.js";
 import type { RedisKeys } from "./keys.js";
 import { mergePatch, normalizeRun, parseObject } from "./records.js";
-import type { ScriptRunner } from "./scripts.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
 export interface RedisRunStoreOptions {

@@ -1,12 +1,12 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
+import { deleteSession, putSession } from "../../redis/commands/store.js";
+import type { ScriptRunner } from "../../redis/scripts.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import { RETRY, withCasRetry } from "./cas.js";
-import { deleteSession, putSession } from "./commands/index.js";
 import type { RedisKeys } from "./keys.js";
 import { mergePatch, normalizeEntry, parseObject } from "./records.js";
-import type { ScriptRunner } from "./scripts.js";
 import { listSessions } from "./session-list.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 

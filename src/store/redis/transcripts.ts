@@ -1,9 +1,9 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
+import { appendTranscript, archiveTranscript } from "../../redis/commands/store.js";
+import type { ScriptRunner } from "../../redis/scripts.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
-import { appendTranscript, archiveTranscript } from "./commands/index.js";
 import type { RedisKeys } from "./keys.js";
-import type { ScriptRunner } from "./scripts.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
 const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);

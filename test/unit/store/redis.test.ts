@@ -3,7 +3,8 @@ import { Redis } from "ioredis";
 import { afterAll, afterEach, expect, it, vi } from "vitest";
 import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
-import { deleteSession, putSession } from "../../../src/store/redis/commands/index.js";
+import { deleteSession, putSession } from "../../../src/redis/commands/store.js";
+import { ScriptRunner } from "../../../src/redis/scripts.js";
 import {
   createRedisStore,
   type ParsedKey,
@@ -11,7 +12,6 @@ import {
   type RedisStore,
   type RedisStoreOptions,
 } from "../../../src/store/redis/index.js";
-import { ScriptRunner } from "../../../src/store/redis/scripts.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../../../src/store/types.js";
 import { storeContract } from "../../contract/store.js";
 import { REDIS_URL, randomPrefix } from "../../helpers.js";

@@ -18,7 +18,7 @@ export {
   releaseOutbox,
 };
 
-export const ALL_SCRIPTS: readonly ScriptDef[] = [
+export const STORE_SCRIPTS: readonly ScriptDef[] = [
   putSession,
   deleteSession,
   putRun,

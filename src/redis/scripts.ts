@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
-import { SwitchboardError } from "../../errors.js";
+import { SwitchboardError } from "../errors.js";
 
-/** One Lua script (a file in `commands/`, named `<operation>-<number of keys>`). */
+/** One Lua script (a file in `commands/`, named `<operation>-<number of keys>`, BullMQ-style). */
 export interface ScriptDef {
   name: string;
   numberOfKeys: number;
@@ -12,14 +12,18 @@ export interface ScriptDef {
 type Arg = string | number;
 
 /**
- * Runs the store's Lua scripts by SHA (EVALSHA), loading them once at start-up; a server that
- * lost its script cache (restart, SCRIPT FLUSH, failover) gets the source again through EVAL,
- * which also re-caches it. Uses no `defineCommand`, so the shared client is left unmodified.
+ * The one Lua script runner, used by the redis store and the bullmq pipeline: runs scripts by SHA
+ * (EVALSHA), optionally loaded up front; a server that lost its script cache (restart, SCRIPT
+ * FLUSH, failover) gets the source again through EVAL, which also re-caches it. Uses no
+ * `defineCommand`, so the shared client is left unmodified. `owner` names the user in errors.
  */
 export class ScriptRunner {
   private readonly shas = new Map<ScriptDef, string>();
 
-  constructor(private readonly client: Redis) {}
+  constructor(
+    private readonly client: Redis,
+    private readonly owner = "redis store",
+  ) {}
 
   /** SCRIPT LOAD every script in one round trip. */
   async load(defs: readonly ScriptDef[]): Promise<void> {
@@ -29,13 +33,13 @@ export class ScriptRunner {
     defs.forEach((d, i) => {
       const [err, sha] = res[i] ?? [new Error("no reply")];
       if (err)
-        throw new SwitchboardError("UNAVAILABLE", `redis store: loading script ${d.name} failed`, {
+        throw new SwitchboardError("UNAVAILABLE", `${this.owner}: loading script ${d.name} failed`, {
           cause: err,
         });
       if (sha !== this.sha(d)) {
         throw new SwitchboardError(
           "INTERNAL",
-          `redis store: script ${d.name} loaded with unexpected sha ${String(sha)}`,
+          `${this.owner}: script ${d.name} loaded with unexpected sha ${String(sha)}`,
         );
       }
     });
@@ -45,7 +49,7 @@ export class ScriptRunner {
     if (keys.length !== def.numberOfKeys) {
       throw new SwitchboardError(
         "INTERNAL",
-        `redis store: ${def.name} takes ${def.numberOfKeys} keys, got ${keys.length}`,
+        `${this.owner}: ${def.name} takes ${def.numberOfKeys} keys, got ${keys.length}`,
       );
     }
     try {
