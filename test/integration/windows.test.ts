@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
+import { inboundMessageSchema } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { ChannelDelivery } from "../../src/delivery/index.js";
 import { SwitchboardError } from "../../src/errors.js";
@@ -44,7 +45,7 @@ describe("delivery: a crash between the outbox lease and the send", () => {
     const store = await fsStore();
     const { logger, lines } = captureLogger();
     const ch = new MemoryChannel();
-    const channels = { get: () => ch, all: () => [ch], add: () => {} };
+    const channels = { get: () => ch, all: () => [ch] };
     const config = (await import("../../src/config/index.js")).parseConfig({});
     await store.sessions.put({
       key: "agent:main:main",
@@ -101,7 +102,7 @@ describe("delivery: a crash between the outbox lease and the send", () => {
       {
         store,
         config,
-        channels: { get: () => ch, all: () => [ch], add: () => {} },
+        channels: { get: () => ch, all: () => [ch] },
         logger: createLogger({ level: "silent" }),
       },
       async () => {
@@ -136,15 +137,15 @@ describe("inbound: a failed accept, then the platform's redelivery", () => {
     return t;
   }
 
-  const msg = {
+  const msg = inboundMessageSchema.parse({
     channel: "memory",
     accountId: "default",
-    chatType: "direct" as const,
+    chatType: "direct",
     peerId: "u1",
     senderId: "u1",
     messageId: "p-77",
     text: "hello there",
-  };
+  });
 
   it("is not dropped as a duplicate: the claim is released and the redelivery is accepted once", async () => {
     const app = await setup();
