@@ -16,7 +16,15 @@ import { renderMarkdown } from "./format/index.js";
 
 const MAX_RATE_LIMIT_RETRIES = 3;
 const MAX_RETRY_WAIT_MS = 30_000;
+/** How long a sent chunk's mark is kept (a retried job within this time never re-posts it). */
 const OUTBOX_TTL_MS = 7 * 24 * 3600_000;
+/**
+ * The sending lease of one chunk: long enough for a send with its rate-limit retries, short
+ * enough that a crash between lease and mark delays the re-send by at most this much.
+ */
+export const DEFAULT_LEASE_MS = 15_000;
+/** Waits for another sender's live lease before giving up on a chunk (bounded). */
+const MAX_LEASE_WAITS = 3;
 
 export function routeOf(entry: SessionEntry): DeliveryContext | null {
   if (entry.deliveryContext) return entry.deliveryContext;
@@ -38,6 +46,7 @@ export class ChannelDelivery implements Delivery {
       logger: Logger;
     },
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+    private readonly leaseMs: number = DEFAULT_LEASE_MS,
   ) {}
 
   async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
@@ -78,9 +87,20 @@ export class ChannelDelivery implements Delivery {
     let duplicates = 0;
     for (const [i, chunk] of chunks.entries()) {
       const id = `${req.idempotencyKey}#${i}`;
-      if (!(await store.outbox.claim(id, OUTBOX_TTL_MS))) {
+      // At-least-once: a short lease while sending, the long mark only once the platform said yes.
+      const lease = await this.#lease(id);
+      if (lease === "done") {
         duplicates++;
         continue;
+      }
+      if (lease === "busy") {
+        return { status: "failed", error: `${route.channel}: chunk ${id} is being sent by another worker` };
+      }
+      if (lease === "expired") {
+        logger.warn(
+          { idempotencyKey: id, sessionKey: entry.key, channel: route.channel },
+          "delivery: an earlier send of this chunk was interrupted before its mark; sending again (the chat may show it twice)",
+        );
       }
       try {
         const res = await this.#sendWithRetry(adapter, {
@@ -90,7 +110,7 @@ export class ChannelDelivery implements Delivery {
           text: chunk,
           format: adapter.capabilities.markdown === "plain" ? "plain" : "native",
         });
-        await store.outbox.complete(id, res);
+        await store.outbox.complete(id, res, OUTBOX_TTL_MS);
         ids.push(...res.messageIds);
       } catch (err) {
         await store.outbox.release(id);
@@ -100,6 +120,18 @@ export class ChannelDelivery implements Delivery {
     }
     if (duplicates === chunks.length) return { status: "duplicate" };
     return { status: "sent", channel: route.channel, messageIds: ids };
+  }
+
+  /** Takes the chunk's lease, waiting out another sender's live lease a bounded number of times. */
+  async #lease(id: string): Promise<"fresh" | "expired" | "done" | "busy"> {
+    const { store } = this.services;
+    for (let wait = 0; ; wait++) {
+      const r = await store.outbox.lease(id, this.leaseMs, OUTBOX_TTL_MS);
+      if (r.acquired) return r.expired ? "expired" : "fresh";
+      if (r.state === "done") return "done";
+      if (wait >= MAX_LEASE_WAITS) return "busy";
+      await this.sleep(Math.min(this.leaseMs, r.retryInMs + 10));
+    }
   }
 
   async #sendWithRetry(

@@ -3,14 +3,14 @@ import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
-import { buildSessionKey } from "../sessions/keys.js";
+import { buildSessionKey, uuidFrom } from "../sessions/keys.js";
 import type { DeliveryContext } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
 import { ensureRouted } from "./ensure.js";
 import { dmAccess } from "./gates/access.js";
-import { dedupe } from "./gates/dedupe.js";
+import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
 
@@ -160,6 +160,8 @@ export function createRouter(services: Services) {
       },
       deliver: true,
       origin: "inbound",
+      // derived from the platform message: a redelivery resubmits the same run, which is ignored
+      runId: uuidFrom(inboundDedupeId(msg)),
     });
     return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
   };

@@ -208,12 +208,30 @@ export interface RunStore {
   close(): Promise<void>;
 }
 
-/** Idempotency records for outbound side effects (replies, announces). */
+/** What `OutboxStore.lease` found. */
+export type OutboxLease =
+  /** Yours to send; `expired`: an earlier lease ran out without a mark (that send may have happened). */
+  | { acquired: true; expired: boolean }
+  /** Already sent (marked done): do not send again. */
+  | { acquired: false; state: "done"; messageIds?: string[] }
+  /** Someone holds a live lease (or a plain claim): try again in `retryInMs`. */
+  | { acquired: false; state: "leased"; retryInMs: number };
+
+/** Idempotency records for outbound side effects (replies, announces) and inbound dedupe. */
 export interface OutboxStore {
   /** true if `id` was newly claimed; false if it was already claimed (do not send again). */
   claim(id: string, ttlMs: number): Promise<boolean>;
-  /** Record the platform message ids of a completed send. */
-  complete(id: string, result: { messageIds: string[] }): Promise<void>;
+  /**
+   * A short lease while sending (`leaseMs`), remembered `keepMs`: at-least-once delivery. Take it
+   * before the send, `complete` (the long-lived mark) once the platform said yes, `release` when
+   * the send failed. A lease that expired without a mark can be taken again (`expired: true`).
+   */
+  lease(id: string, leaseMs: number, keepMs: number): Promise<OutboxLease>;
+  /**
+   * Record the platform message ids of a completed send. With `ttlMs` the mark lives that long
+   * from now; without, it keeps the claim's deadline.
+   */
+  complete(id: string, result: { messageIds: string[] }, ttlMs?: number): Promise<void>;
   get(id: string): Promise<{ state: "claimed" | "done"; messageIds?: string[] } | null>;
   /** Release a claim after a failed send so a retry may send. */
   release(id: string): Promise<void>;

@@ -566,6 +566,53 @@ export function storeContract(name: string, make: StoreFactory): void {
         expect(await driver.outbox.get("o1")).toEqual({ state: "done", messageIds: ["10", "11"] });
       });
 
+      it("lease: a short lease while sending, a long mark once sent; an expired lease is taken again", async () => {
+        expect(await driver.outbox.lease("d1", 60_000, 3_600_000)).toEqual({
+          acquired: true,
+          expired: false,
+        });
+        const busy = await driver.outbox.lease("d1", 60_000, 3_600_000);
+        expect(busy).toMatchObject({ acquired: false, state: "leased" });
+        expect(busy.acquired === false && busy.state === "leased" && busy.retryInMs > 0).toBe(true);
+        expect(await driver.outbox.get("d1")).toEqual({ state: "claimed" });
+        await driver.outbox.complete("d1", { messageIds: ["p1"] }, 3_600_000);
+        expect(await driver.outbox.lease("d1", 60_000, 3_600_000)).toEqual({
+          acquired: false,
+          state: "done",
+          messageIds: ["p1"],
+        });
+        // a lease whose holder died (no mark, no release) can be taken again once it ran out
+        expect(await driver.outbox.lease("d2", 30, 3_600_000)).toEqual({ acquired: true, expired: false });
+        for (let i = 0; i < 100; i++) {
+          const r = await driver.outbox.lease("d2", 30, 3_600_000);
+          if (r.acquired) {
+            expect(r).toEqual({ acquired: true, expired: true });
+            break;
+          }
+          expect(i).toBeLessThan(99);
+          await new Promise((res) => setTimeout(res, 10));
+        }
+        // release after a failed send: taken again at once, not as an expired lease
+        await driver.outbox.release("d2");
+        expect(await driver.outbox.lease("d2", 60_000, 3_600_000)).toEqual({
+          acquired: true,
+          expired: false,
+        });
+        // a plain claim (inbound dedupe) counts as held until it expires
+        await driver.outbox.claim("c1", 60_000);
+        expect(await driver.outbox.lease("c1", 60_000, 3_600_000)).toMatchObject({
+          acquired: false,
+          state: "leased",
+        });
+      });
+
+      it("exactly one of many concurrent leases wins", async () => {
+        const results = await Promise.all(
+          Array.from({ length: 20 }, () => driver.outbox.lease("d1", 60_000, 3_600_000)),
+        );
+        expect(results.filter((r) => r.acquired)).toHaveLength(1);
+      });
+
       it("release lets a retry claim again", async () => {
         await driver.outbox.claim("o1", 60_000);
         await driver.outbox.release("o1");

@@ -4,14 +4,17 @@ import type { ScriptDef } from "../scripts.js";
  * releaseOutbox-1 — drops a claim so a retry may send; never drops a completed record.
  *
  * KEYS[1] outbox record           P:outbox:<id>
- * ARGV[1] the claimed-record value
- * Returns 1 when a claim was released, 0 otherwise.
+ * ARGV[1] unused (kept for callers of the first version)
+ * Returns 1 when a claim or lease was released, 0 otherwise.
  */
 export const releaseOutbox: ScriptDef = {
   name: "releaseOutbox-1",
   numberOfKeys: 1,
   lua: `
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+local raw = redis.call("GET", KEYS[1])
+if not raw then return 0 end
+local ok, rec = pcall(cjson.decode, raw)
+if ok and type(rec) == "table" and rec.state == "claimed" then
   redis.call("DEL", KEYS[1])
   return 1
 end

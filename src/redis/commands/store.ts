@@ -4,6 +4,7 @@ import { appendTranscript } from "./appendTranscript-2.js";
 import { archiveTranscript } from "./archiveTranscript-3.js";
 import { completeOutbox } from "./completeOutbox-1.js";
 import { deleteSession } from "./deleteSession-2.js";
+import { leaseOutbox } from "./leaseOutbox-1.js";
 import { putRun } from "./putRun-2.js";
 import { putSession } from "./putSession-6.js";
 import { releaseOutbox } from "./releaseOutbox-1.js";
@@ -13,6 +14,7 @@ export {
   archiveTranscript,
   completeOutbox,
   deleteSession,
+  leaseOutbox,
   putRun,
   putSession,
   releaseOutbox,
@@ -26,4 +28,5 @@ export const STORE_SCRIPTS: readonly ScriptDef[] = [
   releaseOutbox,
   archiveTranscript,
   appendTranscript,
+  leaseOutbox,
 ];

@@ -1,7 +1,7 @@
 import { InvalidParamsError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { KeyedSerial } from "../serial.js";
-import type { OutboxStore } from "../types.js";
+import type { OutboxLease, OutboxStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
 import { Journal } from "./journal.js";
 
@@ -9,6 +9,8 @@ interface OutboxEntry {
   state: "claimed" | "done";
   /** The record (claimed or done) is forgotten at this time: claim time + ttlMs. */
   expiresAt: number;
+  /** A lease (`lease`): the claim may be taken again from this time on if it was not marked done. */
+  leaseUntil?: number;
   messageIds?: string[];
 }
 
@@ -75,10 +77,40 @@ export class FsOutboxStore implements OutboxStore {
     });
   }
 
-  complete(id: string, result: { messageIds: string[] }): Promise<void> {
+  lease(id: string, leaseMs: number, keepMs: number): Promise<OutboxLease> {
+    checkId(id);
+    for (const [field, v] of [
+      ["leaseMs", leaseMs],
+      ["keepMs", keepMs],
+    ] as const) {
+      if (!(typeof v === "number" && v > 0 && Number.isFinite(v))) {
+        return Promise.reject(new InvalidParamsError(`${field}: must be a positive number of milliseconds`));
+      }
+    }
+    return this.serial.run(id, async (): Promise<OutboxLease> => {
+      const now = this.now();
+      const e = this.live(id);
+      if (e?.state === "done")
+        return { acquired: false, state: "done", ...(e.messageIds ? { messageIds: [...e.messageIds] } : {}) };
+      const until = e ? (e.leaseUntil ?? e.expiresAt) : 0;
+      if (e && until > now) return { acquired: false, state: "leased", retryInMs: until - now };
+      const entry: OutboxEntry = {
+        state: "claimed",
+        expiresAt: now + Math.max(keepMs, leaseMs),
+        leaseUntil: now + leaseMs,
+      };
+      await this.write({ op: "set", id, entry });
+      return { acquired: true, expired: e !== undefined };
+    });
+  }
+
+  complete(id: string, result: { messageIds: string[] }, ttlMs?: number): Promise<void> {
     checkId(id);
     return this.serial.run(id, async () => {
-      const expiresAt = this.live(id)?.expiresAt ?? this.now() + UNCLAIMED_DONE_TTL_MS;
+      const expiresAt =
+        ttlMs !== undefined && ttlMs > 0
+          ? this.now() + ttlMs
+          : (this.live(id)?.expiresAt ?? this.now() + UNCLAIMED_DONE_TTL_MS);
       await this.write({
         op: "set",
         id,

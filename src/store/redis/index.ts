@@ -108,7 +108,7 @@ export async function createRedisStore(opts: RedisStoreOptions): Promise<RedisSt
     new RedisSessionStore({ ...common, classifyKind: opts.classifyKind ?? defaultClassifyKind, now }),
     new RedisTranscriptStore({ ...common, now }),
     new RedisRunStore({ ...common, finishedRunTtlMs: o.finishedRunTtlMs }),
-    new RedisOutboxStore(client, keys, scripts),
+    new RedisOutboxStore(client, keys, scripts, now),
     new RedisKeyValueStore(client, keys, warnings),
     warnings,
   );

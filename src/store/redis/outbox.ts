@@ -1,8 +1,8 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
-import { completeOutbox, releaseOutbox } from "../../redis/commands/store.js";
+import { completeOutbox, leaseOutbox, releaseOutbox } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
-import type { OutboxStore } from "../types.js";
+import type { OutboxLease, OutboxStore } from "../types.js";
 import type { RedisKeys } from "./keys.js";
 import { parseObject } from "./records.js";
 
@@ -26,6 +26,7 @@ export class RedisOutboxStore implements OutboxStore {
     private readonly client: Redis,
     private readonly keys: RedisKeys,
     private readonly scripts: ScriptRunner,
+    private readonly now: () => number = Date.now,
   ) {}
 
   async claim(id: string, ttlMs: number): Promise<boolean> {
@@ -37,13 +38,38 @@ export class RedisOutboxStore implements OutboxStore {
     return ok === "OK";
   }
 
-  async complete(id: string, result: { messageIds: string[] }): Promise<void> {
+  async lease(id: string, leaseMs: number, keepMs: number): Promise<OutboxLease> {
+    checkId(id);
+    for (const [field, v] of [
+      ["leaseMs", leaseMs],
+      ["keepMs", keepMs],
+    ] as const) {
+      if (!(typeof v === "number" && v > 0 && Number.isFinite(v))) {
+        throw new InvalidParamsError(`${field}: must be a positive number of milliseconds`, { field });
+      }
+    }
+    const r = (await this.scripts.run(
+      leaseOutbox,
+      [this.keys.outbox(id)],
+      [this.now(), Math.ceil(leaseMs), Math.ceil(keepMs)],
+    )) as [number, string | number, string | number | undefined];
+    if (r[0] === 1) return { acquired: true, expired: Number(r[1]) === 1 };
+    if (r[1] === "done") {
+      const rec = parseObject<OutboxRecord>(String(r[2]));
+      return Array.isArray(rec?.messageIds)
+        ? { acquired: false, state: "done", messageIds: rec.messageIds }
+        : { acquired: false, state: "done" };
+    }
+    return { acquired: false, state: "leased", retryInMs: Math.max(0, Number(r[2]) || 0) };
+  }
+
+  async complete(id: string, result: { messageIds: string[] }, ttlMs?: number): Promise<void> {
     checkId(id);
     const done: OutboxRecord = { state: "done", messageIds: [...result.messageIds] };
     await this.scripts.run(
       completeOutbox,
       [this.keys.outbox(id)],
-      [JSON.stringify(done), UNCLAIMED_DONE_TTL_MS],
+      [JSON.stringify(done), UNCLAIMED_DONE_TTL_MS, ttlMs !== undefined && ttlMs > 0 ? Math.ceil(ttlMs) : ""],
     );
   }
 

@@ -1,0 +1,203 @@
+import { Writable } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { inboundMessageSchema } from "../../src/channels/types.js";
+import type { ConfigInput } from "../../src/config/index.js";
+import { ChannelDelivery } from "../../src/delivery/index.js";
+import { SwitchboardError } from "../../src/errors.js";
+import { createLogger, type Logger } from "../../src/log.js";
+import { inboundDedupeId } from "../../src/routing/gates/dedupe.js";
+import { createFsStore, type FsStore } from "../../src/store/fs/index.js";
+import { MemoryChannel } from "../fakes/memory-channel.js";
+import { startTestApp, type TestApp } from "../harness.js";
+import { tempDir } from "../helpers.js";
+
+/**
+ * One deterministic test per crash window of "nothing lost, nothing twice" (issue 11): the
+ * window is opened by hand (a lease left by a sender that died, a submit that fails once), then
+ * the system must neither lose nor double the effect.
+ */
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function captureLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const dest = new Writable({
+    write(chunk, _enc, cb) {
+      for (const l of String(chunk).split("\n")) if (l.trim()) lines.push(JSON.parse(l));
+      cb();
+    },
+  });
+  return { logger: createLogger({ level: "debug", destination: dest }), lines };
+}
+
+async function fsStore(): Promise<FsStore> {
+  const t = tempDir();
+  const store = await createFsStore({ stateDir: t.dir, logger: createLogger({ level: "silent" }) });
+  cleanups.push(t.cleanup, () => store.close());
+  return store;
+}
+
+describe("delivery: a crash between the outbox lease and the send", () => {
+  it("re-sends once the dead sender's lease ran out (warn with the idempotency key), then never again", async () => {
+    const store = await fsStore();
+    const { logger, lines } = captureLogger();
+    const ch = new MemoryChannel();
+    const channels = { get: () => ch, all: () => [ch] };
+    const config = (await import("../../src/config/index.js")).parseConfig({});
+    await store.sessions.put({
+      key: "agent:main:main",
+      sessionId: "s1",
+      agentId: "main",
+      createdAt: 1,
+      updatedAt: 1,
+      deliveryContext: { channel: "memory", to: "u1" },
+    });
+    // the first attempt took the lease and died before adapter.send (no mark, no release)
+    expect(await store.outbox.lease("reply:r1#0", 50, 3_600_000)).toMatchObject({ acquired: true });
+    let slept = 0;
+    const delivery = new ChannelDelivery(
+      { store, config, channels, logger },
+      async (ms) => {
+        slept += ms;
+        await new Promise((r) => setTimeout(r, ms));
+      },
+      50,
+    );
+    const first = await delivery.deliver({
+      sessionKey: "agent:main:main",
+      text: "hello",
+      idempotencyKey: "reply:r1",
+    });
+    expect(first).toMatchObject({ status: "sent" });
+    expect(ch.texts()).toEqual(["hello"]);
+    expect(slept).toBeGreaterThan(0); // it waited for the lease instead of reporting "duplicate"
+    const warn = lines.find((l) => l.idempotencyKey === "reply:r1#0");
+    expect(warn).toMatchObject({ level: 40 });
+    // the mark is there now: a re-run of the job does not post again
+    expect(
+      await delivery.deliver({ sessionKey: "agent:main:main", text: "hello", idempotencyKey: "reply:r1" }),
+    ).toEqual({
+      status: "duplicate",
+    });
+    expect(ch.texts()).toEqual(["hello"]);
+    expect(await store.outbox.get("reply:r1#0")).toMatchObject({ state: "done" });
+  });
+
+  it("a failed send releases the lease: the retry sends at once", async () => {
+    const store = await fsStore();
+    const ch = new MemoryChannel();
+    const config = (await import("../../src/config/index.js")).parseConfig({});
+    await store.sessions.put({
+      key: "agent:main:main",
+      sessionId: "s1",
+      agentId: "main",
+      createdAt: 1,
+      updatedAt: 1,
+      deliveryContext: { channel: "memory", to: "u1" },
+    });
+    const delivery = new ChannelDelivery(
+      {
+        store,
+        config,
+        channels: { get: () => ch, all: () => [ch] },
+        logger: createLogger({ level: "silent" }),
+      },
+      async () => {
+        throw new Error("must not wait");
+      },
+    );
+    ch.failNext("error");
+    const req = { sessionKey: "agent:main:main", text: "hi", idempotencyKey: "reply:r2" };
+    expect(await delivery.deliver(req)).toMatchObject({ status: "failed" });
+    expect(await delivery.deliver(req)).toMatchObject({ status: "sent" });
+    expect(ch.texts()).toEqual(["hi"]);
+  });
+});
+
+describe("inbound: a failed accept, then the platform's redelivery", () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.stop();
+    t = undefined;
+  });
+
+  async function setup(overrides: Partial<ConfigInput> = {}) {
+    t = await startTestApp({
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+      ...overrides,
+    });
+    const ch = new MemoryChannel("memory", "default");
+    (t.app.services.channels as unknown as { add(a: MemoryChannel): void }).add(ch);
+    return t;
+  }
+
+  const msg = inboundMessageSchema.parse({
+    channel: "memory",
+    accountId: "default",
+    chatType: "direct",
+    peerId: "u1",
+    senderId: "u1",
+    messageId: "p-77",
+    text: "hello there",
+  });
+
+  it("is not dropped as a duplicate: the claim is released and the redelivery is accepted once", async () => {
+    const app = await setup();
+    const pipeline = app.app.services.pipeline;
+    const real = pipeline.submitTurn.bind(pipeline);
+    let fail = 1;
+    pipeline.submitTurn = async (req) => {
+      if (fail-- > 0) throw new SwitchboardError("UNAVAILABLE", "redis blip");
+      return real(req);
+    };
+    await expect(app.app.router.handle(msg)).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect(await app.app.services.store.outbox.get(inboundDedupeId(msg))).toBeNull();
+    const again = await app.app.router.handle(msg);
+    expect(again.accepted).toBe(true);
+    const run = await pipeline.wait(again.runId!, 10_000);
+    expect(run?.status).toBe("ok");
+    // a third copy (the platform retried once more) is a duplicate, and so is a lost mark
+    expect(await app.app.router.handle(msg)).toMatchObject({ accepted: false, dropped: "duplicate" });
+    await app.app.services.store.outbox.release(inboundDedupeId(msg));
+    await app.app.services.store.outbox.complete(inboundDedupeId(msg), { messageIds: [] }, 1);
+    await new Promise((r) => setTimeout(r, 5));
+    const fourth = await app.app.router.handle(msg);
+    expect(fourth.runId).toBe(again.runId); // same derived run id: the pipeline ignored it
+    const hist = await app.rpc("sessions.history", { sessionKey: again.sessionKey, limit: 20 });
+    const users = hist.result.messages.filter((m: { role: string }) => m.role === "user");
+    expect(users).toHaveLength(1);
+  });
+
+  it("a redelivery while the first copy is still being accepted is answered retryable, not dropped", async () => {
+    const app = await setup();
+    const pipeline = app.app.services.pipeline;
+    const real = pipeline.submitTurn.bind(pipeline);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    pipeline.submitTurn = async (req) => {
+      await gate;
+      return real(req);
+    };
+    const first = app.app.router.handle({ ...msg, messageId: "p-78" });
+    await new Promise((r) => setImmediate(r));
+    for (
+      let i = 0;
+      i < 50 && !(await app.app.services.store.outbox.get(inboundDedupeId({ ...msg, messageId: "p-78" })));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 5));
+    await expect(app.app.router.handle({ ...msg, messageId: "p-78" })).rejects.toMatchObject({
+      code: "UNAVAILABLE",
+    });
+    release();
+    expect((await first).accepted).toBe(true);
+  });
+});
