@@ -44,11 +44,11 @@ export type ResolvedRef = { ok: true; entry: SessionEntry } | { ok: false; error
  * (SEMANTICS §1). Missing sessions are `notFound`; reserved keys are errors.
  */
 export async function resolveSessionRef(
-  services: Pick<Services, "store">,
+  services: Pick<Services, "store" | "config">,
   input: string,
   caller: { agentId: string; sessionKey: string },
 ): Promise<ResolvedRef> {
-  const n = normalizeKeyInput(input, caller);
+  const n = normalizeKeyInput(input, caller, { scope: services.config.session.scope });
   if (n.kind === "error") return { ok: false, error: n.error, notFound: false };
   if (n.kind === "sessionId") {
     const e = await services.store.sessions.getBySessionId(n.id);
