@@ -54,6 +54,9 @@ export function toRow(entry: SessionEntry, transcripts?: TranscriptStore, displa
     const v = entry[k];
     if (v !== undefined) (row as unknown as Record<string, unknown>)[k] = v;
   }
+  // One definition of total tokens everywhere: input + output.
+  if (entry.inputTokens !== undefined || entry.outputTokens !== undefined)
+    row.totalTokens = (entry.inputTokens ?? 0) + (entry.outputTokens ?? 0);
   const model = entry.model ?? entry.lastModel;
   if (model) row.model = model;
   if (entry.deliveryContext) {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
+import { formatDuration } from "../flows/announce.js";
 import { resolveVisibleTarget } from "../policy/access.js";
 import { collectStatus, renderStatusCard } from "../policy/status-card.js";
 import type { Services } from "../services.js";
@@ -104,6 +105,17 @@ export const sessionStatusTool = defineTool({
         ? { spawnedBy: displayKey(s.lineage.spawnedBy, caller.agentId) }
         : {}),
       spawnDepth: s.lineage.spawnDepth,
+      // Linked background work (SEMANTICS §3): children of this session; for a child, its parent.
+      children: s.children.map((c) => ({
+        sessionKey: displayKey(c.sessionKey, caller.agentId),
+        ...(c.label !== undefined ? { label: c.label } : {}),
+        status: c.status,
+        runtimeMs: c.runtimeMs,
+        runtime: formatDuration(c.runtimeMs),
+      })),
+      ...(s.lineage.spawnedBy !== undefined
+        ? { parent: displayKey(s.lineage.spawnedBy, caller.agentId), depth: s.lineage.spawnDepth }
+        : {}),
       ...(s.delivery ? { deliveryContext: s.delivery } : {}),
     };
   },
