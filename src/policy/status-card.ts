@@ -24,6 +24,7 @@ export interface SessionStatus {
   /** The per-session override, when one is set. */
   modelOverride?: string;
   thinkingLevel?: string;
+  verboseLevel?: string;
   tokens: {
     /** Cumulative input tokens of every run. */
     input: number;
@@ -133,6 +134,7 @@ export async function collectStatus(services: Services, entry: SessionEntry): Pr
   if (entry.displayName !== undefined) s.displayName = entry.displayName;
   if (entry.model !== undefined) s.modelOverride = entry.model;
   if (entry.thinkingLevel !== undefined) s.thinkingLevel = entry.thinkingLevel;
+  if (entry.verboseLevel !== undefined) s.verboseLevel = entry.verboseLevel;
   if (entry.costUsd !== undefined && entry.costUsd > 0) s.costUsd = entry.costUsd;
   if (entry.abortedLastRun) s.abortedLastRun = true;
   if (entry.deliveryContext) s.delivery = { ...entry.deliveryContext };
@@ -163,7 +165,8 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
   if (s.displayName !== undefined) lines.push(`Name: ${redactSecrets(s.displayName)}`);
   lines.push(
     `Model: ${s.model}${s.modelOverride !== undefined ? " (session override)" : ""}` +
-      (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : ""),
+      (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : "") +
+      (s.verboseLevel !== undefined ? ` · verbose ${s.verboseLevel}` : ""),
   );
   lines.push(
     `Tokens: ${compact(s.tokens.total)} (${compact(s.tokens.input)} in / ${compact(s.tokens.output)} out)` +

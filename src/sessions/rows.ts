@@ -1,6 +1,10 @@
 import type { SessionEntry, SessionKind, TranscriptStore } from "../store/types.js";
 import { classifyKind, deriveChannel } from "./keys.js";
 
+/** Per-session verbosity (`sessions.patch` / `session_status` set it; rows show it). */
+export const VERBOSE_LEVELS = ["off", "on", "full"] as const;
+export type VerboseLevel = (typeof VERBOSE_LEVELS)[number];
+
 /** The row shape of `sessions_list` / `sessions.list` (API.md §5). */
 export interface SessionRow {
   key: string;
