@@ -7,7 +7,7 @@
  *   1. profile (`agents.list[].tools.profile` replaces `tools.profile`);
  *   2. + alsoAllow (global and per-agent), − deny (global and per-agent; deny wins);
  *   3. sub-agents: − sessions_send, session_status, agents_list, cron; a leaf (depth ≥ maxSpawnDepth)
- *      also − sessions_list, sessions_history, sessions_spawn, subagents;
+ *      also − sessions_list, sessions_history, sessions_spawn, subagents, sessions_yield;
  *   4. sub-agents: `tools.subagents.tools` — a non-empty allow list restricts, deny removes.
  * Entries may be exact names or `*` globs (`sessions_*`); names that are not known tools are ignored.
  */
@@ -47,14 +47,15 @@ export const SUBAGENT_DENIED: readonly SessionToolName[] = [
   "cron",
 ];
 /**
- * Also removed for a leaf sub-agent (depth ≥ maxSpawnDepth): it cannot look around or spawn. It keeps
- * sessions_yield, which is harmless without children (it answers status "error").
+ * Also removed for a leaf sub-agent (depth ≥ maxSpawnDepth): it cannot look around or spawn, and
+ * it has no children to wait for (sessions_yield). A default leaf has no session tools.
  */
 export const LEAF_DENIED: readonly SessionToolName[] = [
   "sessions_list",
   "sessions_history",
   "sessions_spawn",
   "subagents",
+  "sessions_yield",
 ];
 
 export interface ToolSetInput {

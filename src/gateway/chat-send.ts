@@ -15,7 +15,7 @@ export async function chatSend(
   },
 ): Promise<Record<string, unknown>> {
   const caller = operatorCaller(services);
-  const n = normalizeKeyInput(p.sessionKey, caller);
+  const n = normalizeKeyInput(p.sessionKey, caller, { scope: services.config.session.scope });
   if (n.kind === "error")
     throw new SwitchboardError("INVALID_PARAMS", `sessionKey: ${n.error}`, {
       details: { field: "sessionKey" },

@@ -21,15 +21,19 @@ export const sessionsHistorySchema = z.strictObject({
     ),
   limit: z
     .number()
-    .int()
-    .min(1)
-    .max(HISTORY_MAX_LIMIT)
+    .min(0)
     .optional()
     .describe(
-      `How many of the newest messages to read (default ${HISTORY_DEFAULT_LIMIT}, max ${HISTORY_MAX_LIMIT}).`,
+      `How many of the newest messages to read (default ${HISTORY_DEFAULT_LIMIT}; clamped to 1..${HISTORY_MAX_LIMIT}).`,
     ),
   includeTools: z.boolean().optional().describe("Include tool calls and tool results (default false)."),
 });
+
+/** Out-of-range limits are clamped to the server's bounds, as sessions_list does (SEMANTICS §3). */
+export function clampHistoryLimit(limit: number | undefined): number {
+  if (limit === undefined || !Number.isFinite(limit)) return HISTORY_DEFAULT_LIMIT;
+  return Math.min(HISTORY_MAX_LIMIT, Math.max(1, Math.floor(limit)));
+}
 
 export type HistoryResult = { sessionKey: string } & HistoryView;
 
@@ -43,7 +47,7 @@ export async function readHistory(
   const includeTools = opts.includeTools ?? false;
   const tail = await services.store.transcripts.readTail(
     { agentId: entry.agentId, sessionId: entry.sessionId },
-    { limit: opts.limit ?? HISTORY_DEFAULT_LIMIT, includeTools },
+    { limit: clampHistoryLimit(opts.limit), includeTools },
   );
   return { sessionKey: shownKey, ...buildHistoryView(tail, { includeTools }) };
 }

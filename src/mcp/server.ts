@@ -2,7 +2,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { errorMessage } from "../errors.js";
+import { errorMessage, SwitchboardError } from "../errors.js";
 import type { RpcClient } from "../gateway/client.js";
 
 /**
@@ -16,6 +16,12 @@ interface ToolSpecWire {
   name: string;
   description: string;
   parameters: Record<string, unknown>;
+}
+
+function isFailure(result: unknown): boolean {
+  if (!result || typeof result !== "object") return false;
+  const status = (result as { status?: unknown }).status;
+  return status === "error" || status === "forbidden";
 }
 
 export function createMcpServer(
@@ -41,7 +47,11 @@ export function createMcpServer(
         tool: req.params.name,
         args: req.params.arguments ?? {},
       });
-      return { content: [{ type: "text" as const, text: JSON.stringify(result) }] };
+      // A business failure (status "error" / "forbidden") is a tool error like an RPC error is.
+      return {
+        content: [{ type: "text" as const, text: JSON.stringify(result) }],
+        ...(isFailure(result) ? { isError: true } : {}),
+      };
     } catch (err) {
       return { content: [{ type: "text" as const, text: errorMessage(err) }], isError: true };
     }
@@ -55,6 +65,16 @@ export async function serveMcp(
   version: string,
   transport?: Transport,
 ): Promise<Server> {
+  // Fail fast, before serving: a gateway that is down, a wrong token or an invalid session would
+  // otherwise fail every call of the connected agent.
+  try {
+    await client.call("tools.list", { sessionKey });
+  } catch (err) {
+    throw new SwitchboardError(
+      err instanceof SwitchboardError ? err.code : "UNAVAILABLE",
+      `mcp: cannot serve session ${JSON.stringify(sessionKey)}: ${errorMessage(err)}`,
+    );
+  }
   const server = createMcpServer(client, sessionKey, version);
   await server.connect(transport ?? new StdioServerTransport());
   return server;

@@ -1,3 +1,5 @@
+import { formatDuration } from "../flows/announce.js";
+import { isFinal } from "../flows/spawn.js";
 import type { Services } from "../services.js";
 import { classifyKind, deriveChannel } from "../sessions/keys.js";
 import type { DeliveryContext, SessionEntry, SessionKind } from "../store/types.js";
@@ -22,13 +24,16 @@ export interface SessionStatus {
   /** The per-session override, when one is set. */
   modelOverride?: string;
   thinkingLevel?: string;
+  verboseLevel?: string;
   tokens: {
     /** Cumulative input tokens of every run. */
     input: number;
     /** Cumulative output tokens of every run. */
     output: number;
-    /** Tokens in the session's context as of the last run. */
+    /** input + output (the one definition, as in rows and the announce stats line). */
     total: number;
+    /** Tokens in the session's context as of the last model call. */
+    contextUsed: number;
     /** The model's context window. */
     context: number;
   };
@@ -39,10 +44,50 @@ export interface SessionStatus {
   queue: { pending: number; active: boolean; activeRunId?: string };
   sendPolicy: { action: "allow" | "deny"; override?: "allow" | "deny"; reason: string };
   lineage: { spawnedBy?: string; spawnDepth: number; ancestors: string[] };
+  /** Linked background work: running and recent children (newest first). */
+  children: LinkedChild[];
   delivery?: DeliveryContext;
   lastChannel?: string;
   lastTo?: string;
   version: string;
+}
+
+export interface LinkedChild {
+  sessionKey: string;
+  label?: string;
+  /** The child's current run status (queued/running/ok/error/timeout/aborted). */
+  status: string;
+  runtimeMs: number;
+}
+
+/** Children listed in a status: running ones and those that ended within this window. */
+const RECENT_CHILD_MS = 30 * 60_000;
+/** Newest children looked at (one run record read each). */
+const MAX_LINKED_CHILDREN = 20;
+
+async function linkedChildren(services: Services, key: string): Promise<LinkedChild[]> {
+  const now = services.now();
+  const entries = await services.store.sessions.list({
+    spawnedBy: key,
+    includeArchived: true,
+    limit: MAX_LINKED_CHILDREN,
+  });
+  const out: LinkedChild[] = [];
+  for (const e of entries) {
+    if (!e.subagent) continue;
+    const run = await services.store.runs.get(e.subagent.runId);
+    const running = run !== null && !isFinal(run);
+    const endedAt = run?.endedAt ?? e.subagent.endedAt;
+    if (!running && (endedAt === undefined || now - endedAt > RECENT_CHILD_MS)) continue;
+    const started = run?.startedAt ?? run?.createdAt;
+    out.push({
+      sessionKey: e.key,
+      ...(e.label !== undefined ? { label: e.label } : {}),
+      status: run?.status ?? e.subagent.outcome ?? "unknown",
+      runtimeMs: started === undefined ? 0 : Math.max(0, (running ? now : (endedAt ?? now)) - started),
+    });
+  }
+  return out;
 }
 
 export async function collectStatus(services: Services, entry: SessionEntry): Promise<SessionStatus> {
@@ -61,7 +106,8 @@ export async function collectStatus(services: Services, entry: SessionEntry): Pr
     tokens: {
       input,
       output,
-      total: entry.totalTokens ?? 0,
+      total: input + output,
+      contextUsed: entry.contextUsedTokens ?? 0,
       context: services.models.contextTokens(model),
     },
     createdAt: entry.createdAt,
@@ -81,12 +127,14 @@ export async function collectStatus(services: Services, entry: SessionEntry): Pr
       spawnDepth: entry.spawnDepth ?? 0,
       ancestors: await spawnedByChain(services, entry),
     },
+    children: await linkedChildren(services, entry.key),
     version: services.version,
   };
   if (entry.label !== undefined) s.label = entry.label;
   if (entry.displayName !== undefined) s.displayName = entry.displayName;
   if (entry.model !== undefined) s.modelOverride = entry.model;
   if (entry.thinkingLevel !== undefined) s.thinkingLevel = entry.thinkingLevel;
+  if (entry.verboseLevel !== undefined) s.verboseLevel = entry.verboseLevel;
   if (entry.costUsd !== undefined && entry.costUsd > 0) s.costUsd = entry.costUsd;
   if (entry.abortedLastRun) s.abortedLastRun = true;
   if (entry.deliveryContext) s.delivery = { ...entry.deliveryContext };
@@ -117,14 +165,15 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
   if (s.displayName !== undefined) lines.push(`Name: ${redactSecrets(s.displayName)}`);
   lines.push(
     `Model: ${s.model}${s.modelOverride !== undefined ? " (session override)" : ""}` +
-      (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : ""),
+      (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : "") +
+      (s.verboseLevel !== undefined ? ` · verbose ${s.verboseLevel}` : ""),
   );
   lines.push(
-    `Tokens: ${compact(s.tokens.input)} in / ${compact(s.tokens.output)} out` +
+    `Tokens: ${compact(s.tokens.total)} (${compact(s.tokens.input)} in / ${compact(s.tokens.output)} out)` +
       (s.costUsd !== undefined ? ` · cost $${s.costUsd.toFixed(4)}` : ""),
   );
-  const pct = s.tokens.context > 0 ? Math.round((s.tokens.total / s.tokens.context) * 100) : 0;
-  lines.push(`Context: ${compact(s.tokens.total)} / ${compact(s.tokens.context)} (${pct}%)`);
+  const pct = s.tokens.context > 0 ? Math.round((s.tokens.contextUsed / s.tokens.context) * 100) : 0;
+  lines.push(`Context: ${compact(s.tokens.contextUsed)} / ${compact(s.tokens.context)} (${pct}%)`);
   lines.push(
     `Queue: ${s.queue.active ? `running ${s.queue.activeRunId}` : "idle"}, ${s.queue.pending} pending` +
       (s.abortedLastRun ? " · last run aborted" : ""),
@@ -135,6 +184,15 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
   );
   if (s.lineage.spawnedBy !== undefined) {
     lines.push(`Lineage: spawned by ${s.lineage.spawnedBy} (depth ${s.lineage.spawnDepth})`);
+  }
+  if (s.children.length > 0) {
+    const running = s.children.filter((c) => c.status === "running" || c.status === "queued").length;
+    lines.push(`Sub-agents: ${running} running, ${s.children.length - running} recent`);
+    for (const c of s.children) {
+      lines.push(
+        `  - ${c.label !== undefined ? redactSecrets(c.label) : c.sessionKey} (${c.status}, ${formatDuration(c.runtimeMs)})`,
+      );
+    }
   }
   if (s.delivery) {
     const d = s.delivery;

@@ -335,18 +335,26 @@ export type KeyInput =
 const CONTROL_RE = /[\u0000-\u001f\u007f]/;
 
 /**
- * Resolves a tool's `sessionKey` argument (SEMANTICS §1): `main` → the caller's main bucket,
+ * Resolves a tool's `sessionKey` argument (SEMANTICS §1): `main` (and `global` under scope
+ * "global") → the caller's main bucket,
  * `current` → the caller, a UUID → a sessionId lookup, reserved → error, else a key. The caller
  * resolves sessionIds (an unknown one is an error telling the model to use the full key).
  */
-export function normalizeKeyInput(input: string, caller: { agentId: string; sessionKey: string }): KeyInput {
+export function normalizeKeyInput(
+  input: string,
+  caller: { agentId: string; sessionKey: string },
+  opts: { scope?: SessionScope } = {},
+): KeyInput {
   const v = normalizeKey(String(input));
   if (v === "") return { kind: "error", error: "sessionKey must not be empty" };
   if (v.length > MAX_KEY_LENGTH) {
     return { kind: "error", error: `sessionKey is too long (${v.length} > ${MAX_KEY_LENGTH} characters)` };
   }
   if (CONTROL_RE.test(v)) return { kind: "error", error: "sessionKey must not contain control characters" };
-  if (v === "main") return { kind: "key", key: `agent:${normalizeKey(caller.agentId)}:main` };
+  // With session.scope "global" every conversation shares the main bucket: `global` is its alias.
+  if (v === "main" || (v === "global" && opts.scope === "global")) {
+    return { kind: "key", key: `agent:${normalizeKey(caller.agentId)}:main` };
+  }
   if (v === "current") return { kind: "key", key: normalizeKey(caller.sessionKey) };
   if (UUID_RE.test(v)) return { kind: "sessionId", id: v };
   if (isReservedKey(v)) {

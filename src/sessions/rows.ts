@@ -1,6 +1,10 @@
 import type { SessionEntry, SessionKind, TranscriptStore } from "../store/types.js";
 import { classifyKind, deriveChannel } from "./keys.js";
 
+/** Per-session verbosity (`sessions.patch` / `session_status` set it; rows show it). */
+export const VERBOSE_LEVELS = ["off", "on", "full"] as const;
+export type VerboseLevel = (typeof VERBOSE_LEVELS)[number];
+
 /** The row shape of `sessions_list` / `sessions.list` (API.md §5). */
 export interface SessionRow {
   key: string;
@@ -54,6 +58,9 @@ export function toRow(entry: SessionEntry, transcripts?: TranscriptStore, displa
     const v = entry[k];
     if (v !== undefined) (row as unknown as Record<string, unknown>)[k] = v;
   }
+  // One definition of total tokens everywhere: input + output.
+  if (entry.inputTokens !== undefined || entry.outputTokens !== undefined)
+    row.totalTokens = (entry.inputTokens ?? 0) + (entry.outputTokens ?? 0);
   const model = entry.model ?? entry.lastModel;
   if (model) row.model = model;
   if (entry.deliveryContext) {

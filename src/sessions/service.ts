@@ -40,15 +40,30 @@ export function agentOfKey(key: string): string | null {
 export type ResolvedRef = { ok: true; entry: SessionEntry } | { ok: false; error: string; notFound: boolean };
 
 /**
+ * An agent's main session always exists for the tools (SEMANTICS §1): a missing main bucket of a
+ * configured agent is created on first use; null for any other missing key.
+ */
+export async function ensureMainSession(
+  services: Pick<Services, "store" | "config" | "bus" | "now">,
+  key: string,
+): Promise<SessionEntry | null> {
+  const p = parseSessionKey(key);
+  if (p.agentId === undefined || p.rest !== "main") return null;
+  if (!services.config.agents.list.some((a) => a.id === p.agentId)) return null;
+  return ensureSession(services, p.key, { agentId: p.agentId });
+}
+
+/**
  * Resolves a tool/RPC `sessionKey` argument: a key, `main`, `current`, or a sessionId
- * (SEMANTICS §1). Missing sessions are `notFound`; reserved keys are errors.
+ * (SEMANTICS §1). A missing main bucket of a configured agent is created when `services` can
+ * write (bus and clock given); other missing sessions are `notFound`; reserved keys are errors.
  */
 export async function resolveSessionRef(
-  services: Pick<Services, "store">,
+  services: Pick<Services, "store" | "config"> & Partial<Pick<Services, "bus" | "now">>,
   input: string,
   caller: { agentId: string; sessionKey: string },
 ): Promise<ResolvedRef> {
-  const n = normalizeKeyInput(input, caller);
+  const n = normalizeKeyInput(input, caller, { scope: services.config.session.scope });
   if (n.kind === "error") return { ok: false, error: n.error, notFound: false };
   if (n.kind === "sessionId") {
     const e = await services.store.sessions.getBySessionId(n.id);
@@ -64,6 +79,11 @@ export async function resolveSessionRef(
   }
   const e = await services.store.sessions.get(n.key);
   if (e) return { ok: true, entry: e };
+  const { bus, now } = services;
+  if (bus && now) {
+    const created = await ensureMainSession({ ...services, bus, now }, n.key);
+    if (created) return { ok: true, entry: created };
+  }
   return {
     ok: false,
     notFound: true,

@@ -36,9 +36,12 @@ export interface SessionEntry {
   abortedLastRun?: boolean;
   sendPolicy?: SendPolicyOverride;
   contextTokens?: number;
+  /** inputTokens + outputTokens: the one meaning of "total tokens" (rows, status card, stats line). */
   totalTokens?: number;
   inputTokens?: number;
   outputTokens?: number;
+  /** Tokens in the context as of the last model call (input + output of that call). */
+  contextUsedTokens?: number;
   costUsd?: number;
   lastChannel?: string;
   lastTo?: string;

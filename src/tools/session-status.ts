@@ -1,9 +1,11 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
+import { formatDuration } from "../flows/announce.js";
 import { resolveVisibleTarget } from "../policy/access.js";
 import { collectStatus, renderStatusCard } from "../policy/status-card.js";
 import type { Services } from "../services.js";
 import { displayKey } from "../sessions/keys.js";
+import { VERBOSE_LEVELS } from "../sessions/rows.js";
 import type { SessionEntry } from "../store/types.js";
 import { defineTool } from "./types.js";
 
@@ -28,6 +30,10 @@ export const sessionStatusSchema = z.strictObject({
     .describe(
       'Set this session\'s model ("<provider>/<model>", must be allowed); "default" clears the override.',
     ),
+  verboseLevel: z
+    .enum([...VERBOSE_LEVELS, "default"])
+    .optional()
+    .describe('Set this session\'s verbosity ("off", "on", "full"); "default" clears it.'),
 });
 
 type ModelChange = { ok: true; entry: SessionEntry; changed: boolean } | { ok: false; error: string };
@@ -80,6 +86,20 @@ export const sessionStatusTool = defineTool({
       changedModel = change.changed;
     }
 
+    if (args.verboseLevel !== undefined) {
+      const next = args.verboseLevel === "default" ? undefined : args.verboseLevel;
+      if (entry.verboseLevel !== next) {
+        const updated = await services.store.sessions.patch(entry.key, {
+          verboseLevel: next,
+          updatedAt: services.now(),
+        });
+        if (!updated)
+          return { status: "error", error: `session ${entry.key} no longer exists`, sessionKey: shown };
+        services.bus.emit("session.updated", { entry: updated });
+        entry = updated;
+      }
+    }
+
     const s = await collectStatus(services, entry);
     return {
       status: "ok",
@@ -100,10 +120,22 @@ export const sessionStatusTool = defineTool({
       ...(s.sendPolicy.override !== undefined ? { sendPolicyOverride: s.sendPolicy.override } : {}),
       sendPolicyReason: s.sendPolicy.reason,
       ...(s.label !== undefined ? { label: s.label } : {}),
+      ...(entry.verboseLevel !== undefined ? { verboseLevel: entry.verboseLevel } : {}),
       ...(s.lineage.spawnedBy !== undefined
         ? { spawnedBy: displayKey(s.lineage.spawnedBy, caller.agentId) }
         : {}),
       spawnDepth: s.lineage.spawnDepth,
+      // Linked background work (SEMANTICS §3): children of this session; for a child, its parent.
+      children: s.children.map((c) => ({
+        sessionKey: displayKey(c.sessionKey, caller.agentId),
+        ...(c.label !== undefined ? { label: c.label } : {}),
+        status: c.status,
+        runtimeMs: c.runtimeMs,
+        runtime: formatDuration(c.runtimeMs),
+      })),
+      ...(s.lineage.spawnedBy !== undefined
+        ? { parent: displayKey(s.lineage.spawnedBy, caller.agentId), depth: s.lineage.spawnDepth }
+        : {}),
       ...(s.delivery ? { deliveryContext: s.delivery } : {}),
     };
   },

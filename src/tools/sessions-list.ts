@@ -3,7 +3,7 @@ import { buildHistoryView } from "../history/view.js";
 import { checkVisible } from "../policy/access.js";
 import { effectiveVisibility, type Visibility } from "../policy/visibility.js";
 import type { Services } from "../services.js";
-import { classifyKind, displayKey, isReservedKey, mainKey, normalizeKey } from "../sessions/keys.js";
+import { classifyKind, displayKey, isReservedKey, normalizeKey } from "../sessions/keys.js";
 import { type SessionRow, toRow } from "../sessions/rows.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind } from "../store/types.js";
 import { defineTool, type ToolCaller } from "./types.js";
@@ -190,12 +190,8 @@ export async function listVisibleSessions(
     if ((await checkVisible(services, caller, e)).ok) found.set(e.key, e);
   };
 
-  if (cfg.session.scope === "global") {
-    // Every conversation shares the main bucket: that is the only session there is to see.
-    await consider(await services.store.sessions.get(mainKey(caller.agentId)));
-    return [...found.values()];
-  }
-
+  // session.scope "global" changes only which key conversations use (the main bucket); sub-agent,
+  // cron, hook and node sessions keep their own keys and are listed under the same rules.
   const visibility: Visibility = effectiveVisibility({
     configured: cfg.tools.sessions.visibility,
     sandboxed: caller.sandboxed,

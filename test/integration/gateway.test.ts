@@ -152,6 +152,38 @@ describe("a conversation over RPC", () => {
       patch: { sendPolicy: null },
     });
     expect(cleared.body.result.entry.sendPolicy).toBeUndefined();
+    // "inherit" clears the override as null does.
+    await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { sendPolicy: "deny" } });
+    const inherit = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { sendPolicy: "inherit" },
+    });
+    expect(inherit.body.ok).toBe(true);
+    expect(inherit.body.result.entry.sendPolicy).toBeUndefined();
+    // verboseLevel can be set and cleared, and shows in rows.
+    const verbose = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { verboseLevel: "full" },
+    });
+    expect(verbose.body.result.entry.verboseLevel).toBe("full");
+    const listed = await rpc("sessions.list", { search: "patchme" });
+    expect(listed.body.result.sessions[0]).toMatchObject({ verboseLevel: "full" });
+    const st = await rpc("tools.invoke", {
+      sessionKey: "agent:main:patchme",
+      tool: "session_status",
+      args: { verboseLevel: "on" },
+    });
+    expect(st.body.result).toMatchObject({ status: "ok", verboseLevel: "on" });
+    expect(st.body.result.statusText).toContain("verbose on");
+    const unset = await rpc("sessions.patch", {
+      sessionKey: "agent:main:patchme",
+      patch: { verboseLevel: null },
+    });
+    expect(unset.body.result.entry.verboseLevel).toBeUndefined();
+    expect(
+      (await rpc("sessions.patch", { sessionKey: "agent:main:patchme", patch: { verboseLevel: "loud" } }))
+        .body.ok,
+    ).toBe(false);
     const badModel = await rpc("sessions.patch", {
       sessionKey: "agent:main:patchme",
       patch: { model: "nope/x" },

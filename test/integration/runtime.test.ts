@@ -86,7 +86,9 @@ describe("a turn with a tool call", () => {
       lastModel: "fake/m1",
       inputTokens: 250,
       outputTokens: 15,
-      totalTokens: 155,
+      // One definition: input + output (the last call's context use is contextUsedTokens).
+      totalTokens: 265,
+      contextUsedTokens: 155,
     });
     expect(entry?.costUsd).toBeCloseTo((250 * 1 + 15 * 2) / 1e6, 12);
     const run = await t.rpc("runs.get", { runId: r.result.runId });

@@ -4,7 +4,7 @@ import { readHistory, sessionsHistorySchema } from "../../history/read.js";
 import { buildHistoryView } from "../../history/view.js";
 import type { Services } from "../../services.js";
 import { isReservedKey } from "../../sessions/keys.js";
-import { toRow } from "../../sessions/rows.js";
+import { toRow, VERBOSE_LEVELS } from "../../sessions/rows.js";
 import type { SessionPatch } from "../../store/types.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 import { requireSession } from "./common.js";
@@ -83,16 +83,20 @@ export function registerSessionWriteMethods(
       z.strictObject({
         sessionKey: z.string().min(1),
         patch: z.strictObject({
-          sendPolicy: z.enum(["allow", "deny"]).nullable().optional(),
+          // "inherit" and null both clear the per-session override.
+          sendPolicy: z.enum(["allow", "deny", "inherit"]).nullable().optional(),
           label: z.string().max(200).nullable().optional(),
           model: z.string().nullable().optional(),
           thinkingLevel: z.enum(["off", "minimal", "low", "medium", "high"]).nullable().optional(),
+          verboseLevel: z.enum(VERBOSE_LEVELS).nullable().optional(),
         }),
       }),
       async (p) => {
         const entry = await requireSession(services, p.sessionKey);
         const patch: SessionPatch = {};
-        if (p.patch.sendPolicy !== undefined) patch.sendPolicy = p.patch.sendPolicy ?? undefined;
+        if (p.patch.sendPolicy !== undefined)
+          patch.sendPolicy = p.patch.sendPolicy === "inherit" ? undefined : (p.patch.sendPolicy ?? undefined);
+        if (p.patch.verboseLevel !== undefined) patch.verboseLevel = p.patch.verboseLevel ?? undefined;
         if (p.patch.label !== undefined) patch.label = p.patch.label ?? undefined;
         if (p.patch.thinkingLevel !== undefined) patch.thinkingLevel = p.patch.thinkingLevel ?? undefined;
         if (p.patch.model !== undefined) {

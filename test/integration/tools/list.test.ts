@@ -83,12 +83,35 @@ describe("sessions_list: rows and display keys", () => {
     expect((await list(app, "agent:main:main", { label: "reserved" })).count).toBe(0);
   });
 
-  it('with session.scope "global" callers only ever see main', async () => {
-    const app = await start({ session: { scope: "global" }, tools: { sessions: { visibility: "all" } } });
+  it('with session.scope "global" sub-agents and cron sessions are still listed, and `global` is main', async () => {
+    const app = await start({ session: { scope: "global" }, tools: { sessions: { visibility: "agent" } } });
     const main = await seedSession(app, "agent:main:main", { ageMs: 10_000 });
-    await seedChild(app, main);
+    const child = await seedChild(app, main, { ageMs: 5_000 });
+    await seedSession(app, "cron:nightly", { agentId: "main", ageMs: 1_000 });
+    const expected = ["cron:nightly", child.key, "main"];
+    expect(keys(await list(app, "agent:main:main"))).toEqual(expected);
+    // `global` is accepted as the caller key and as a target, and shown as `main`.
+    expect(keys(await list(app, "global"))).toEqual(expected);
+    const h = await app.invoke("agent:main:main", "sessions_history", { sessionKey: "global" });
+    expect(h.sessionKey).toBe("main");
+    expect((await app.invoke("global", "session_status", {})).sessionKey).toBe("main");
+  });
+
+  it('with session.scope "global" and tree visibility the caller sees its own sub-agents', async () => {
+    const app = await start({ session: { scope: "global" } });
+    const main = await seedSession(app, "agent:main:main", { ageMs: 10_000 });
+    const child = await seedChild(app, main, { ageMs: 5_000 });
     await seedSession(app, "agent:main:telegram:group:g1");
-    expect(keys(await list(app, "agent:main:main"))).toEqual(["main"]);
+    expect(keys(await list(app, "main"))).toEqual([child.key, "main"]);
+  });
+
+  it('without scope "global" the key `global` stays reserved', async () => {
+    const app = await start();
+    await seedSession(app, "agent:main:main");
+    const h = await app
+      .invoke("agent:main:main", "sessions_history", { sessionKey: "global" })
+      .catch((e) => e);
+    expect(JSON.stringify(h)).toContain("reserved");
   });
 });
 

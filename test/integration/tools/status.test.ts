@@ -49,7 +49,9 @@ beforeAll(async () => {
     label: "home",
     inputTokens: 1234,
     outputTokens: 567,
-    totalTokens: 6400,
+    // A stale total from before the one definition: ignored, total is always input + output.
+    totalTokens: 120,
+    contextUsedTokens: 6400,
   });
   child = await seedChild(t, main, { label: "researcher", updatedAt: NOW, createdAt: NOW });
   group = await seedSession(t, "agent:main:discord:group:g1", { updatedAt: NOW, createdAt: NOW });
@@ -72,7 +74,7 @@ describe("session_status: the card", () => {
       sessionId: main.sessionId,
       model: "fake/m",
       changedModel: false,
-      tokens: { input: 1234, output: 567, total: 6400, context: 32_000 },
+      tokens: { input: 1234, output: 567, total: 1801, contextUsed: 6400, context: 32_000 },
       updatedAt: NOW - 5 * 60_000,
       queue: { pending: 0, active: false },
       sendPolicy: "allow",
@@ -84,7 +86,7 @@ describe("session_status: the card", () => {
     const card: string = s.statusText;
     expect(card).toContain("Session: agent:main:main (main, telegram)");
     expect(card).toContain("Model: fake/m");
-    expect(card).toContain("Tokens: 1.2k in / 567 out");
+    expect(card).toContain("Tokens: 1.8k (1.2k in / 567 out)");
     expect(card).toContain("Context: 6.4k / 32k (20%)");
     expect(card).toContain("Queue: idle, 0 pending");
     expect(card).toContain("Send policy: allow (no rule matched");
@@ -111,6 +113,63 @@ describe("session_status: the card", () => {
     const o = await status("main", { sessionKey: group.sessionId });
     expect(o).toMatchObject({ sendPolicy: "allow", sendPolicyOverride: "allow" });
     expect(o.statusText).toContain("Send policy: allow (session override)");
+  });
+
+  it("total tokens has one definition: input + output, in the row as in the status", async () => {
+    const s = await status("agent:main:main");
+    expect(s.tokens.total).toBe(s.tokens.input + s.tokens.output);
+    const rows = await t.invoke("agent:main:main", "sessions_list", {});
+    expect(rows.sessions.find((r: { key: string }) => r.key === "main")?.totalTokens).toBe(1801);
+  });
+
+  it("reports linked background work: running and recent children; a child names its parent and depth", async () => {
+    const parent = await seedSession(t, "agent:main:telegram:direct:linked", {
+      updatedAt: NOW,
+      createdAt: NOW,
+    });
+    const mk = async (label: string, status: "running" | "ok" | "error", endedAgoMs?: number) => {
+      const runId = `run-${label}`;
+      const c = await seedChild(t, parent, {
+        label,
+        updatedAt: NOW,
+        createdAt: NOW,
+        subagent: {
+          task: label,
+          runId,
+          mode: "run",
+          cleanup: "keep",
+          runTimeoutSeconds: 0,
+          sandboxed: false,
+        },
+      });
+      await t.app.services.store.runs.put({
+        runId,
+        sessionKey: c.key,
+        agentId: "main",
+        status,
+        createdAt: NOW - 70_000,
+        startedAt: NOW - 60_000,
+        ...(endedAgoMs !== undefined ? { endedAt: NOW - endedAgoMs } : {}),
+      });
+      return c;
+    };
+    const busy = await mk("busy", "running");
+    await mk("finished", "ok", 10_000);
+    await mk("ancient", "error", 3 * 3_600_000);
+    const s = await status("agent:main:main", { sessionKey: parent.key });
+    const byLabel = Object.fromEntries(s.children.map((c: { label: string }) => [c.label, c]));
+    expect(Object.keys(byLabel).sort()).toEqual(["busy", "finished"]);
+    expect(byLabel.busy).toMatchObject({
+      sessionKey: busy.key,
+      status: "running",
+      runtimeMs: 60_000,
+      runtime: "1m00s",
+    });
+    expect(byLabel.finished).toMatchObject({ status: "ok", runtimeMs: 50_000 });
+    expect(s.statusText).toContain("Sub-agents: 1 running, 1 recent");
+    expect(s.statusText).toContain("busy (running, 1m00s)");
+    const c = await status("agent:main:main", { sessionKey: busy.key });
+    expect(c).toMatchObject({ parent: parent.key, depth: 1, children: [] });
   });
 
   it("unknown is an error, invisible is forbidden, reserved is an error", async () => {

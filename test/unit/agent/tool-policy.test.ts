@@ -102,8 +102,9 @@ describe("resolveToolSet", () => {
       { profile: "full", subagent: sub(1, 2) },
       ["sessions_history", "sessions_list", "sessions_spawn", "sessions_yield", "subagents"],
     ],
-    ["leaf sub-agent (depth = max)", { profile: "full", subagent: sub(1, 1) }, ["sessions_yield"]],
-    ["leaf sub-agent (depth > max)", { profile: "full", subagent: sub(3, 2) }, ["sessions_yield"]],
+    // A leaf has nothing to wait for: by default it has no session tools at all.
+    ["leaf sub-agent (depth = max)", { profile: "full", subagent: sub(1, 1) }, []],
+    ["leaf sub-agent (depth > max)", { profile: "full", subagent: sub(3, 2) }, []],
     [
       "depth 2 of max 3 is not a leaf",
       { profile: "full", subagent: sub(2, 3) },
@@ -122,7 +123,7 @@ describe("resolveToolSet", () => {
     [
       "sub-agent allow list cannot re-add removed tools",
       { profile: "full", subagent: sub(1, 1, ["sessions_send", "sessions_list", "sessions_yield"]) },
-      ["sessions_yield"],
+      [],
     ],
     [
       "sub-agent deny",

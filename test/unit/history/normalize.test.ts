@@ -51,6 +51,86 @@ describe("stripAssistantScaffolding", () => {
     ["several control tokens", "<|assistant|>Hi<|eot_id|>", "Hi"],
     ["full-width control token", "Hi<｜end▁of▁sentence｜> there", "Hi there"],
     ["blank lines collapse after removal", "A\n\n<think>x</think>\n\n\nB", "A\n\nB"],
+    // Downgraded markers: the marker only, never the rest of its line.
+    ["tool call marker mid-line", "A [Tool Call: foo(1)] B continues", "A B continues"],
+    [
+      "tool result marker keeps its line",
+      "[Tool Result for ID 7] shows the files below",
+      "shows the files below",
+    ],
+    [
+      "historical context marker mid-line",
+      "Earlier: [Historical context: turn 3] we agreed.",
+      "Earlier: we agreed.",
+    ],
+    ["marker with nested brackets", "x [Tool Call: f([1, 2]) (ID: 9)] y", "x y"],
+    [
+      "multi-line JSON arguments go with their call marker",
+      '[Tool Call: read (ID: toolu_1)]\nArguments: {"path":\n  "/tmp/x"}\nVisible',
+      "Visible",
+    ],
+    // Tool-call XML: a closing tag inside a quoted JSON string does not end the block.
+    [
+      "closing tag inside a JSON string",
+      'prefix\n<tool_call>\n{"name":"x","arguments":{"html":"<div></tool_call><span>leak</span>"}}\n</tool_call>\nsuffix',
+      "prefix\n\nsuffix",
+    ],
+    [
+      "closing tag inside a single-quoted payload string",
+      "prefix\n<tool_call>\n{'html':'</tool_call> leak','tail':'still hidden'}\n</tool_call>\nsuffix",
+      "prefix\n\nsuffix",
+    ],
+    [
+      "a mismatched closing tag does not end the block",
+      'Prefix\n<tool_call>{"name":"x"}</tool_result>LEAK</tool_call>\nSuffix',
+      "Prefix\n\nSuffix",
+    ],
+    [
+      "a malformed payload still closes at its own tag",
+      'prefix\n<tool_call>\n{"name":"read",\n</function_calls>\nstill-hidden\n</tool_call>\nsuffix',
+      "prefix\n\nsuffix",
+    ],
+    [
+      "closed function_calls then an unclosed one: no orphan closing tag",
+      'A<function_calls><invoke name="a"><parameter name="p">1</parameter></invoke></function_calls> B <function_calls>\n<invoke name="b">',
+      "A B",
+    ],
+    [
+      "tool_result block",
+      'Prefix\n<tool_result> {"output": "file contents"} </tool_result>\nSuffix',
+      "Prefix\n\nSuffix",
+    ],
+    ["unterminated tool_result with a payload", 'Result:\n<tool_result>\n{"output": "data"}\n', "Result:"],
+    [
+      "unterminated tool_call with an array payload",
+      'prefix\n<function_calls id="x">[{"name":"find"}]',
+      "prefix",
+    ],
+    [
+      "Qwen-style nested function XML",
+      "prefix\n<tool_call><function=read><parameter=path>/home/user</parameter></function></tool_call>\nsuffix",
+      "prefix\n\nsuffix",
+    ],
+    ["dangling Qwen-style call", "prefix\n<tool_call><function=read><parameter=path>/home", "prefix"],
+    ["dangling call with a parameter element", 'Calling:\n<tool_call>\n<parameter name="q">x', "Calling:"],
+    [
+      "a prose mention stays while a later real block goes",
+      'Use <tool_call> to invoke tools.\n<tool_call>{"name":"find"}</tool_call>',
+      "Use <tool_call> to invoke tools.",
+    ],
+    ["self-closing tool tag", "prefix <tool_call/> suffix", "prefix suffix"],
+    ["self-closing tag with attributes", 'prefix <function_calls name="x"/> suffix', "prefix suffix"],
+    ["lone closing tool tag", "prefix </tool_call> suffix", "prefix suffix"],
+    [
+      "control tokens mid-sentence",
+      "Start <|tool_call_result_begin|>middle<|tool_call_result_end|> end",
+      "Start middle end",
+    ],
+    [
+      "every kind in one pass",
+      '<invoke name="read">payload</invoke></minimax:tool_call>\n<tool_result>{"output":"hidden"}</tool_result>\n[Tool Call: read (ID: toolu_1)]\nArguments: {"path":"/tmp/x"}\n<think>secret</think>\nVisible answer',
+      "Visible answer",
+    ],
   ])("%s", (_name, input, expected) => {
     expect(stripAssistantScaffolding(input)).toEqual({ text: expected, stripped: true });
   });
@@ -64,6 +144,17 @@ describe("stripAssistantScaffolding", () => {
     ["unterminated fence runs to the end", "See:\n```\n<think>still code"],
     ["inline code", "Use `<think>` and `<|im_end|>` and ``<tool_call> ` ``"],
     ["brackets that are not markers", "[Tooling] and [tool call] notes"],
+    ["a bare tool_call tag in prose", "Use <tool_call> to invoke tools."],
+    ["a tool_call tag followed by other markup", "Use <tool_call><arg> literally."],
+    ["a bare tool_result tag in prose", "The <tool_result> element wraps output."],
+    [
+      "a tag name that only shares the prefix",
+      'prefix <tool_call-example>{"name":"read"}</tool_call-example> suffix',
+    ],
+    ["an unclosed marker bracket", "[Tool Call: it never closes"],
+    ["a tag split over lines is not a tag", "Use <tool_call\nto call."],
+    ["tool_call in inline code", "Use `<tool_call>{}</tool_call>` to invoke tools."],
+    ["tool XML in a fence", '```xml\n<tool_call> {"name": "find"} </tool_call>\n```\n\nVisible text'],
   ])("leaves %s untouched", (_name, input) => {
     expect(stripAssistantScaffolding(input)).toEqual({ text: input, stripped: false });
   });
@@ -371,6 +462,39 @@ describe("buildHistoryView: content", () => {
     const view = buildHistoryView([msg("toolResult", deep)], { includeTools: true });
     expect(JSON.stringify(view.messages)).toContain("nested too deep");
     expect(view.contentTruncated).toBe(true);
+  });
+});
+
+describe("buildHistoryView: normalised assistant text, with the flags", () => {
+  it.each([
+    [
+      "marker mid-line",
+      "A [Tool Call: foo(1)] B continues",
+      "A B continues",
+      { contentRedacted: false, contentTruncated: false, truncated: false },
+    ],
+    [
+      "payload with a closing tag in a string",
+      '<tool_call>{"a":"</tool_call> leak"}</tool_call>Done.',
+      "Done.",
+      { contentRedacted: false, contentTruncated: false, truncated: false },
+    ],
+    [
+      "prose mention kept, secret redacted",
+      "Use <tool_call> with GITHUB_TOKEN=abc",
+      "Use <tool_call> with GITHUB_TOKEN=***",
+      { contentRedacted: true, contentTruncated: false, truncated: false },
+    ],
+    [
+      "tool result block removed, the long rest cut",
+      `<tool_result>{"x":1}</tool_result>${"z".repeat(5000)}`,
+      `${"z".repeat(HISTORY_TEXT_LIMIT_CHARS - TRUNCATION_MARKER.length)}${TRUNCATION_MARKER}`,
+      { contentRedacted: false, contentTruncated: true, truncated: true },
+    ],
+  ])("%s", (_name, input, expected, flags) => {
+    const view = buildHistoryView([msg("assistant", input)], { includeTools: false });
+    expect(view.messages[0]?.content).toBe(expected);
+    expect(view).toMatchObject({ droppedMessages: false, ...flags });
   });
 });
 
