@@ -4,7 +4,9 @@ import { ConfiguredModels } from "../agent/models.js";
 import { createChannels } from "../app/index.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import { loadConfig } from "../config/load.js";
-import type { Config } from "../config/schema.js";
+import { type Config, cronJobSchema } from "../config/schema.js";
+import { cronChecks } from "../cron/checks.js";
+import type { CronJob } from "../cron/types.js";
 import { errorMessage } from "../errors.js";
 import { silentLogger } from "../log.js";
 
@@ -157,6 +159,26 @@ async function probeChannels(loaded: ReturnType<typeof loadConfig>): Promise<Che
   return out;
 }
 
+/** Jobs created at run time, read from the store; null while a gateway holds it (fs lock). */
+async function runtimeCronJobs(loaded: ReturnType<typeof loadConfig>): Promise<CronJob[] | null> {
+  try {
+    const { openStore } = await import("../app/index.js");
+    const { store, close } = await openStore(loaded, silentLogger());
+    try {
+      const out: CronJob[] = [];
+      for (const { value } of await store.kv.list<{ job: unknown }>("cron.jobs")) {
+        const p = cronJobSchema.safeParse(value.job);
+        if (p.success) out.push(p.data);
+      }
+      return out;
+    } finally {
+      await close();
+    }
+  } catch {
+    return null;
+  }
+}
+
 export async function doctorChecks(configFile?: string): Promise<Check[]> {
   const checks: Check[] = [];
   let loaded: ReturnType<typeof loadConfig>;
@@ -178,6 +200,7 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   if (config.queue.driver === "bullmq") urls.add(config.queue.redisUrl);
   for (const url of urls) checks.push(...(await checkRedis(url)));
   checks.push(...checkChannels(config));
+  checks.push(...cronChecks(config, await runtimeCronJobs(loaded)));
   checks.push(...(await probeChannels(loaded)));
   try {
     const models = new ConfiguredModels(config, silentLogger(), loaded.baseDir);

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { packageVersion } from "../app/index.js";
 import { errorMessage } from "../errors.js";
+import { registerCron } from "./commands/cron.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerHealth } from "./commands/health.js";
 import { registerMcp } from "./commands/mcp.js";
@@ -26,6 +27,7 @@ const COMMANDS: Array<(program: Command, ctx: CliContext) => void> = [
   registerSend,
   registerRuns,
   registerHealth,
+  registerCron,
   registerDoctor,
   registerMcp,
 ];

@@ -91,3 +91,50 @@ describeRedis("switchboard doctor with Redis", () => {
     expect(r?.message).toContain("redis://127.0.0.1:1");
   });
 });
+
+describe("switchboard doctor: cron and hooks", () => {
+  it("validates every schedule and delivery target", async () => {
+    const bad = await doctorChecks(
+      configFile({ cron: { jobs: [{ id: "j", schedule: { cron: "0 25 * * *" }, message: "x" }] } }),
+    );
+    expect(bad[0]).toMatchObject({ name: "config", status: "fail" });
+    expect(bad[0]?.message).toContain("cron.jobs.0.schedule.cron");
+    const checks = await doctorChecks(
+      configFile({
+        channels: { telegram: { accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } } } },
+        hooks: { enabled: true, token: "hook-secret-0123456789" },
+        cron: {
+          jobs: [
+            {
+              id: "good",
+              schedule: { cron: "0 7 * * *", tz: "Europe/Berlin" },
+              message: "x",
+              delivery: { mode: "announce", channel: "telegram", to: "1" },
+            },
+            {
+              id: "nochan",
+              schedule: { every: "1h" },
+              message: "x",
+              delivery: { mode: "announce", channel: "slack", to: "C1" },
+            },
+            {
+              id: "noacct",
+              schedule: { every: "1h" },
+              message: "x",
+              delivery: { mode: "announce", channel: "telegram", to: "1", accountId: "other" },
+            },
+            { id: "past", schedule: { at: "2020-01-01T00:00:00Z" }, message: "x" },
+          ],
+        },
+      }),
+    );
+    const by = (n: string) => checks.find((c) => c.name === n);
+    expect(by("cron:good")).toMatchObject({ status: "ok" });
+    expect(by("cron:good")?.message).toMatch(/next run 20\d\d-\d\d-\d\dT(05|06):00:00/);
+    expect(by("cron:nochan")).toMatchObject({ status: "fail" });
+    expect(by("cron:nochan")?.message).toContain("delivery.channel: slack is not configured");
+    expect(by("cron:noacct")?.message).toContain('no account "other"');
+    expect(by("cron:past")).toMatchObject({ status: "warn" });
+    expect(by("hooks")).toMatchObject({ status: "ok" });
+  });
+});
