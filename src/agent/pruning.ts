@@ -1,6 +1,6 @@
 import type { ContextPruningConfig } from "../config/context.js";
-import { parseDurationMs } from "../config/context.js";
 import type { Config } from "../config/schema.js";
+import { parseDurationMs } from "../cron/schedule.js";
 import type { ModelMessage } from "./providers/types.js";
 
 /**
@@ -48,7 +48,7 @@ export function pruningDue(cfg: ContextPruningConfig, lastCallAt: number | undef
   if (cfg.mode === "off") return false;
   if (cfg.mode === "always") return true;
   if (lastCallAt === undefined) return true;
-  return now - lastCallAt > parseDurationMs(cfg.ttl);
+  return now - lastCallAt > (parseDurationMs(cfg.ttl) ?? 300_000);
 }
 
 function globToRegExp(glob: string): RegExp {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseDurationMs } from "../cron/schedule.js";
 
 /**
  * Config blocks for long conversations (API.md §7): pruning of old tool results before each
@@ -7,17 +8,10 @@ import { z } from "zod";
  * `schema.ts` only wires them in.
  */
 
-const DURATION_RE = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "5m" → 300000; the unit is required (ms, s, m, h, d). */
-export function parseDurationMs(text: string): number {
-  const m = DURATION_RE.exec(text.trim());
-  if (!m) throw new Error(`"${text}" is not a duration like "5m", "30s", "1h"`);
-  return Number(m[1]) * (UNIT_MS[m[2] ?? "ms"] ?? 1);
-}
-
-const duration = z.string().trim().regex(DURATION_RE, 'must be a duration like "5m", "30s" or "1h"');
+const duration = z
+  .string()
+  .trim()
+  .refine((v) => parseDurationMs(v) !== null, { message: 'must be a duration like "5m", "30s" or "1h"' });
 
 export const HARD_CLEAR_PLACEHOLDER = "[Old tool result content cleared]";
 
@@ -85,7 +79,18 @@ export const contextPruningOverride = z
   })
   .optional();
 
-export const compactionOverride = compactionSchema.partial().optional();
+export const compactionOverride = z
+  .strictObject({
+    enabled: z.boolean().optional(),
+    threshold: z.number().min(0.1).max(1).optional(),
+    model: z
+      .string()
+      .regex(/^[^/\s]+\/\S+$/, 'must look like "<provider>/<model>"')
+      .nullable()
+      .optional(),
+    keepLastTurns: z.number().int().min(1).optional(),
+  })
+  .optional();
 
 const resetMode = z.enum(["off", "daily", "idle"]);
 const atHour = z.number().int().min(0, "must be an hour 0-23").max(23, "must be an hour 0-23");

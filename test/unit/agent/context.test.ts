@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
+import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
 import type { ModelMessage } from "../../../src/agent/providers/types.js";
-import { pruneUnits, pruningDue, toolPrunable } from "../../../src/agent/pruning.js";
+import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
 import { contextPruningSchema } from "../../../src/config/context.js";
 import { parseConfig } from "../../../src/config/index.js";
 import { lastDailyBoundary, nextResetAt, resetDue, resetRuleFor } from "../../../src/sessions/reset.js";
@@ -92,6 +92,31 @@ describe("pruneUnits", () => {
     expect(pruningDue(ttl, 1_000_000, 1_000_000 + 4 * 60_000)).toBe(false);
     expect(pruningDue(ttl, 1_000_000, 1_000_000 + 6 * 60_000)).toBe(true);
     expect(pruningDue(ttl, undefined, 1)).toBe(true);
+  });
+});
+
+describe("per-agent overrides", () => {
+  it("unset fields inherit agents.defaults", () => {
+    const config = parseConfig({
+      agents: {
+        defaults: {
+          compaction: { threshold: 0.5 },
+          contextPruning: { mode: "always", softTrim: { maxChars: 100 } },
+        },
+        list: [
+          { id: "main", compaction: { model: "x/cheap" }, contextPruning: { softTrim: { headChars: 10 } } },
+        ],
+      },
+    });
+    expect(compactionFor(config, "main")).toEqual({
+      enabled: true,
+      threshold: 0.5,
+      model: "x/cheap",
+      keepLastTurns: 4,
+    });
+    const p = pruningFor(config, "main");
+    expect(p.mode).toBe("always");
+    expect(p.softTrim).toEqual({ maxChars: 100, headChars: 10, tailChars: 1500 });
   });
 });
 
