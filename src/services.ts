@@ -22,6 +22,8 @@ export interface ModelRegistry {
   /** true when no real model is configured and the scripted demo answers. */
   readonly demo: boolean;
   contextTokens(ref: string): number;
+  /** Output cap of the model (configured, else a known family's), when known. */
+  maxOutputTokens?(ref: string): number | undefined;
 }
 
 export interface ChannelRegistry {

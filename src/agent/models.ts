@@ -3,12 +3,12 @@ import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ModelRegistry } from "../services.js";
 import type { SessionEntry } from "../store/types.js";
+import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "./context-window.js";
 import { createProvider, isModelAllowed, resolveModelRef } from "./providers/index.js";
 import type { ModelProvider } from "./providers/types.js";
 
 /** The demo model used when nothing is configured: scripted, and it says so. */
 export const DEMO_MODEL = "scripted/demo";
-const DEFAULT_CONTEXT_TOKENS = 128_000;
 
 /** Builds providers from config once; resolves `provider/model` refs; no silent fallback. */
 export class ConfiguredModels implements ModelRegistry {
@@ -71,12 +71,29 @@ export class ConfiguredModels implements ModelRegistry {
     return isModelAllowed(ref, this.config.models.allowed, [...this.#providers.keys()]);
   }
 
+  /** The model's context window: configured per-model fact, else the family default, else 128k. */
   contextTokens(ref: string): number {
     try {
       const { provider, model } = resolveModelRef(ref);
-      return this.config.models.providers[provider]?.models[model]?.contextTokens ?? DEFAULT_CONTEXT_TOKENS;
+      return (
+        this.config.models.providers[provider]?.models[model]?.contextTokens ??
+        knownModelFacts(model).contextTokens
+      );
     } catch {
       return DEFAULT_CONTEXT_TOKENS;
+    }
+  }
+
+  /** The model's output cap: configured, else the family default; undefined when unknown. */
+  maxOutputTokens(ref: string): number | undefined {
+    try {
+      const { provider, model } = resolveModelRef(ref);
+      return (
+        this.config.models.providers[provider]?.models[model]?.maxOutputTokens ??
+        knownModelFacts(model).maxOutputTokens
+      );
+    } catch {
+      return undefined;
     }
   }
 

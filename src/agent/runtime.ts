@@ -5,19 +5,20 @@ import type { ToolCaller } from "../sessions/caller.js";
 import { deriveChannel } from "../sessions/keys.js";
 import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
 import type { Provenance, SessionEntry, TranscriptMessage, TranscriptRef, Usage } from "../store/types.js";
-import { buildSystemPrompt, estimateTokens, fitWindow, toolSpecsTokens, toUnits } from "./prompt.js";
+import { compactSession } from "./compact-run.js";
+import { compactionFor, loadSessionContext } from "./compaction.js";
+import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
 import { priceUsage } from "./providers/index.js";
 import type { ModelMessage } from "./providers/types.js";
+import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
+import { lastModelCallAt, planPrompt, type UsageAnchor } from "./window.js";
 
 /**
  * One turn: prompt from the transcript window → model → tool calls (validated) → loop until a
  * final answer or `maxToolSteps`. Every message is appended to the transcript as it happens.
  * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`.
  */
-
-/** How many stored messages are considered for the window before budget trimming. */
-const WINDOW_READ_LIMIT = 400;
 
 export interface TurnOutcome extends TurnResult {
   yielded?: boolean;
@@ -63,6 +64,7 @@ export class AgentRuntime {
     let entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
+    if (job.meta?.command === "compact") return this.#compactCommand(job, ctx, entry);
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
@@ -99,14 +101,16 @@ export class AgentRuntime {
       extra: job.messages.map((m) => m.extraSystem ?? "").filter(Boolean),
     });
 
-    const contextTokens = services.models.contextTokens(modelRef);
-    const budget = Math.max(
-      512,
-      Math.floor(contextTokens * cfg.agents.defaults.contextBudgetRatio) -
-        estimateTokens(system) -
-        toolSpecsTokens(specs),
-    );
+    const windowTokens = services.models.contextTokens(modelRef);
+    const specsTokens = toolSpecsTokens(specs);
+    const pruneCfg = pruningFor(cfg, entry.agentId);
+    const compCfg = compactionFor(cfg, entry.agentId);
     const maxSteps = agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps;
+    // Once a call of this turn pruned, the rest of the turn prunes too (one stable prefix per turn).
+    let pruning = false;
+    let compactionTried = false;
+    let anchor: UsageAnchor | undefined;
+    let lastPrompt = 0;
 
     let usage: Usage = { input: 0, output: 0 };
     let lastContext = 0;
@@ -126,22 +130,63 @@ export class AgentRuntime {
             provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
           });
         }
-        const tail = await services.store.transcripts.readTail(ref, {
-          limit: WINDOW_READ_LIMIT,
-          includeTools: true,
-        });
         // On a re-run, what this run wrote at this step or later is not context for this step:
         // the model sees what the first attempt saw, so a deterministic model repeats itself
         // and every append below is a no-op.
-        const { messages } = fitWindow(toUnits(windowAt(tail, job.runId, step)), budget);
+        const load = async () => {
+          const c = await loadSessionContext(services.store.transcripts, ref, entry);
+          const messages = windowAt(c.messages, job.runId, step);
+          return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
+        };
+        let sctx = await load();
+        pruning ||= pruningDue(pruneCfg, lastModelCallAt(sctx), services.now());
+        const planOpts = {
+          system,
+          specsTokens,
+          windowTokens,
+          budgetRatio: cfg.agents.defaults.contextBudgetRatio,
+          pruning: pruning ? pruneCfg : null,
+        };
+        let plan = planPrompt(sctx, { ...planOpts, anchor });
+        if (
+          compCfg.enabled &&
+          !compactionTried &&
+          (plan.estimate > compCfg.threshold * windowTokens || plan.overBudget || sctx.truncated)
+        ) {
+          // One automatic attempt per turn; a failure is logged and the window is used as it is.
+          compactionTried = true;
+          const done = await compactSession(services, {
+            entry,
+            ref,
+            context: sctx,
+            sessionModel: modelRef,
+            config: compCfg,
+            runId: job.runId,
+            estimate: plan.estimate,
+            system,
+            specsTokens,
+            signal: ctx.signal,
+          });
+          if (done.ok) {
+            entry = done.entry;
+            sctx = await load();
+            anchor = undefined;
+            plan = planPrompt(sctx, planOpts);
+          }
+        }
+        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
         const res = await resolved.provider.complete({
           model: resolved.model,
-          system,
-          messages: messages as ModelMessage[],
+          system: plan.system,
+          messages: plan.messages as ModelMessage[],
           tools: specs,
           signal: ctx.signal,
           ...(entry.thinkingLevel ? { thinking: entry.thinkingLevel } : {}),
         });
+        // The real prompt size as the provider reports it (cached tokens included); else the estimate.
+        const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
+        lastPrompt = reported > 0 ? reported : plan.sentEstimate;
+        anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: lastPrompt } : undefined;
         const price = cfg.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
         const priced = priceUsage(res.usage, price);
         usage = addUsage(usage, priced);
@@ -214,7 +259,8 @@ export class AgentRuntime {
     const updated = await services.store.sessions.patch(entry.key, {
       updatedAt: services.now(),
       lastModel: modelRef,
-      contextTokens,
+      // contextTokens: the last prompt's real size (issue 17); totalTokens: input + output (SEMANTICS §5).
+      ...(lastPrompt > 0 ? { contextTokens: lastPrompt } : {}),
       contextUsedTokens: lastContext,
       totalTokens: (entry.inputTokens ?? 0) + usage.input + (entry.outputTokens ?? 0) + usage.output,
       inputTokens: (entry.inputTokens ?? 0) + usage.input,
@@ -228,6 +274,62 @@ export class AgentRuntime {
       services.bus.emit("session.updated", { entry });
     }
     return final;
+  }
+
+  /** `/compact [instructions]`: a forced compaction in the session's lane; the reply says what happened. */
+  async #compactCommand(job: TurnJob, ctx: JobContext, entry: SessionEntry): Promise<TurnOutcome> {
+    const { services } = this;
+    const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
+    let modelRef: string;
+    try {
+      modelRef = services.models.modelFor(entry.agentId, entry);
+      services.models.resolve(modelRef);
+    } catch (err) {
+      return { status: "error", error: errorMessage(err) };
+    }
+    const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
+    const specsTokens = toolSpecsTokens(this.tools.specs(services, caller));
+    const system = buildSystemPrompt({
+      ...(services.config.agents.list.find((a) => a.id === entry.agentId)?.systemPrompt
+        ? { agentPrompt: services.config.agents.list.find((a) => a.id === entry.agentId)?.systemPrompt }
+        : {}),
+      agentId: entry.agentId,
+      sessionKey: entry.key,
+      channel: deriveChannel(entry.key, entry),
+      extra: [],
+    });
+    const sctx = await loadSessionContext(services.store.transcripts, ref, entry);
+    const plan = planPrompt(sctx, {
+      system,
+      specsTokens,
+      windowTokens: services.models.contextTokens(modelRef),
+      budgetRatio: services.config.agents.defaults.contextBudgetRatio,
+      pruning: null,
+    });
+    const instructions = typeof job.meta?.instructions === "string" ? job.meta.instructions : undefined;
+    const done = await compactSession(services, {
+      entry,
+      ref,
+      context: sctx,
+      sessionModel: modelRef,
+      config: compactionFor(services.config, entry.agentId),
+      runId: job.runId,
+      estimate: plan.estimate,
+      system,
+      specsTokens,
+      ...(instructions ? { instructions } : {}),
+      signal: ctx.signal,
+    });
+    if (!done.ok) {
+      if (done.nothingToCompact) return { status: "ok", reply: "Nothing to compact yet." };
+      return { status: "error", error: done.reason, reply: `Compaction failed: ${done.reason}` };
+    }
+    const c = done.content;
+    return {
+      status: "ok",
+      reply: `Compacted ${done.summarized} older messages into a summary (~${c.tokensBefore} → ~${c.tokensAfter} tokens).`,
+      model: modelRef,
+    };
   }
 
   async #execTool(

@@ -131,3 +131,34 @@ for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
     "In groups, answer only when mentioned or replied to.";
   CONFIG_DESCRIPTIONS[`channels.${ch}.groups.mentionPatterns`] ??= "Extra regexes that count as a mention.";
 }
+
+// Long conversations (docs/sessions-and-memory.md): pruning, compaction, resets, session commands.
+const CONTEXT_DESCRIPTIONS: Record<string, string> = {
+  "agents.defaults.contextPruning":
+    "Shrink old tool results in what the model is sent (the transcript is untouched).",
+  "agents.defaults.contextPruning.mode":
+    "off; always (every call); cache-ttl (only once the last model call is older than ttl).",
+  "agents.defaults.contextPruning.ttl": 'cache-ttl: the provider prompt cache lifetime, e.g. "5m".',
+  "agents.defaults.contextPruning.keepLastAssistants":
+    "Tool results of the newest N assistant messages are never pruned.",
+  "agents.defaults.contextPruning.softTrim.maxChars":
+    "Older results longer than this keep only head and tail.",
+  "agents.defaults.contextPruning.hardClearRatio":
+    "Past this share of the context window, the oldest prunable results become the placeholder.",
+  "agents.defaults.contextPruning.tools.allow":
+    "Tools whose results may be pruned (* wildcards); empty = all.",
+  "agents.defaults.contextPruning.tools.deny": "Tools whose results are never pruned (wins over allow).",
+  "agents.defaults.compaction": "Summarise the older part of a long session into the transcript.",
+  "agents.defaults.compaction.threshold": "Compact when the prompt passes this share of the context window.",
+  "agents.defaults.compaction.model": "Model for the summary (provider/model); null = the session's model.",
+  "agents.defaults.compaction.keepLastTurns": "The newest N user turns stay verbatim.",
+  "session.reset": "Start a new session (new sessionId, old transcript kept) daily or after idle time.",
+  "session.reset.mode": "off; daily (at atHour, host time); idle (after idleMinutes without a message).",
+  "session.reset.byChatType": "Overrides for direct chats and groups (unset fields inherit).",
+  "session.reset.byChannel": "Overrides per channel; win over byChatType.",
+};
+for (const [k, v] of Object.entries(CONTEXT_DESCRIPTIONS)) CONFIG_DESCRIPTIONS[k] ??= v;
+for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
+  CONFIG_DESCRIPTIONS[`channels.${ch}.commands.reset`] ??= "Who may use /new and /reset: all, owners or off.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.commands.compact`] ??= "Who may use /compact: all, owners or off.";
+}

@@ -1,5 +1,13 @@
 import { z } from "zod";
 import { parseDurationMs, type Schedule, scheduleProblems } from "../cron/schedule.js";
+import {
+  channelCommandsSchema,
+  compactionOverride,
+  compactionSchema,
+  contextPruningOverride,
+  contextPruningSchema,
+  sessionResetSchema,
+} from "./context.js";
 
 /**
  * The whole config file, validated once. Every field has its default here, so the inferred
@@ -170,8 +178,9 @@ export const sessionSchema = z
       maxAgeHours: 0,
       defaultSpawnContext: "fork",
     }),
+    reset: sessionResetSchema.prefault({}),
   })
-  .default({
+  .prefault({
     scope: "per-sender",
     dmScope: "main",
     identityLinks: {},
@@ -271,6 +280,8 @@ export const agentSchema = z.strictObject({
     .optional(),
   sandbox: z.strictObject({ mode: z.enum(["off", "all"]).optional() }).optional(),
   tools: agentToolsOverride.optional(),
+  contextPruning: contextPruningOverride,
+  compaction: compactionOverride,
 });
 
 export const agentsSchema = z
@@ -288,8 +299,10 @@ export const agentsSchema = z
           maxChildren: 5,
         }),
         sandbox: sandboxSchema.default({ mode: "off", sessionToolsVisibility: "spawned" }),
+        contextPruning: contextPruningSchema.prefault({}),
+        compaction: compactionSchema.prefault({}),
       })
-      .default({
+      .prefault({
         maxToolSteps: 25,
         contextBudgetRatio: 0.8,
         subagents: { archiveAfterMinutes: 60, runTimeoutSeconds: 0, maxSpawnDepth: 1, maxChildren: 5 },
@@ -297,7 +310,7 @@ export const agentsSchema = z
       }),
     list: z.array(agentSchema).default([{ id: "main", name: "Main" }]),
   })
-  .default({
+  .prefault({
     defaults: {
       maxToolSteps: 25,
       contextBudgetRatio: 0.8,
@@ -328,6 +341,7 @@ const channelCommon = {
   groups: groupsSchema.default({ requireMention: true, mentionPatterns: [] }),
   /** Per-channel override of session.threadBindings.defaultSpawnContext. */
   threadBindings: z.strictObject({ defaultSpawnContext: z.enum(["fork", "isolated"]).optional() }).optional(),
+  commands: channelCommandsSchema,
 };
 
 export const channelsSchema = z

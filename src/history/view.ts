@@ -18,6 +18,28 @@ export interface SafeMessage {
   toolCallId?: string;
   toolName?: string;
   model?: string;
+  /** On a `compaction` message: the range it summarises and the prompt sizes before/after. */
+  compaction?: { fromId: string; toId: string; tokensBefore: number; tokensAfter: number };
+}
+
+/** The marker a compaction shows with in history: one message, the summary after it. */
+export const COMPACTION_MARKER = "[Compaction: earlier messages summarised]";
+
+/** A compaction line's content `{ summary, fromId, toId, tokensBefore, tokensAfter }`, or null. */
+function compactionContent(
+  v: unknown,
+): { summary: string; fromId: string; toId: string; tokensBefore: number; tokensAfter: number } | null {
+  const o = asRecord(v);
+  if (!o) return null;
+  const { summary, fromId, toId, tokensBefore, tokensAfter } = o;
+  if (typeof summary !== "string" || typeof fromId !== "string" || typeof toId !== "string") return null;
+  return {
+    summary,
+    fromId,
+    toId,
+    tokensBefore: typeof tokensBefore === "number" ? tokensBefore : 0,
+    tokensAfter: typeof tokensAfter === "number" ? tokensAfter : 0,
+  };
 }
 
 /** A type alias (not an interface) so it is assignable to `Record<string, unknown>` tool results. */
@@ -146,6 +168,17 @@ function sanitizeProvenance(p: Provenance, ctx: Ctx): Provenance {
 }
 
 function sanitizeMessage(m: TranscriptMessage, ctx: Ctx): SafeMessage {
+  const c = m.role === "compaction" ? compactionContent(m.content) : null;
+  if (c) {
+    const { summary, ...range } = c;
+    return {
+      id: m.id,
+      role: m.role,
+      content: text(`${COMPACTION_MARKER}\n${summary}`, ctx, false),
+      timestamp: m.timestamp,
+      compaction: { ...range, fromId: text(range.fromId, ctx, false), toId: text(range.toId, ctx, false) },
+    };
+  }
   const out: SafeMessage = {
     id: m.id,
     role: m.role,

@@ -2,6 +2,7 @@ import { formatDuration } from "../flows/announce.js";
 import { isFinal } from "../flows/spawn.js";
 import type { Services } from "../services.js";
 import { classifyKind, deriveChannel } from "../sessions/keys.js";
+import { nextResetAt, resetRuleFor } from "../sessions/reset.js";
 import type { DeliveryContext, SessionEntry, SessionKind } from "../store/types.js";
 import { sendDecision, spawnedByChain } from "./access.js";
 import { redactSecrets } from "./redact.js";
@@ -40,6 +41,15 @@ export interface SessionStatus {
   costUsd?: number;
   createdAt: number;
   updatedAt: number;
+  /** When the current sessionId started (createdAt unless reset since). */
+  sessionStartedAt: number;
+  /** When a `session.reset` policy starts a new session (at the first message after it). */
+  resetAt?: number;
+  /** The reset policy that applies: "daily at 04:00", "idle 1440 min"; absent when off. */
+  resetPolicy?: string;
+  /** The last prompt's real size (provider-reported), tokens. */
+  promptTokens?: number;
+  compactions?: number;
   abortedLastRun?: boolean;
   queue: { pending: number; active: boolean; activeRunId?: string };
   sendPolicy: { action: "allow" | "deny"; override?: "allow" | "deny"; reason: string };
@@ -112,6 +122,7 @@ export async function collectStatus(services: Services, entry: SessionEntry): Pr
     },
     createdAt: entry.createdAt,
     updatedAt: entry.updatedAt,
+    sessionStartedAt: entry.sessionStartedAt ?? entry.createdAt,
     queue: {
       pending: queue.pending,
       active: queue.activeRunId !== undefined,
@@ -137,6 +148,17 @@ export async function collectStatus(services: Services, entry: SessionEntry): Pr
   if (entry.verboseLevel !== undefined) s.verboseLevel = entry.verboseLevel;
   if (entry.costUsd !== undefined && entry.costUsd > 0) s.costUsd = entry.costUsd;
   if (entry.abortedLastRun) s.abortedLastRun = true;
+  if (entry.contextTokens !== undefined) s.promptTokens = entry.contextTokens;
+  if (entry.compactionCount) s.compactions = entry.compactionCount;
+  const rule = resetRuleFor(services.config, entry.channel ?? s.channel, entry.chatType);
+  const resetAt = entry.spawnedBy === undefined ? nextResetAt(rule, entry, services.now()) : undefined;
+  if (resetAt !== undefined) {
+    s.resetAt = resetAt;
+    s.resetPolicy =
+      rule.mode === "daily"
+        ? `daily at ${String(rule.atHour).padStart(2, "0")}:00`
+        : `idle ${rule.idleMinutes} min`;
+  }
   if (entry.deliveryContext) s.delivery = { ...entry.deliveryContext };
   if (entry.lastChannel !== undefined) s.lastChannel = entry.lastChannel;
   if (entry.lastTo !== undefined) s.lastTo = entry.lastTo;
@@ -206,6 +228,20 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
   } else {
     lines.push("Delivery: none (replies are not delivered to a chat)");
   }
+  if (s.promptTokens !== undefined || s.compactions !== undefined) {
+    lines.push(
+      `Last prompt: ${compact(s.promptTokens ?? 0)} tokens` +
+        (s.compactions !== undefined
+          ? ` · ${s.compactions} compaction${s.compactions === 1 ? "" : "s"}`
+          : ""),
+    );
+  }
+  lines.push(
+    `Session started: ${new Date(s.sessionStartedAt).toISOString()} (${ago(now - s.sessionStartedAt)})` +
+      (s.resetAt !== undefined
+        ? ` · resets ${s.resetAt <= now ? "with the next message" : `at ${new Date(s.resetAt).toISOString()}`} (${s.resetPolicy})`
+        : " · no automatic reset"),
+  );
   lines.push(
     `Updated: ${new Date(s.updatedAt).toISOString()} (${ago(now - s.updatedAt)}) · session ${s.sessionId}`,
   );

@@ -4,6 +4,7 @@ import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js"
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
 import { buildSessionKey, uuidFrom } from "../sessions/keys.js";
+import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { DeliveryContext } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
@@ -13,6 +14,7 @@ import { dmAccess } from "./gates/access.js";
 import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
+import { sessionCommands } from "./gates/session-commands.js";
 
 /**
  * The router: inbound message → agent (bindings) → session key → gates → a turn in the
@@ -130,7 +132,16 @@ export function createRouter(services: Services) {
 
   const accepted = async (ctx: RoutedCtx): Promise<RouteResult> => {
     const { msg } = ctx;
-    const entry = ctx.entry ?? (await ensureRouted(ctx));
+    let entry = ctx.entry ?? (await ensureRouted(ctx));
+    // session.reset policies apply when the next message arrives (never to bound sub-agent threads).
+    if (ctx.entry && ctx.matchedBy !== "thread-binding" && entry.spawnedBy === undefined) {
+      const due = resetDue(
+        resetRuleFor(config, msg.channel, entry.chatType ?? msg.chatType),
+        entry,
+        services.now(),
+      );
+      if (due) entry = (await resetSession(services, entry.key, due))?.entry ?? entry;
+    }
     const delivery: DeliveryContext = {
       channel: msg.channel,
       to: msg.peerId,
@@ -144,6 +155,7 @@ export function createRouter(services: Services) {
       lastThreadId: delivery.threadId,
       deliveryContext: delivery,
       updatedAt: services.now(),
+      lastInteractionAt: services.now(),
     });
     if (updated) services.bus.emit("session.updated", { entry: updated });
     const blocked = sendBlocked(services, updated ?? entry);
@@ -167,7 +179,7 @@ export function createRouter(services: Services) {
   };
 
   const pre = compose<InboundCtx>([dedupe]);
-  const post = compose<RoutedCtx>([ownerCommands, dmAccess, mentionGate]);
+  const post = compose<RoutedCtx>([ownerCommands, dmAccess, sessionCommands, mentionGate]);
 
   async function handleInbound(msg: InboundMessage): Promise<RouteResult> {
     const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };

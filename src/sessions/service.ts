@@ -3,6 +3,7 @@ import type { Services } from "../services.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import type { SessionEntry } from "../store/types.js";
 import { mainKey, normalizeKeyInput, parseSessionKey } from "./keys.js";
+import { archivedEntry } from "./reset.js";
 
 /** Session lifecycle helpers shared by the router, the RPC methods and the tools. */
 
@@ -68,6 +69,9 @@ export async function resolveSessionRef(
   if (n.kind === "sessionId") {
     const e = await services.store.sessions.getBySessionId(n.id);
     if (e) return { ok: true, entry: e };
+    // A sessionId a reset replaced: its transcript is archived, still readable.
+    const archived = await archivedEntry(services.store, n.id);
+    if (archived) return { ok: true, entry: archived };
     // A UUID-looking key could still be a literal key.
     const byKey = await services.store.sessions.get(n.id);
     if (byKey) return { ok: true, entry: byKey };

@@ -68,6 +68,14 @@ export interface SessionEntry {
   /** Bound platform thread (thread-bound sub-agents). */
   threadBinding?: { channel: string; accountId?: string; to: string; threadId: string; boundAt: number };
   archivedAt?: number;
+  /** When the current sessionId started (a reset starts a new one); createdAt when never reset. */
+  sessionStartedAt?: number;
+  /** Last inbound user/channel message (idle resets); system events do not count. */
+  lastInteractionAt?: number;
+  /** Compactions written to the current transcript. */
+  compactionCount?: number;
+  /** The sessionId before the last reset. */
+  previousSessionId?: string;
 }
 
 export type SessionPatch = Partial<Omit<SessionEntry, "key" | "createdAt">>;
@@ -112,7 +120,7 @@ export interface SessionStore {
   close(): Promise<void>;
 }
 
-export type MessageRole = "user" | "assistant" | "toolCall" | "toolResult" | "system";
+export type MessageRole = "user" | "assistant" | "toolCall" | "toolResult" | "system" | "compaction";
 
 export interface Provenance {
   kind: "external_user" | "inter_session" | "subagent_announce" | "system" | "operator" | "cron" | "hook";

@@ -6,6 +6,7 @@ import { registerCronMethods } from "./cron.js";
 import { registerHealthMethods } from "./health.js";
 import { registerRunMethods } from "./runs.js";
 import { registerReadMethods, registerSessionWriteMethods } from "./sessions.js";
+import { registerSessionResetMethods } from "./sessions-reset.js";
 import { registerToolMethods } from "./tools.js";
 
 /**
@@ -27,6 +28,7 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   registerHealthMethods(rpc, { config: services.config, models: services.models, health: deps.health });
   registerReadMethods(rpc, services);
   registerSessionWriteMethods(rpc, services);
+  registerSessionResetMethods(rpc, services);
   registerRunMethods(rpc, services);
   registerChatMethods(rpc, services);
   registerToolMethods(rpc, services, tools);

@@ -9,7 +9,7 @@ import { appendSync, assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno,
 import { type PositionalRead, scanBackwards } from "./tail.js";
 import { cloneJson, TailCache, type TailCacheLimits } from "./tail-cache.js";
 
-const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
+const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system", "compaction"]);
 const TOOL_ROLES = new Set(["toolCall", "toolResult"]);
 const CLOSE_BRACE = 0x7d;
 const NL = 0x0a;

@@ -6,7 +6,7 @@ import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore
 import type { RedisKeys } from "./keys.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
-const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system"]);
+const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system", "compaction"]);
 const TOOL_ROLES = new Set(["toolCall", "toolResult"]);
 /** Largest XREVRANGE page while skipping tool messages backwards. */
 const MAX_PAGE = 1000;

@@ -1,0 +1,97 @@
+import type { CommandAccess } from "../../config/context.js";
+import type { Services } from "../../services.js";
+import { resetSession } from "../../sessions/reset.js";
+import type { Middleware } from "../compose.js";
+import type { RoutedCtx } from "../context.js";
+import { ensureRouted } from "../ensure.js";
+import { senderAllowed } from "./access.js";
+
+/**
+ * Session commands (API.md §7), standalone messages from anyone allowed to talk in the chat:
+ * `/new` and `/reset` start a new sessionId for this chat's session (the old transcript is
+ * archived, still readable by its sessionId); `/compact [instructions]` summarises the older part
+ * of the conversation now (it runs in the session's lane, after a running turn). Who may use them
+ * is `channels.<name>.commands.{reset,compact}`: "all" (default), "owners" or "off" (then the
+ * text is an ordinary message).
+ */
+
+export type SessionCommand =
+  | { kind: "reset"; word: "new" | "reset" }
+  | { kind: "compact"; instructions?: string };
+
+/** Focus instructions are bounded (the reference gateway allows 800 code points). */
+export const MAX_COMPACT_INSTRUCTIONS = 800;
+
+export function parseSessionCommand(text: string): SessionCommand | null {
+  const m = /^\/(new|reset|compact)(?:@\S+)?(?:\s+([\s\S]*))?$/i.exec(text.trim());
+  if (!m) return null;
+  const word = (m[1] ?? "").toLowerCase();
+  const rest = (m[2] ?? "").trim();
+  if (word === "compact") {
+    const instructions = [...rest].slice(0, MAX_COMPACT_INSTRUCTIONS).join("");
+    return instructions ? { kind: "compact", instructions } : { kind: "compact" };
+  }
+  if (rest) return null; // `/new something` is not the command
+  return { kind: "reset", word: word === "new" ? "new" : "reset" };
+}
+
+function commandAccess(services: Services, channel: string, kind: SessionCommand["kind"]): CommandAccess {
+  const c = (services.config.channels as Record<string, { commands?: Record<string, CommandAccess> }>)[
+    channel
+  ]?.commands;
+  return c?.[kind] ?? "all";
+}
+
+async function reply(ctx: RoutedCtx, text: string): Promise<void> {
+  const { msg } = ctx;
+  await ctx.services.delivery.deliver({
+    sessionKey: ctx.sessionKey,
+    text,
+    idempotencyKey: `command:${msg.channel}:${msg.accountId}:${msg.messageId}`,
+    route: {
+      channel: msg.channel,
+      to: msg.peerId,
+      accountId: msg.accountId,
+      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+    },
+    bypassPolicy: true,
+  });
+}
+
+export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
+  const cmd = parseSessionCommand(ctx.msg.text);
+  if (!cmd) return next();
+  const { services, msg } = ctx;
+  const access = commandAccess(services, msg.channel, cmd.kind);
+  if (access === "off") return next();
+  if (access === "owners" && !senderAllowed(ctx.policy.owners, msg.channel, msg.senderId)) {
+    ctx.dropped = "command-from-non-owner";
+    return;
+  }
+  const existed = ctx.entry !== null;
+  const entry = ctx.entry ?? (await ensureRouted(ctx));
+  if (cmd.kind === "reset") {
+    // A chat without a session gets its first one; nothing to archive then.
+    const r = existed ? await resetSession(services, entry.key, "command") : null;
+    ctx.entry = r?.entry ?? entry;
+    await reply(
+      ctx,
+      r ? "Started a new session. The previous conversation is archived." : "Started a new session.",
+    );
+  } else {
+    await services.pipeline.submitTurn({
+      sessionKey: entry.key,
+      agentId: entry.agentId,
+      text: msg.text,
+      deliver: true,
+      origin: "command",
+      runId: `compact:${msg.channel}:${msg.accountId}:${msg.messageId}`.slice(0, 200),
+      meta: {
+        command: "compact",
+        noCollect: true,
+        ...(cmd.instructions ? { instructions: cmd.instructions } : {}),
+      },
+    });
+  }
+  ctx.dropped = "session-command";
+};

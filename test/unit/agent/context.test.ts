@@ -1,0 +1,217 @@
+import { describe, expect, it } from "vitest";
+import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
+import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
+import type { ModelMessage } from "../../../src/agent/providers/types.js";
+import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
+import { contextPruningSchema } from "../../../src/config/context.js";
+import { parseConfig } from "../../../src/config/index.js";
+import { lastDailyBoundary, nextResetAt, resetDue, resetRuleFor } from "../../../src/sessions/reset.js";
+import type { SessionEntry, TranscriptMessage } from "../../../src/store/types.js";
+
+/** Pure parts of pruning, compaction and resets. */
+
+const cfg = (over: Record<string, unknown> = {}) => contextPruningSchema.parse({ mode: "always", ...over });
+
+function turn(i: number, result: string, name = "read_file"): ModelMessage[][] {
+  return [
+    [{ role: "user", content: `question ${i}` }],
+    [
+      { role: "assistant", content: `looking ${i}`, toolCalls: [{ id: `c${i}`, name, arguments: "{}" }] },
+      { role: "tool", toolCallId: `c${i}`, name, content: result },
+    ],
+    [{ role: "assistant", content: `answer ${i}` }],
+  ];
+}
+
+describe("pruneUnits", () => {
+  const big = `${"H".repeat(2000)}${"m".repeat(6000)}${"T".repeat(2000)}`;
+
+  it("soft-trims old tool results to head + tail with the original size; newer and non-tool text untouched", () => {
+    const units = [...turn(1, big), ...turn(2, big), ...turn(3, big)];
+    const before = JSON.stringify(units);
+    const { units: out, stats } = pruneUnits(units, cfg({ keepLastAssistants: 3 }), {
+      windowTokens: 1_000_000,
+      baseChars: 0,
+    });
+    expect(JSON.stringify(units)).toBe(before); // input not mutated
+    const tools = out.flat().filter((m) => m.role === "tool");
+    // Assistants: looking1, answer1, looking2, answer2, looking3, answer3 — the last 3 start at answer2.
+    expect(tools[0]?.content).toBe(
+      `${"H".repeat(1500)}\n...\n[Tool result trimmed: 10000 chars originally; kept the first 1500 and the last 1500]\n...\n${"T".repeat(1500)}`,
+    );
+    expect(tools[1]?.content).toBe(tools[0]?.content);
+    expect(tools[2]?.content).toBe(big); // inside the last 3 assistant turns
+    expect(stats.softTrimmed).toBe(2);
+    const text = (u: ModelMessage[][]) =>
+      u
+        .flat()
+        .filter((m) => m.role !== "tool")
+        .map((m) => m.content);
+    expect(text(out)).toEqual(text(units));
+  });
+
+  it("hard-clears the oldest prunable results past hardClearRatio of the window", () => {
+    const units = [...turn(1, big), ...turn(2, big), ...turn(3, "small"), ...turn(4, "small")];
+    const { units: out, stats } = pruneUnits(units, cfg({ keepLastAssistants: 2, hardClearRatio: 0.5 }), {
+      windowTokens: 1000, // 4,000 chars → limit 2,000 chars
+      baseChars: 0,
+    });
+    const tools = out.flat().filter((m) => m.role === "tool");
+    expect(tools.map((m) => m.content.slice(0, 40))).toEqual([
+      "[Old tool result content cleared]",
+      "[Old tool result content cleared]",
+      "small", // under the limit once the two large ones are cleared (oldest first)
+      "small",
+    ]);
+    expect(stats.hardCleared).toBe(2);
+    const off = pruneUnits(units, cfg({ keepLastAssistants: 2, hardClear: { enabled: false } }), {
+      windowTokens: 1000,
+      baseChars: 0,
+    });
+    expect(off.stats.hardCleared).toBe(0);
+  });
+
+  it("leaves results with images alone and honours tools.allow/deny (wildcards, deny wins)", () => {
+    const image = JSON.stringify([{ type: "image", data: "A".repeat(9000), mimeType: "image/png" }]);
+    const units = [...turn(1, image), ...turn(2, big, "web_fetch"), ...turn(3, big, "exec"), ...turn(4, big)];
+    const run = (tools: { allow?: string[]; deny?: string[] }) =>
+      pruneUnits(units, cfg({ keepLastAssistants: 2, tools }), { windowTokens: 1e6, baseChars: 0 })
+        .units.flat()
+        .filter((m) => m.role === "tool")
+        .map((m) => m.content.length < 5000);
+    expect(run({})).toEqual([false, true, true, false]);
+    expect(run({ allow: ["WEB_*"] })).toEqual([false, true, false, false]);
+    expect(run({ allow: ["*"], deny: ["web_*"] })).toEqual([false, false, true, false]);
+    expect(toolPrunable("exec", { allow: ["ex*"], deny: ["exec"] })).toBe(false);
+  });
+
+  it("mode off never prunes, always does, cache-ttl only after the ttl since the last call", () => {
+    expect(pruningDue(cfg({ mode: "off" }), 0, 1e12)).toBe(false);
+    expect(pruningDue(cfg({ mode: "always" }), 1e12, 1e12)).toBe(true);
+    const ttl = cfg({ mode: "cache-ttl", ttl: "5m" });
+    expect(pruningDue(ttl, 1_000_000, 1_000_000 + 4 * 60_000)).toBe(false);
+    expect(pruningDue(ttl, 1_000_000, 1_000_000 + 6 * 60_000)).toBe(true);
+    expect(pruningDue(ttl, undefined, 1)).toBe(true);
+  });
+});
+
+describe("per-agent overrides", () => {
+  it("unset fields inherit agents.defaults", () => {
+    const config = parseConfig({
+      agents: {
+        defaults: {
+          compaction: { threshold: 0.5 },
+          contextPruning: { mode: "always", softTrim: { maxChars: 100 } },
+        },
+        list: [
+          { id: "main", compaction: { model: "x/cheap" }, contextPruning: { softTrim: { headChars: 10 } } },
+        ],
+      },
+    });
+    expect(compactionFor(config, "main")).toEqual({
+      enabled: true,
+      threshold: 0.5,
+      model: "x/cheap",
+      keepLastTurns: 4,
+    });
+    const p = pruningFor(config, "main");
+    expect(p.mode).toBe("always");
+    expect(p.softTrim).toEqual({ maxChars: 100, headChars: 10, tailChars: 1500 });
+  });
+});
+
+describe("context windows", () => {
+  it("well-known families have defaults; unknown models 128k; configured facts win", () => {
+    expect(knownModelFacts("gpt-4.1-mini").contextTokens).toBe(1_047_576);
+    expect(knownModelFacts("claude-sonnet-4-5").contextTokens).toBe(200_000);
+    expect(knownModelFacts("gpt-4o").maxOutputTokens).toBe(16_384);
+    expect(knownModelFacts("my-local-llm").contextTokens).toBe(DEFAULT_CONTEXT_TOKENS);
+  });
+});
+
+const msg = (id: string, role: TranscriptMessage["role"], content: unknown = id): TranscriptMessage => ({
+  id,
+  sessionId: "s",
+  role,
+  content,
+  timestamp: 1,
+});
+
+describe("compaction helpers", () => {
+  const turns = (n: number, from = 0) =>
+    Array.from({ length: n }, (_, i) => [
+      msg(`u${from + i}`, "user"),
+      msg(`a${from + i}`, "assistant"),
+    ]).flat();
+
+  it("splits at a user message, keeping the newest keepLastTurns turns", () => {
+    const s = splitForCompaction(turns(6), 4);
+    expect(s?.older.map((m) => m.id)).toEqual(["u0", "a0", "u1", "a1"]);
+    expect(s?.kept[0]?.id).toBe("u2");
+    expect(splitForCompaction(turns(4), 4)).toBeNull();
+  });
+
+  it("the latest compaction covers up to toId; the kept turns before its line and everything after are used", () => {
+    const line = msg("c1", "compaction", {
+      summary: "S",
+      fromId: "u0",
+      toId: "a1",
+      tokensBefore: 10,
+      tokensAfter: 5,
+    });
+    const tail = [...turns(3), line, ...turns(1, 3)];
+    const ctx = contextOfTail(tail, 400);
+    expect(ctx.compaction?.summary).toBe("S");
+    expect(ctx.messages.map((m) => m.id)).toEqual(["u2", "a2", "u3", "a3"]);
+    expect(ctx.afterLine).toBe(2);
+    // Without a compaction: the whole tail, `truncated` when the read was full.
+    expect(contextOfTail(turns(2), 4).truncated).toBe(true);
+    expect(contextOfTail(turns(2), 5).truncated).toBe(false);
+  });
+});
+
+describe("reset policies", () => {
+  const entry = (p: Partial<SessionEntry>): SessionEntry => ({
+    key: "k",
+    sessionId: "s",
+    agentId: "main",
+    createdAt: 0,
+    updatedAt: 0,
+    ...p,
+  });
+
+  it("daily resets a session started before the last atHour; idle after idleMinutes without a message", () => {
+    const at = (d: number, h: number, m = 0) => new Date(2026, 11, d, h, m).getTime();
+    const daily = { mode: "daily" as const, atHour: 4, idleMinutes: 60 };
+    expect(lastDailyBoundary(at(2, 3), 4)).toBe(at(1, 4));
+    expect(resetDue(daily, entry({ createdAt: at(1, 5) }), at(2, 3, 59))).toBeNull();
+    expect(resetDue(daily, entry({ createdAt: at(1, 5) }), at(2, 4, 1))).toBe("daily");
+    expect(nextResetAt(daily, entry({ createdAt: at(1, 5) }), at(1, 6))).toBe(at(2, 4));
+    const idle = { mode: "idle" as const, atHour: 4, idleMinutes: 60 };
+    const e = entry({ createdAt: at(1, 5), lastInteractionAt: at(1, 6) });
+    expect(resetDue(idle, e, at(1, 7))).toBeNull();
+    expect(resetDue(idle, e, at(1, 7, 1))).toBe("idle");
+    expect(nextResetAt(idle, e, at(1, 6, 30))).toBe(at(1, 7));
+  });
+
+  it("byChatType then byChannel override the base rule field by field", () => {
+    const config = parseConfig({
+      session: {
+        reset: {
+          mode: "daily",
+          atHour: 5,
+          byChatType: { group: { mode: "idle", idleMinutes: 30 } },
+          byChannel: { discord: { idleMinutes: 10080 } },
+        },
+      },
+    });
+    expect(resetRuleFor(config, "telegram", "direct")).toEqual({
+      mode: "daily",
+      atHour: 5,
+      idleMinutes: 1440,
+    });
+    expect(resetRuleFor(config, "telegram", "group")).toEqual({ mode: "idle", atHour: 5, idleMinutes: 30 });
+    expect(resetRuleFor(config, "discord", "group")).toEqual({ mode: "idle", atHour: 5, idleMinutes: 10080 });
+    expect(() => parseConfig({ session: { reset: { atHour: 24 } } })).toThrow(/atHour/);
+  });
+});
