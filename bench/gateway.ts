@@ -8,7 +8,8 @@
  * bullmq with one and two worker processes (their CPU is added to the gateway's).
  *
  * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_DRIVERS
- * ("local,bullmq", default both) picks the drivers.
+ * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
+ * figures (RSS after that many more turns, and after a minute without traffic) on local.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -239,6 +240,23 @@ async function runSetup(setup: Setup, model: { url: string }, floorMs: number, s
     out(
       `${setup.name}: RSS gateway ${fmt(rssMb(gw.pid ?? 0), 0)} MB${workers.map((w) => `, worker ${fmt(rssMb(w.pid ?? 0), 0)} MB`).join("")}`,
     );
+    const longTurns = Number(process.env.BENCH_GATEWAY_LONG_TURNS ?? 0);
+    if (longTurns > 0 && setup.workers === 0) {
+      let done = 0;
+      await Promise.all(
+        Array.from({ length: 32 }, async (_, c) => {
+          for (let i = 0; done < longTurns; i++) {
+            done++;
+            await turn(url, `agent:main:bench:long:${c}:${i % 8}`);
+          }
+        }),
+      );
+      out(
+        `${setup.name}: RSS after ${done.toLocaleString("en")} more turns: ${fmt(rssMb(gw.pid ?? 0), 0)} MB [≤ 150]`,
+      );
+      await new Promise((r) => setTimeout(r, 60_000));
+      out(`${setup.name}: RSS after a minute without traffic: ${fmt(rssMb(gw.pid ?? 0), 0)} MB`);
+    }
   } catch (err) {
     out(`${setup.name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
   } finally {

@@ -12,6 +12,20 @@ const benches = [
   "prompt-build",
 ];
 
+/** The scale figures (1M sessions) run in their own process: SB_BENCH_SCALE=0 skips them. */
+async function scale(): Promise<void> {
+  if (process.env.SB_BENCH_SCALE === "0") return;
+  const { spawnSync } = await import("node:child_process");
+  const { fileURLToPath } = await import("node:url");
+  for (const name of ["store-fs", "store-redis"]) {
+    process.stdout.write(`\n=== ${name} at 1,000,000 sessions ===\n`);
+    spawnSync(process.execPath, ["--expose-gc", fileURLToPath(new URL(`./${name}.js`, import.meta.url))], {
+      stdio: "inherit",
+      env: { ...process.env, SB_BENCH_SESSIONS: "1000000" },
+    });
+  }
+}
+
 for (const name of benches) {
   const mod = (await import(`./${name}.js`)) as { run?: () => Promise<unknown> };
   if (typeof mod.run !== "function") {
@@ -21,3 +35,4 @@ for (const name of benches) {
   process.stdout.write(`\n=== ${name} ===\n`);
   await mod.run();
 }
+await scale();

@@ -30,7 +30,10 @@ import { silentLogger } from "../src/log.js";
 import { createFsStore } from "../src/store/fs/index.js";
 import type { SessionEntry, TranscriptRef } from "../src/store/types.js";
 
-const SESSIONS = 100_000;
+/** SB_BENCH_SESSIONS=1000000 runs the scale figures (issue 18: 1M sessions). */
+const SESSIONS = Number(process.env.SB_BENCH_SESSIONS ?? 100_000);
+const SCALE = SESSIONS >= 1_000_000;
+const K = SESSIONS >= 1_000_000 ? `${SESSIONS / 1_000_000}M` : `${Math.round(SESSIONS / 1000)}k`;
 const MESSAGES = 1_000_000;
 const AGENTS = ["main", "research", "ops", "support", "dev"];
 const REF: TranscriptRef = { agentId: "main", sessionId: "bench-transcript" };
@@ -358,15 +361,15 @@ export async function run(): Promise<StoreFsBenchResult> {
 
 function printTable(r: StoreFsBenchResult): void {
   const rows: Array<[string, string, string]> = [
-    ["create 100k sessions via API (+ compaction)", `${r.generateSessionsMs} ms`, ""],
+    [`create ${K} sessions via API (+ compaction)`, `${r.generateSessionsMs} ms`, ""],
     ["write 1M-message transcript (raw)", `${r.generateTranscriptMs} ms`, `${mb(r.transcriptBytes)} MB`],
-    ["open with 100k sessions: wall", `${r.openMs} ms`, "≤ 1000 ms"],
-    ["open with 100k sessions: CPU (all threads)", `${r.openCpuMs} ms`, ""],
-    ["list limit 200: first", `${r.listFirstMs} ms`, "≈ median"],
+    [`open with ${K} sessions: wall`, `${r.openMs} ms`, SCALE ? "≤ 3000 ms" : "≤ 1000 ms"],
+    [`open with ${K} sessions: CPU (all threads)`, `${r.openCpuMs} ms`, ""],
+    ["list limit 200: first", `${r.listFirstMs} ms`, "≤ 50 ms"],
     ["list limit 200: median", `${r.listMedianMs} ms`, "≤ 5 ms"],
     ["list agentId limit 200: median", `${r.listAgentMedianMs} ms`, ""],
     ["list kinds=group limit 200: median", `${r.listKindsMedianMs} ms`, ""],
-    ["list kinds=main (5 of 100k): median", `${r.listRareKindMedianMs} ms`, ""],
+    [`list kinds=main (5 of ${K}): median`, `${r.listRareKindMedianMs} ms`, ""],
     ["list search (full scan): median", `${r.listSearchMedianMs} ms`, ""],
     ["readTail limit 100 (tools): first", `${r.readTailFirstMs} ms`, ""],
     ["readTail limit 100 (tools): median", `${r.readTailMedianMs} ms`, "≤ 10 ms"],
@@ -376,7 +379,7 @@ function printTable(r: StoreFsBenchResult): void {
     ["count 1M: median (cached)", `${r.countMedianMs} ms`, ""],
     ["append via API, one at a time", `${r.appendPerSec} /s`, ""],
     ["RSS baseline (child, before open)", `${r.rssBaselineMb} MB`, ""],
-    ["RSS after open (100k sessions loaded)", `${r.rssAfterOpenMb} MB`, "≤ 150 MB"],
+    [`RSS after open (${K} sessions loaded)`, `${r.rssAfterOpenMb} MB`, SCALE ? "≤ 400 MB" : "≤ 150 MB"],
     ["RSS delta from open", `${r.rssDeltaMb} MB`, ""],
     ["RSS at the end (after tails, count scan, appends)", `${r.rssEndMb} MB`, ""],
     ["peak RSS (child)", `${r.peakRssMb} MB`, ""],
