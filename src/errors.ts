@@ -11,6 +11,8 @@ export type ErrorCode =
   | "CONFLICT"
   | "TIMEOUT"
   | "UNAVAILABLE"
+  /** The state dir's disk refused a write (full, quota, I/O error): retry once space returns. */
+  | "STORAGE_UNAVAILABLE"
   | "INTERNAL"
   | "CONFIG"
   | "RATE_LIMITED"
@@ -83,7 +85,8 @@ export function errorMessage(err: unknown): string {
 
 /** A lost or refused connection to Redis (ioredis wording): the operation may succeed later. */
 export function isConnectionError(err: unknown): boolean {
-  if (err instanceof SwitchboardError) return err.code === "UNAVAILABLE";
+  if (err instanceof SwitchboardError)
+    return err.code === "UNAVAILABLE" || err.code === "STORAGE_UNAVAILABLE";
   if (!(err instanceof Error)) return false;
   return /ECONNREFUSED|ECONNRESET|Connection is closed|MaxRetriesPerRequest|Stream isn't writeable|ETIMEDOUT|EPIPE/.test(
     err.message,

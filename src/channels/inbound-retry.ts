@@ -15,7 +15,9 @@ import type { InboundHandler, InboundMessage } from "./types.js";
 const UNAVAILABLE_MAX_DELAY_MS = 5000;
 
 export function isUnavailable(err: unknown): boolean {
-  return err instanceof SwitchboardError && err.code === "UNAVAILABLE";
+  return (
+    err instanceof SwitchboardError && (err.code === "UNAVAILABLE" || err.code === "STORAGE_UNAVAILABLE")
+  );
 }
 
 /** The wait before retry `attempt + 1`, or undefined to give up: the list, unending while UNAVAILABLE. */

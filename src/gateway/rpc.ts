@@ -44,6 +44,7 @@ const WIRE_CODES: ReadonlySet<string> = new Set([
   "CONFLICT",
   "TIMEOUT",
   "UNAVAILABLE",
+  "STORAGE_UNAVAILABLE",
   "INTERNAL",
 ]);
 

@@ -1,7 +1,8 @@
-import { writeSync } from "node:fs";
-import { type FileHandle, mkdir, open, readFile, rename, rm, truncate } from "node:fs/promises";
+import { chmod, type FileHandle, open, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { errorMessage, SwitchboardError } from "../../errors.js";
+import { CleanAppender, repairTornTail, storageError } from "../../journal/append.js";
+import { DIR_MODE, ensureDir, FILE_MODE } from "../../journal/fsutil.js";
 import type { Logger } from "../../log.js";
 import { JournalModel } from "./journal-model.js";
 import { type JournalRecord, journalRecordSchema } from "./schema.js";
@@ -12,8 +13,12 @@ import { type JournalRecord, journalRecordSchema } from "./schema.js";
  * - `append` applies the record to the in-memory model at once and resolves when the line is on
  *   disk. Appends made in the same tick (and while a write is in flight) share ONE write call
  *   (group commit), so the cost per accepted message is a string push, not a syscall.
- * - `open` replays the file; a torn last line (crash mid-write) is dropped and cut off so later
- *   appends start on a clean line; other unreadable lines are skipped and reported in `warnings`.
+ * - `open` replays the file; a torn last line (crash mid-write) is cut off (logged with its byte
+ *   count) so later appends start on a clean line; other unreadable lines are skipped and
+ *   reported in `warnings`.
+ * - Appends follow the shared rules of `src/journal/append.ts`: a batch whose write fails (full
+ *   disk) is cut back off the file and its awaited appends reject with STORAGE_UNAVAILABLE (no
+ *   ack for a record not on disk); the next batch starts clean, so space returning is enough.
  * - Compaction rewrites only the live records (temp file + rename) in the background once the file
  *   is over `compactAfterBytes` and mostly dead. Appends made meanwhile wait and go to the new file.
  */
@@ -50,6 +55,7 @@ export class Journal {
   readonly model: JournalModel;
   readonly warnings: string[] = [];
   private fh: FileHandle | null = null;
+  private out: CleanAppender | null = null;
   private batch: Batch | null = null;
   private flushScheduled = false;
   private flushing: Promise<void> | null = null;
@@ -68,11 +74,15 @@ export class Journal {
   }
 
   static async open(opts: JournalOptions): Promise<Journal> {
-    await mkdir(opts.dir, { recursive: true });
+    await ensureDir(opts.dir);
     const j = new Journal(path.join(opts.dir, JOURNAL_FILE), opts);
     await rm(`${j.file}.tmp`, { force: true });
     await j.replay();
-    j.fh = await open(j.file, "a");
+    j.fh = await open(j.file, "a", FILE_MODE);
+    // files and folders from older versions were 0644/0755: they hold message text
+    await j.fh.chmod(FILE_MODE);
+    await chmod(opts.dir, DIR_MODE);
+    j.out = new CleanAppender(j.fh.fd, j.fileBytes, "pipeline journal");
     j.maybeCompact();
     return j;
   }
@@ -99,6 +109,8 @@ export class Journal {
   private add(rec: JournalRecord, durable: boolean): Promise<void> {
     if (this.closed) return Promise.reject(new SwitchboardError("UNAVAILABLE", "pipeline journal is closed"));
     const line = JSON.stringify(rec);
+    // Applied now so that duplicates and cancels see it at once; a failed write rejects the
+    // promise, and the caller undoes it (acceptTurn/acceptJob) — the model then matches the file.
     this.model.apply(rec, line.length + 1);
     const batch = this.currentBatch();
     batch.lines.push(line);
@@ -146,7 +158,7 @@ export class Journal {
       try {
         await rm(tmp, { force: true });
         // The handle follows the inode through the rename, so it becomes the new append handle.
-        next = await open(tmp, "a");
+        next = await open(tmp, "a", FILE_MODE);
         await next.writeFile(snapshot);
         await next.sync();
         await rename(tmp, this.file);
@@ -162,8 +174,9 @@ export class Journal {
       }
       const old = this.fh;
       this.fh = next;
-      await old?.close();
       this.fileBytes = Buffer.byteLength(snapshot);
+      this.out = new CleanAppender(next.fd, this.fileBytes, "pipeline journal");
+      await old?.close();
       this.compactions++;
     } finally {
       this.compacting = false;
@@ -220,20 +233,23 @@ export class Journal {
 
   private async writeBatch(b: Batch): Promise<void> {
     const fh = this.fh;
-    if (!fh) {
-      b.reject(new Error("journal is not open"));
+    const out = this.out;
+    if (!fh || !out) {
+      b.reject(new SwitchboardError("UNAVAILABLE", "pipeline journal is not open"));
       return;
     }
     try {
-      const data = Buffer.from(`${b.lines.join("\n")}\n`);
       // A synchronous write(2): one batch of small lines into the page cache costs microseconds,
       // less than the thread-pool round trip of an async write. fdatasync stays asynchronous.
-      for (let off = 0; off < data.length; ) off += writeSync(fh.fd, data, off, data.length - off);
+      // A failed write is cut back off the file (CleanAppender): the next batch starts clean.
+      const written = out.append(`${b.lines.join("\n")}\n`);
       if (this.opts.fsync && b.durable) {
-        await fh.datasync();
+        await fh.datasync().catch((err: unknown) => {
+          throw storageError(err, "pipeline journal");
+        });
         this.syncs++;
       }
-      this.fileBytes += data.length;
+      this.fileBytes += written;
       this.writes++;
       b.resolve();
     } catch (err) {
@@ -262,14 +278,12 @@ export class Journal {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
       throw err;
     }
-    const lastNl = text.lastIndexOf("\n");
-    if (lastNl !== text.length - 1) {
-      // A crash mid-write leaves a partial last line: drop it and cut the file back to the last
-      // complete line so the next append does not glue onto the fragment.
-      const validBytes = Buffer.byteLength(text.slice(0, lastNl + 1));
-      this.warn(`journal: dropped a torn last line (${text.length - lastNl - 1} chars)`);
-      await truncate(this.file, validBytes);
-      text = text.slice(0, lastNl + 1);
+    if (text.length > 0 && !text.endsWith("\n")) {
+      // A crash mid-write leaves a partial last line: cut the file back to the last whole record
+      // so the next append does not glue onto the fragment (the shared journal rule).
+      const torn = await repairTornTail(this.file);
+      if (torn.cut > 0) this.warn(`journal: cut off a torn last record (${torn.cut} bytes)`);
+      text = await readFile(this.file, "utf8");
     }
     this.fileBytes = Buffer.byteLength(text);
     let lineNo = 0;

@@ -1,8 +1,8 @@
 import { InvalidParamsError } from "../../errors.js";
+import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
 import type { KeyValueStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { Journal } from "./journal.js";
 
 type KvRecord =
   | { op: "set"; ns: string; key: string; value: unknown }

@@ -1,9 +1,9 @@
 import { InvalidParamsError } from "../../errors.js";
+import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStatus, type RunStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { Journal } from "./journal.js";
 import { mergePatch } from "./patch.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };

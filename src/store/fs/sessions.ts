@@ -1,9 +1,9 @@
 import { InvalidParamsError } from "../../errors.js";
+import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { Journal } from "./journal.js";
 import { mergePatch } from "./patch.js";
 import { SessionIndex } from "./session-index.js";
 

@@ -1,7 +1,8 @@
-import { fstatSync } from "node:fs";
+import { fstatSync, ftruncateSync } from "node:fs";
 import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
+import { storageError } from "../../journal/append.js";
 import { KeyedSerial } from "../serial.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
@@ -103,10 +104,23 @@ export class FsTranscriptStore implements TranscriptStore {
         t.needsNewline = false;
         if (t.size >= 0) t.size += written;
       } catch (err) {
-        t.needsNewline = true; // part of the line may be in the file
-        t.size = -1;
+        // part of the line may be in the file: cut it back off (the shared journal rule), or
+        // at least start the next append on a fresh line
+        let cut = false;
+        if (t.size >= 0) {
+          try {
+            ftruncateSync(t.fh.fd, t.size);
+            cut = true;
+          } catch {
+            // still dirty
+          }
+        }
+        if (!cut) {
+          t.needsNewline = true;
+          t.size = -1;
+        }
         this.tails?.delete(file);
-        throw err;
+        throw storageError(err, `transcript ${ref.sessionId}`);
       }
       this.tails?.append(file, JSON.parse(json) as TranscriptMessage, json.length);
       const c = this.counts.get(file);

@@ -1,10 +1,10 @@
 import { type FileHandle, open, readdir, rename, unlink } from "node:fs/promises";
 import path from "node:path";
-import { SwitchboardError } from "../../errors.js";
-import type { Logger } from "../../log.js";
-import type { WarningSink } from "../warnings.js";
+import { SwitchboardError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { CleanAppender, repairTornTail, storageError } from "./append.js";
+import { ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll } from "./fsutil.js";
 import { forEachLine } from "./lines.js";
-import { appendSync, ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll } from "./paths.js";
 
 /**
  * An append-only record log with background compaction: the durable half of an in-memory map.
@@ -21,11 +21,21 @@ import { appendSync, ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll 
  * one, and only then are the rotated logs deleted. A crash at any step leaves a snapshot plus
  * logs that replay to the same state (records are whole values, so replay is last-writer-wins).
  *
+ * Torn writes and full disks (src/journal/append.ts): at open a torn tail of the live log is
+ * cut back to the last whole record (logged with the byte count); a batch whose write fails is
+ * cut back off the file, its appends reject with STORAGE_UNAVAILABLE, and the next batch
+ * starts clean on the same open file — so the journal recovers by itself once space returns.
+ *
  * Durability: a write resolves once it reached the OS (one write(2) per batch: the appends
  * made in one event-loop phase, plus those made while a write is in flight), without fsync.
  * That survives a process crash, not a power loss; snapshots are fsynced because they
  * replace older files.
  */
+/** Where problems found while reading go (logged once, kept for health and doctor). */
+export interface WarningSink {
+  add(message: string, fields?: Record<string, unknown>): void;
+}
+
 export interface JournalOptions<R> {
   dir: string;
   name: string;
@@ -55,8 +65,8 @@ const SNAPSHOT_SLICE = 2000;
 
 export class Journal<R> {
   private fh: FileHandle | null = null;
+  private out: CleanAppender | null = null;
   private gen = 1;
-  private needsNewline = false;
   private appendsSinceSnapshot = 0;
   private pending: Pending[] = [];
   private flushing: Promise<void> | null = null;
@@ -113,25 +123,24 @@ export class Journal<R> {
     }
     const minGen = Math.max(snapGen, (rotated.at(-1) ?? 0) + 1, 1);
     let liveGen = 0;
-    let endsWithNewline = true;
+    const torn = await repairTornTail(this.livePath);
+    if (torn.cut > 0) {
+      this.opts.warnings.add(`${this.livePath}: torn last line (${torn.cut} bytes) cut off`, {
+        file: this.livePath,
+        bytes: torn.cut,
+      });
+    }
     const liveBytes = await fileSize(this.livePath);
     if (liveBytes > 0) {
-      let ends = true;
-      this.appendsSinceSnapshot += await this.readFile(
-        this.livePath,
-        (header) => {
-          liveGen = header.$log ?? 0;
-        },
-        (e) => {
-          ends = e;
-        },
-      );
-      endsWithNewline = ends;
+      this.appendsSinceSnapshot += await this.readFile(this.livePath, (header) => {
+        liveGen = header.$log ?? 0;
+      });
     }
     this.gen = Math.max(liveGen, minGen);
     this.fh = await open(this.livePath, "a", FILE_MODE);
-    if (liveBytes <= 0) await writeAll(this.fh, `{"$log":${this.gen}}\n`);
-    this.needsNewline = !endsWithNewline;
+    let size = Math.max(0, liveBytes);
+    if (liveBytes <= 0) size = await writeAll(this.fh, `{"$log":${this.gen}}\n`);
+    this.out = new CleanAppender(this.fh.fd, size, `journal ${this.opts.name}`);
     this.maybeCompact();
   }
 
@@ -139,11 +148,10 @@ export class Journal<R> {
   private async readFile(
     file: string,
     onHeader: (h: { $log?: number; $snapshot?: number }) => void,
-    onEnd?: (endsWithNewline: boolean) => void,
   ): Promise<number> {
     let records = 0;
     const base = path.basename(file);
-    const res = await forEachLine(file, (buf, info) => {
+    await forEachLine(file, (buf, info) => {
       let value: unknown;
       try {
         value = JSON.parse(buf.toString("utf8"));
@@ -173,7 +181,6 @@ export class Journal<R> {
       this.opts.replay(record);
       records++;
     });
-    onEnd?.(res.endsWithNewline);
     return records;
   }
 
@@ -230,14 +237,14 @@ export class Journal<R> {
           return;
         }
         const batch = this.pending.splice(0);
-        let text = batch.map((b) => b.text).join("");
-        if (this.needsNewline) text = `\n${text}`;
+        const text = batch.map((b) => b.text).join("");
         try {
-          appendSync(this.fh!.fd, text);
-          this.needsNewline = false;
+          this.out!.append(text); // a failed write is cut back off: the next batch starts clean
         } catch (err) {
-          // part of the batch may have reached the file: the next write starts on a fresh line
-          this.needsNewline = true;
+          this.opts.logger.error(
+            { err, journal: this.opts.name, records: batch.length },
+            "journal write failed",
+          );
           for (const b of batch) b.reject(err);
           continue;
         }
@@ -299,11 +306,14 @@ export class Journal<R> {
       await rename(this.livePath, this.rotatedPath(oldGen));
       this.gen = oldGen + 1;
       this.fh = await open(this.livePath, "a", FILE_MODE);
-      await writeAll(this.fh, `{"$log":${this.gen}}\n`);
-      this.needsNewline = false;
+      this.out = new CleanAppender(this.fh.fd, 0, `journal ${this.opts.name}`);
+      this.out.append(`{"$log":${this.gen}}\n`);
     } catch (err) {
-      if (!this.fh) this.fh = await open(this.livePath, "a", FILE_MODE);
-      for (const w of waiters) w.reject(err);
+      if (!this.fh) {
+        this.fh = await open(this.livePath, "a", FILE_MODE);
+        this.out = new CleanAppender(this.fh.fd, (await this.fh.stat()).size, `journal ${this.opts.name}`);
+      }
+      for (const w of waiters) w.reject(storageError(err, `journal ${this.opts.name}`));
       return;
     }
     const records = this.opts.snapshot();
@@ -371,6 +381,7 @@ export class Journal<R> {
     if (this.snapshotting) await this.snapshotting.catch(() => {});
     await this.fh?.close();
     this.fh = null;
+    this.out = null;
   }
 }
 
