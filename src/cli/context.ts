@@ -7,6 +7,8 @@ import { RpcClient } from "../gateway/client.js";
 export interface Io {
   out: (s: string) => void;
   err: (s: string) => void;
+  /** stdout is a terminal: `start` then shows a banner and short log lines instead of JSON. */
+  isTTY?: boolean;
 }
 
 export interface CliContext {
@@ -17,6 +19,7 @@ export interface CliContext {
 export const defaultIo: Io = {
   out: (s) => process.stdout.write(s.endsWith("\n") ? s : `${s}\n`),
   err: (s) => process.stderr.write(s.endsWith("\n") ? s : `${s}\n`),
+  isTTY: process.stdout.isTTY === true,
 };
 
 /** Options shared by several commands (a fresh instance per command). */
