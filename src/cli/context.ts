@@ -44,12 +44,17 @@ export function load(file: string | undefined): LoadedConfig {
   return loadConfig(file ? { file } : {});
 }
 
+/** For commands that only talk to the gateway or read the store: model keys and bot tokens may be unset. */
+export function loadReadOnly(file: string | undefined): LoadedConfig {
+  return loadConfig({ ...(file ? { file } : {}), readOnly: true });
+}
+
 export function clientFor(opts: ClientOpts): RpcClient {
   let url = opts.url;
   let token = opts.token;
   if (!url || !token) {
     try {
-      const { config } = load(opts.config);
+      const { config } = loadReadOnly(opts.config);
       url ??=
         config.gateway.url ??
         `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
@@ -75,7 +80,7 @@ export async function readCall<T>(
     return await clientFor(opts).call<T>(method, params);
   } catch (err) {
     if (!(err instanceof SwitchboardError) || !/cannot reach the gateway/.test(err.message)) throw err;
-    const loaded = load(opts.config);
+    const loaded = loadReadOnly(opts.config);
     const { readLocal } = await import("../app/local-read.js");
     return readLocal<T>(loaded, method, params, {
       unreachable: err.message,
