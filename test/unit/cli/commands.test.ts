@@ -1,8 +1,10 @@
 import { readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type App, createApp } from "../../../src/app/index.js";
-import { formatLine } from "../../../src/cli/banner.js";
+import { banner, formatLine, generatedToken } from "../../../src/cli/banner.js";
 import { main } from "../../../src/cli/main.js";
 import { loadConfig } from "../../../src/config/load.js";
 import { silentLogger } from "../../../src/log.js";
@@ -138,6 +140,81 @@ describe("against a running gateway", () => {
     expect(r.err).not.toContain("OPENAI_API_KEY");
     expect(r.code).toBe(0);
     expect(r.out).toContain("no sessions");
+  });
+});
+
+describe("health with a WhatsApp account waiting to be linked", () => {
+  it("draws the QR code in the terminal and names no other site", async () => {
+    const server = createServer((_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(
+        JSON.stringify({
+          id: 1,
+          ok: true,
+          result: {
+            ok: true,
+            version: VERSION,
+            storage: "fs",
+            queue: "local",
+            model: "scripted/demo",
+            channels: { "whatsapp:default": "needs-login" },
+            channelDetails: {
+              "whatsapp:default": { state: "needs-login", detail: "2@SECRET,xyz", qr: "2@SECRET,xyz" },
+            },
+          },
+        }),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const r = await cli("health", "--url", `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    await new Promise<void>((r) => server.close(() => r()));
+    expect(r.out).toContain("whatsapp:default needs-login");
+    expect(r.out).toMatch(/[█▀▄]{4}/);
+    expect(r.out).toContain("Linked devices");
+    expect(r.out).not.toContain("2@SECRET");
+    expect(r.out).not.toMatch(/generator|https?:\/\/(?!127\.0\.0\.1)/i);
+  });
+});
+
+describe("the first screen", () => {
+  const facts = {
+    version: "1.2.3",
+    role: "gateway" as const,
+    url: "http://127.0.0.1:18790",
+    webchat: true,
+    generatedToken: null,
+    tokenConfigured: false,
+    storage: "fs at /tmp/x",
+    queue: "local (in-process, journaled)",
+    model: "openai/gpt-4.1-mini",
+    config: null,
+  };
+
+  it("names version, web chat, dashboard, storage, queue, model and how to stop, in 80 columns", () => {
+    const text = banner(facts);
+    for (const s of [
+      "1.2.3",
+      "http://127.0.0.1:18790/",
+      "/dashboard",
+      "fs at /tmp/x",
+      "local",
+      "gpt-4.1-mini",
+      "Ctrl-C to stop",
+    ])
+      expect(text).toContain(s);
+    for (const line of text.split("\n")) expect(line.length).toBeLessThanOrEqual(80);
+    expect(text).not.toContain("{");
+  });
+
+  it("puts a token generated into the state dir into the URLs, never a configured one", () => {
+    const t = tempDir();
+    writeFileSync(path.join(t.dir, "gateway.token"), "abc123token\n");
+    expect(generatedToken(t.dir, undefined)).toBe("abc123token");
+    expect(generatedToken(t.dir, "configured-token")).toBeNull();
+    const text = banner({ ...facts, generatedToken: "abc123token" });
+    expect(text).toContain("http://127.0.0.1:18790/#token=abc123token");
+    expect(text).toContain("http://127.0.0.1:18790/dashboard#token=abc123token");
+    t.cleanup();
   });
 });
 
