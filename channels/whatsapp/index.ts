@@ -77,6 +77,8 @@ export class WhatsAppChannel implements ChannelAdapter {
   private readonly typingIn = new Set<string>();
   private state: ChannelStatus = "stopped";
   private detail: string | undefined;
+  /** The current QR string while waiting to be linked. */
+  private qr: string | undefined;
   private onInbound: InboundHandler | undefined;
   private starting: Promise<void> | undefined;
   private stopping = false;
@@ -104,8 +106,9 @@ export class WhatsAppChannel implements ChannelAdapter {
   }
 
   /** `needs-login` carries the current QR string (or what to do) in `detail`. */
-  status(): { state: ChannelStatus; detail?: string } {
-    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+  status(): { state: ChannelStatus; detail?: string; qr?: string } {
+    const qr = this.state === "needs-login" && this.qr ? { qr: this.qr } : {};
+    return this.detail ? { state: this.state, detail: this.detail, ...qr } : { state: this.state, ...qr };
   }
 
   /**
@@ -247,6 +250,7 @@ export class WhatsAppChannel implements ChannelAdapter {
   private onConnectionUpdate(u: WhatsAppConnectionUpdate): void {
     if (u.qr) {
       this.setState("needs-login", u.qr);
+      this.qr = u.qr;
       this.log.warn("whatsapp needs to be linked: scan the QR code (terminal, or status detail)");
       void Promise.resolve(this.printQr(u.qr)).catch((err: unknown) =>
         this.log.warn({ err: errorMessage(err) }, "whatsapp could not print the QR code"),
@@ -372,6 +376,7 @@ export class WhatsAppChannel implements ChannelAdapter {
   private setState(state: ChannelStatus, detail?: string): void {
     this.state = state;
     this.detail = detail;
+    this.qr = undefined;
   }
 }
 

@@ -22,45 +22,27 @@ export const baileysSocketFactory: WhatsAppSocketFactory = async ({ authDir, log
   return { socket: narrowed, saveCreds };
 };
 
-/** Optional QR renderers, tried in order; neither is a dependency of this project. */
-const QR_MODULES = ["qrcode", "qrcode-terminal"];
-
-/** The QR as terminal art when a renderer package is installed, else undefined. */
+/** The QR drawn with Unicode half blocks (uqr), for a terminal; undefined if it cannot be drawn. */
 export async function renderQr(qr: string): Promise<string | undefined> {
-  for (const name of QR_MODULES) {
-    let mod: unknown;
-    try {
-      mod = await import(name);
-    } catch {
-      continue;
-    }
-    const api = (mod as { default?: unknown }).default ?? mod;
-    const fns = api as {
-      toString?: (text: string, opts: object) => Promise<string>;
-      generate?: (text: string, opts: object, cb: (out: string) => void) => void;
-    };
-    try {
-      if (name === "qrcode" && typeof fns.toString === "function")
-        return await fns.toString(qr, { type: "terminal", small: true });
-      if (name === "qrcode-terminal" && typeof fns.generate === "function") {
-        const generate = fns.generate;
-        return await new Promise<string>((resolve) => generate(qr, { small: true }, resolve));
-      }
-    } catch {
-      // A broken renderer falls through to the next one or to the raw string.
-    }
+  try {
+    const { renderUnicodeCompact } = await import("uqr");
+    return renderUnicodeCompact(qr, { border: 2 });
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
-/** What the operator sees: how to link, then the QR (art or raw string). */
-export function qrInstructions(accountId: string, qr: string, art: string | undefined): string {
+/**
+ * What the operator sees: how to link, then the QR drawn in the terminal. The QR string is a
+ * device-link secret: it is never suggested to paste it into another site or tool.
+ */
+export function qrInstructions(accountId: string, _qr: string, art: string | undefined): string {
   const how =
     `WhatsApp account "${accountId}" needs to be linked: on the phone open WhatsApp → Settings → ` +
     "Linked devices → Link a device, and scan this QR code (it is replaced every 20-60 s).";
   if (art) return `${how}\n${art}\n`;
   return (
-    `${how}\nNo QR renderer is installed (npm install qrcode to draw it here), so paste this string into ` +
-    `any QR code generator and scan the result:\n${qr}\n`
+    `${how}\nThe QR code could not be drawn here; open the dashboard (/dashboard) or run ` +
+    "`switchboard health` in a terminal to see it. Keep the code private: it links a device to this number.\n"
   );
 }

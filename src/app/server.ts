@@ -18,11 +18,16 @@ export function healthOf(
   return async () => {
     const chans: Record<string, string> = {};
     // Details that need a person: a WhatsApp QR code to scan, a reconnect reason, a bad token.
-    const details: Record<string, { state: string; detail: string }> = {};
+    const details: Record<string, { state: string; detail: string; qr?: string }> = {};
     for (const a of services.channels.all()) {
       const st = a.status();
       chans[`${a.channel}:${a.accountId}`] = st.state;
-      if (st.detail) details[`${a.channel}:${a.accountId}`] = { state: st.state, detail: st.detail };
+      if (st.detail)
+        details[`${a.channel}:${a.accountId}`] = {
+          state: st.state,
+          detail: st.detail,
+          ...(st.qr ? { qr: st.qr } : {}),
+        };
     }
     return {
       ok: true,

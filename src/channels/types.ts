@@ -74,7 +74,8 @@ export interface ChannelAdapter {
   sendTyping?(to: string, threadId?: string): Promise<void>;
   /** Creates a thread under `to` and returns its id (thread-bound sub-agents). */
   createThread?(to: string, title: string): Promise<{ threadId: string }>;
-  status(): { state: ChannelStatus; detail?: string };
+  /** `qr`: a device-link code to scan while `needs-login` (WhatsApp); health and the dashboard show it. */
+  status(): { state: ChannelStatus; detail?: string; qr?: string };
   /** Checks the credentials with the platform's identity method (getMe, auth.test, users/@me) without starting. */
   probe?(): Promise<{ ok: boolean; detail: string }>;
 }

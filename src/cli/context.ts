@@ -7,6 +7,8 @@ import { RpcClient } from "../gateway/client.js";
 export interface Io {
   out: (s: string) => void;
   err: (s: string) => void;
+  /** stdout is a terminal: `start` then shows a banner and short log lines instead of JSON. */
+  isTTY?: boolean;
 }
 
 export interface CliContext {
@@ -17,6 +19,7 @@ export interface CliContext {
 export const defaultIo: Io = {
   out: (s) => process.stdout.write(s.endsWith("\n") ? s : `${s}\n`),
   err: (s) => process.stderr.write(s.endsWith("\n") ? s : `${s}\n`),
+  isTTY: process.stdout.isTTY === true,
 };
 
 /** Options shared by several commands (a fresh instance per command). */
@@ -41,12 +44,17 @@ export function load(file: string | undefined): LoadedConfig {
   return loadConfig(file ? { file } : {});
 }
 
+/** For commands that only talk to the gateway or read the store: model keys and bot tokens may be unset. */
+export function loadReadOnly(file: string | undefined): LoadedConfig {
+  return loadConfig({ ...(file ? { file } : {}), readOnly: true });
+}
+
 export function clientFor(opts: ClientOpts): RpcClient {
   let url = opts.url;
   let token = opts.token;
   if (!url || !token) {
     try {
-      const { config } = load(opts.config);
+      const { config } = loadReadOnly(opts.config);
       url ??=
         config.gateway.url ??
         `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
@@ -72,7 +80,7 @@ export async function readCall<T>(
     return await clientFor(opts).call<T>(method, params);
   } catch (err) {
     if (!(err instanceof SwitchboardError) || !/cannot reach the gateway/.test(err.message)) throw err;
-    const loaded = load(opts.config);
+    const loaded = loadReadOnly(opts.config);
     const { readLocal } = await import("../app/local-read.js");
     return readLocal<T>(loaded, method, params, {
       unreachable: err.message,

@@ -22,7 +22,16 @@ export interface LoadOptions {
   file?: string;
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /**
+   * For commands that only read (the CLI's client commands): a missing `${VAR}` under
+   * `models.` or `channels.` — model keys, bot tokens the command never uses — stays as written
+   * instead of failing. Everywhere else a missing variable is still an error.
+   */
+  readOnly?: boolean;
 }
+
+/** Config paths whose secrets a read-only command never needs. */
+const READ_ONLY_LENIENT = ["models.", "channels."];
 
 export function discoverConfigFile(opts: LoadOptions = {}): string | null {
   const env = opts.env ?? process.env;
@@ -34,11 +43,18 @@ export function discoverConfigFile(opts: LoadOptions = {}): string | null {
 }
 
 /** Replace `${VAR}` in every string; a missing variable is an error naming the path and the variable. */
-export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, at: string[] = []): unknown {
+export function substituteEnv(
+  value: unknown,
+  env: NodeJS.ProcessEnv,
+  at: string[] = [],
+  lenient: readonly string[] = [],
+): unknown {
   if (typeof value === "string") {
-    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (m, name: string) => {
       const v = env[name];
       if (v === undefined) {
+        const where = `${at.join(".")}.`;
+        if (lenient.some((p) => where.startsWith(p))) return m;
         throw new SwitchboardError(
           "CONFIG",
           `config: ${at.join(".") || "(root)"}: environment variable ${name} is not set`,
@@ -48,18 +64,22 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, at: string
       return v;
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...at, String(i)]));
+  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...at, String(i)], lenient));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = substituteEnv(v, env, [...at, k]);
+    for (const [k, v] of Object.entries(value)) out[k] = substituteEnv(v, env, [...at, k], lenient);
     return out;
   }
   return value;
 }
 
 /** Validate a raw (already parsed) config object. Throws a CONFIG error listing every bad path. */
-export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env): Config {
-  const substituted = substituteEnv(raw ?? {}, env);
+export function parseConfig(
+  raw: unknown,
+  env: NodeJS.ProcessEnv = process.env,
+  opts: { readOnly?: boolean } = {},
+): Config {
+  const substituted = substituteEnv(raw ?? {}, env, [], opts.readOnly ? READ_ONLY_LENIENT : []);
   const result = configSchema.safeParse(substituted);
   if (!result.success) {
     throw new SwitchboardError("CONFIG", formatIssues(result.error.issues, "config: "), {
@@ -84,14 +104,50 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env):
       );
     }
   }
+  checkModelRefs(config);
   return config;
+}
+
+/**
+ * Every model reference must name a configured provider (`models.providers`), or the gateway would
+ * start and fail at the first message. Optional keys other sections add (a sub-agent's or a cron
+ * job's model, compaction's) are read loosely so this check covers them when present.
+ */
+function checkModelRefs(config: Config): void {
+  const providers = Object.keys(config.models.providers);
+  const refs: Array<[string, unknown]> = [["models.default", config.models.default]];
+  const loose = (v: unknown): Record<string, unknown> =>
+    v && typeof v === "object" ? (v as Record<string, unknown>) : {};
+  const defaults = loose(config.agents.defaults);
+  refs.push(["agents.defaults.model", defaults.model]);
+  refs.push(["agents.defaults.subagents.model", loose(defaults.subagents).model]);
+  refs.push(["agents.defaults.compaction.model", loose(defaults.compaction).model]);
+  for (const [i, a] of config.agents.list.entries()) {
+    refs.push([`agents.list.${i}.model`, a.model]);
+    refs.push([`agents.list.${i}.subagents.model`, loose(a.subagents).model]);
+  }
+  const jobs = loose(loose(config).cron).jobs;
+  if (Array.isArray(jobs))
+    for (const [i, j] of jobs.entries()) refs.push([`cron.jobs.${i}.model`, loose(j).model]);
+  for (const [i, a] of config.models.allowed.entries()) refs.push([`models.allowed.${i}`, a]);
+  for (const [at, ref] of refs) {
+    if (typeof ref !== "string") continue;
+    const provider = ref.split("/")[0] ?? "";
+    if (provider === "*" || providers.includes(provider)) continue;
+    throw new SwitchboardError(
+      "CONFIG",
+      `config: ${at}: unknown model provider "${provider}" in "${ref}"; configured providers: ${providers.join(", ") || "none"} (models.providers)`,
+      { details: { path: at, ref } },
+    );
+  }
 }
 
 export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
   const file = discoverConfigFile(opts);
-  if (!file) return { config: parseConfig({}, env), source: null, baseDir: cwd };
+  const parseOpts = { readOnly: opts.readOnly === true };
+  if (!file) return { config: parseConfig({}, env, parseOpts), source: null, baseDir: cwd };
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -107,7 +163,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   } catch (err) {
     throw new SwitchboardError("CONFIG", `config: ${file}: not valid JSON5: ${(err as Error).message}`);
   }
-  return { config: parseConfig(raw, env), source: file, baseDir: path.dirname(file) };
+  return { config: parseConfig(raw, env, parseOpts), source: file, baseDir: path.dirname(file) };
 }
 
 /** Log level from the environment, for the CLI (env is read only in this folder). */

@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createWhatsAppChannel, type WhatsAppChannel } from "../../channels/whatsapp/index.js";
-import { qrInstructions } from "../../channels/whatsapp/socket.js";
+import { qrInstructions, renderQr } from "../../channels/whatsapp/socket.js";
 import type { InboundMessage } from "../../src/channels/types.js";
 import type { SwitchboardError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
@@ -205,7 +205,11 @@ describe("whatsapp specifics", () => {
     await eventually(() => wa.sockets.length === 1, 100);
     wa.current.qr("2@QRREF,abc,def");
     await started;
-    expect(adapter.status()).toEqual({ state: "needs-login", detail: "2@QRREF,abc,def" });
+    expect(adapter.status()).toEqual({
+      state: "needs-login",
+      detail: "2@QRREF,abc,def",
+      qr: "2@QRREF,abc,def",
+    });
     expect(qrs).toEqual(["2@QRREF,abc,def"]);
 
     // The phone scanned the code: Baileys saves the new credentials, then WhatsApp restarts the stream.
@@ -309,10 +313,15 @@ describe("whatsapp specifics", () => {
     );
   });
 
-  it("prints the raw QR string with linking instructions when no renderer is installed", () => {
-    const text = qrInstructions("main", "2@RAW", undefined);
-    expect(text).toContain("2@RAW");
+  it("draws the QR in the terminal and never suggests pasting it into another site", async () => {
+    const art = await renderQr("2@RAW,abc,def");
+    expect(art?.split("\n").length).toBeGreaterThan(10);
+    expect(art).toMatch(/[█▀▄]/);
+    const text = qrInstructions("main", "2@RAW", art);
     expect(text).toContain("Linked devices");
-    expect(qrInstructions("main", "2@RAW", "██ art ██")).toContain("██ art ██");
+    expect(text).toContain(art);
+    const fallback = qrInstructions("main", "2@RAW", undefined);
+    expect(fallback).not.toContain("2@RAW");
+    expect(fallback).not.toMatch(/generator|paste/i);
   });
 });

@@ -161,22 +161,13 @@ describe("a turn with a tool call", () => {
 });
 
 describe("model selection", () => {
-  it("an unknown provider is a clear run error, never a silent fallback", async () => {
-    const t = await startTestApp({
-      ...modelConfig(),
-      agents: { list: [{ id: "main" }, { id: "ghost", model: "nowhere/x" }] },
-    });
-    try {
-      const r = await t.rpc("chat.send", {
-        sessionKey: "agent:ghost:main",
-        message: "hi",
-        timeoutSeconds: 20,
-      });
-      expect(r.result.status).toBe("error");
-      expect(r.result.error).toContain('unknown model provider "nowhere"');
-    } finally {
-      await t.stop();
-    }
+  it("an unknown provider is a config error at start naming the path, never a silent fallback", async () => {
+    await expect(
+      startTestApp({
+        ...modelConfig(),
+        agents: { list: [{ id: "main" }, { id: "ghost", model: "nowhere/x" }] },
+      }),
+    ).rejects.toThrow(/config: agents\.list\.1\.model: unknown model provider "nowhere"/);
   });
 
   it("the demo model says it is scripted when nothing is configured", async () => {

@@ -11,6 +11,16 @@ interface Health {
   channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
 }
 
+/** A device-link QR drawn in the terminal (never handed to another site: it is a secret). */
+async function qrScreen(qr: string): Promise<string> {
+  const { renderUnicodeCompact } = await import("uqr");
+  return [
+    "    Link it: on the phone open WhatsApp → Settings → Linked devices → Link a device, and scan:",
+    renderUnicodeCompact(qr, { border: 2 }),
+    "    (the code changes every 20-60 s; run `switchboard health` again for the current one)",
+  ].join("\n");
+}
+
 export function registerHealth(program: Command, { io }: CliContext): void {
   program
     .command("health")
@@ -33,7 +43,8 @@ export function registerHealth(program: Command, { io }: CliContext): void {
       for (const name of names) {
         io.out(`  ${name.padEnd(8)} ${h.channels[name]}`);
         const d = h.channelDetails?.[name];
-        if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);
+        if (d?.qr) io.out(await qrScreen(d.qr));
+        else if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);
       }
     });
 }

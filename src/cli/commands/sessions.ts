@@ -5,7 +5,7 @@ import {
   type ClientOpts,
   configOpt,
   jsonOpt,
-  load,
+  loadReadOnly,
   numberFlag,
   readCall,
   tokenOpt,
@@ -33,7 +33,7 @@ export function parseKinds(raw: string): string[] {
 /** The agent whose `main` the operator's `main` names (the first configured agent). */
 function defaultAgent(opts: ClientOpts): string {
   try {
-    return load(opts.config).config.agents.list[0]?.id ?? "main";
+    return loadReadOnly(opts.config).config.agents.list[0]?.id ?? "main";
   } catch {
     return "main";
   }

@@ -12,5 +12,7 @@ export function registerStart(program: Command, { io, setCode }: CliContext): vo
       "--host <host>",
       "address to bind (overrides gateway.host; non-loopback requires gateway.auth.token)",
     )
+    .option("--heartbeat <file>", "touch FILE every 5 s while running (container health checks)")
+    .option("--log-format <format>", "text (a banner and short lines; the default on a terminal) or json")
     .action(async (opts) => setCode(await runServer("gateway", opts, io)));
 }

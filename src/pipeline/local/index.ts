@@ -215,9 +215,12 @@ class LocalPipelineImpl implements LocalPipeline {
     if (alreadyFinal.length > 0) journal.note({ t: "done", runIds: alreadyFinal });
     for (const j of journal.model.jobs.values()) this.bg.schedule(j.job.id, j.dueAt);
     if (live.length > 0 || journal.model.jobs.size > 0) {
+      const turns = live.length - alreadyFinal.length;
+      const byKind: Record<string, number> = {};
+      for (const j of journal.model.jobs.values()) byKind[j.job.kind] = (byKind[j.job.kind] ?? 0) + 1;
       this.logger.info(
-        { turns: live.length - alreadyFinal.length, jobs: journal.model.jobs.size },
-        "local pipeline: resumed journaled work",
+        { turns, jobs: journal.model.jobs.size, jobKinds: byKind },
+        resumeMessage(turns, byKind),
       );
     }
     this.journal = journal;
@@ -453,4 +456,18 @@ async function mapChunked<T, R>(items: T[], size: number, fn: (item: T) => Promi
   for (let i = 0; i < items.length; i += size)
     out.push(...(await Promise.all(items.slice(i, i + size).map(fn))));
   return out;
+}
+
+/** The restart line in words: what was picked up again, and what is merely scheduled. */
+export function resumeMessage(turns: number, jobKinds: Record<string, number>): string {
+  const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+  const turnText =
+    turns > 0
+      ? `resuming ${plural(turns, "turn", "turns")} accepted before the restart`
+      : "no unfinished turns to resume";
+  const kinds = Object.entries(jobKinds).sort(([a], [b]) => a.localeCompare(b));
+  const total = kinds.reduce((n, [, c]) => n + c, 0);
+  if (total === 0) return `local pipeline: ${turnText}`;
+  const list = kinds.map(([k, c]) => `${c} ${k}`).join(", ");
+  return `local pipeline: ${turnText}; ${plural(total, "follow-up job", "follow-up jobs")} still scheduled (${list})`;
 }
