@@ -311,6 +311,7 @@ describe("delivery to the Telegram fake", () => {
         channels: {
           telegram: { accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } }, allowFrom: ["*"] },
         },
+        hooks: { enabled: true, token: "hook-secret-0123456789" },
       },
       { listen: true },
     );
@@ -372,5 +373,34 @@ describe("delivery to the Telegram fake", () => {
     await eventually(
       async () => !(await t.rpc("cron.list")).result.jobs.some((j: { id: string }) => j.id === "bob"),
     );
+  });
+
+  it("a webhook turn with deliver: true posts its reply to the named chat (and NO_REPLY posts nothing)", async () => {
+    const addr = t.app.address;
+    const hook = (body: unknown) =>
+      fetch(`http://${addr?.host}:${addr?.port}/hooks/agent`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer hook-secret-0123456789" },
+        body: JSON.stringify(body),
+      }).then((r) => r.json() as Promise<{ status: string; runId: string }>);
+    const quiet = await hook({
+      message: "silent",
+      deliver: true,
+      channel: "telegram",
+      to: "777",
+      timeoutSeconds: 10,
+    });
+    expect(quiet.status).toBe("ok");
+    const loud = await hook({
+      message: "report",
+      deliver: true,
+      channel: "telegram",
+      to: "777",
+      timeoutSeconds: 10,
+    });
+    expect(loud.status).toBe("ok");
+    const msg = await eventually(() => sent(777).find((m) => m.text.includes("Daily report")));
+    expect(msg.text).toBe("Daily report: all good");
+    expect(sent(777)).toHaveLength(1);
   });
 });
