@@ -208,6 +208,12 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     }
     expect(seen).toEqual([30_000, 60_000, 300_000]);
     expect((await cron.state("flaky")).failures).toBe(3);
+    // A manual run is logged but leaves the failure count and the backoff alone.
+    const before = await cron.state("flaky");
+    await runOf(t, (await t.rpc("cron.run", { id: "flaky" })).result.runId);
+    const afterManual = await cron.state("flaky");
+    expect(afterManual).toMatchObject({ failures: 3, backoffUntil: before.backoffUntil });
+    expect(afterManual.lastRun?.status).toBe("error");
     await t.app.services.store.sessions.patch("cron:flaky", { model: undefined });
     expect(await fireAt(tick)).not.toBeNull();
     const st = await cron.state("flaky");
@@ -215,7 +221,14 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     expect(st.backoffUntil).toBeUndefined();
     expect(await fireAt(tick + 10_000)).not.toBeNull(); // back on schedule
     const runs = (await t.rpc("cron.runs", { id: "flaky", limit: 10 })).result.runs;
-    expect(runs.map((r: { status: string }) => r.status)).toEqual(["ok", "ok", "error", "error", "error"]);
+    expect(runs.map((r: { status: string }) => r.status)).toEqual([
+      "ok",
+      "ok",
+      "error",
+      "error",
+      "error",
+      "error",
+    ]);
     expect(runs[2].error).toContain("missing");
   });
 
