@@ -164,7 +164,7 @@ export class CronService {
       session: job.session,
       delivery: job.delivery,
       catchUp: job.catchUp,
-      ...(job.deleteAfterRun !== undefined ? { deleteAfterRun: job.deleteAfterRun } : {}),
+      ...("at" in job.schedule ? { deleteAfterRun: job.deleteAfterRun ?? true } : {}),
       source: j.source,
       ...(j.createdBy ? { createdBy: j.createdBy } : {}),
       failures: state.failures,
@@ -468,15 +468,22 @@ export class CronService {
     if (!j) return;
     const st = await this.state(meta.jobId);
     const ok = run.status === "ok";
+    const lastRun = { runId: run.runId, status: run.status, at: now, durationMs: entry.durationMs ?? 0 };
+    // A manual run (cron.run) is reported but leaves the failure count and the backoff alone.
+    if (meta.trigger === "manual") {
+      await this.#putState(meta.jobId, { ...st, lastRun });
+      return;
+    }
     const failures = ok ? 0 : st.failures + 1;
     const next: CronJobState = {
       failures,
       ...(st.lastTick !== undefined ? { lastTick: st.lastTick } : {}),
-      lastRun: { runId: run.runId, status: run.status, at: now, durationMs: entry.durationMs ?? 0 },
+      ...(st.done ? { done: true } : {}),
+      lastRun,
     };
-    if (!ok && meta.trigger !== "manual") next.backoffUntil = now + backoffMs(failures);
+    if (!ok) next.backoffUntil = now + backoffMs(failures);
     const isAt = "at" in j.job.schedule;
-    if (isAt && meta.trigger !== "manual") {
+    if (isAt) {
       if (ok) {
         if (j.job.deleteAfterRun !== false && j.source === "runtime") {
           await this.#forget(j.job.id);

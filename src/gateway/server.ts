@@ -5,6 +5,7 @@ import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
 import type { Logger } from "../log.js";
 import { dashboardPage } from "./dashboard.js";
+import { cronPanelPage } from "./dashboard-cron.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
@@ -110,6 +111,10 @@ export class GatewayServer {
     app.get("/", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");
       return (opts.page ?? landingPage)();
+    });
+    app.get("/dashboard/cron", async (_req, reply) => {
+      void reply.type("text/html; charset=utf-8");
+      return cronPanelPage();
     });
     app.get("/dashboard", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");

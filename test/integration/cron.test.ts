@@ -208,6 +208,12 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     }
     expect(seen).toEqual([30_000, 60_000, 300_000]);
     expect((await cron.state("flaky")).failures).toBe(3);
+    // A manual run is logged but leaves the failure count and the backoff alone.
+    const before = await cron.state("flaky");
+    await runOf(t, (await t.rpc("cron.run", { id: "flaky" })).result.runId);
+    const afterManual = await cron.state("flaky");
+    expect(afterManual).toMatchObject({ failures: 3, backoffUntil: before.backoffUntil });
+    expect(afterManual.lastRun?.status).toBe("error");
     await t.app.services.store.sessions.patch("cron:flaky", { model: undefined });
     expect(await fireAt(tick)).not.toBeNull();
     const st = await cron.state("flaky");
@@ -215,7 +221,14 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     expect(st.backoffUntil).toBeUndefined();
     expect(await fireAt(tick + 10_000)).not.toBeNull(); // back on schedule
     const runs = (await t.rpc("cron.runs", { id: "flaky", limit: 10 })).result.runs;
-    expect(runs.map((r: { status: string }) => r.status)).toEqual(["ok", "ok", "error", "error", "error"]);
+    expect(runs.map((r: { status: string }) => r.status)).toEqual([
+      "ok",
+      "ok",
+      "error",
+      "error",
+      "error",
+      "error",
+    ]);
     expect(runs[2].error).toContain("missing");
   });
 
@@ -311,6 +324,7 @@ describe("delivery to the Telegram fake", () => {
         channels: {
           telegram: { accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } }, allowFrom: ["*"] },
         },
+        hooks: { enabled: true, token: "hook-secret-0123456789" },
       },
       { listen: true },
     );
@@ -372,5 +386,34 @@ describe("delivery to the Telegram fake", () => {
     await eventually(
       async () => !(await t.rpc("cron.list")).result.jobs.some((j: { id: string }) => j.id === "bob"),
     );
+  });
+
+  it("a webhook turn with deliver: true posts its reply to the named chat (and NO_REPLY posts nothing)", async () => {
+    const addr = t.app.address;
+    const hook = (body: unknown) =>
+      fetch(`http://${addr?.host}:${addr?.port}/hooks/agent`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer hook-secret-0123456789" },
+        body: JSON.stringify(body),
+      }).then((r) => r.json() as Promise<{ status: string; runId: string }>);
+    const quiet = await hook({
+      message: "silent",
+      deliver: true,
+      channel: "telegram",
+      to: "777",
+      timeoutSeconds: 10,
+    });
+    expect(quiet.status).toBe("ok");
+    const loud = await hook({
+      message: "report",
+      deliver: true,
+      channel: "telegram",
+      to: "777",
+      timeoutSeconds: 10,
+    });
+    expect(loud.status).toBe("ok");
+    const msg = await eventually(() => sent(777).find((m) => m.text.includes("Daily report")));
+    expect(msg.text).toBe("Daily report: all good");
+    expect(sent(777)).toHaveLength(1);
   });
 });
