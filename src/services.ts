@@ -1,7 +1,7 @@
 import type { ModelProvider } from "./agent/providers/types.js";
 import type { ChannelAdapter } from "./channels/types.js";
 import type { Config } from "./config/schema.js";
-import type { CronService } from "./cron/service.js";
+import type { CronJobs } from "./cron/types.js";
 import type { EventBus } from "./events.js";
 import type { Logger } from "./log.js";
 import type { Pipeline } from "./pipeline/types.js";
@@ -69,5 +69,5 @@ export interface Services {
   version: string;
   now(): number;
   /** Cron jobs (absent when `cron.enabled` is false). */
-  cron?: CronService;
+  cron?: CronJobs;
 }

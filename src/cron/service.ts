@@ -5,7 +5,18 @@ import type { Services } from "../services.js";
 import { cronKey } from "../sessions/keys.js";
 import { ensureSession } from "../sessions/service.js";
 import { backoffMs, parseDurationMs } from "./schedule.js";
-import type { CronDriver, CronJob, CronJobState, CronRunEntry, StoredCronJob, Tick } from "./types.js";
+import type {
+  CronDriver,
+  CronJob,
+  CronJobState,
+  CronJobs,
+  CronJobView,
+  CronRunEntry,
+  StoredCronJob,
+  Tick,
+} from "./types.js";
+
+export type { CronJobView } from "./types.js";
 
 /**
  * The cron service: the job set (config `cron.jobs` + jobs created at run time, kept in the store's
@@ -31,25 +42,6 @@ export interface CronTurnMeta {
   trigger: CronRunEntry["trigger"];
 }
 
-export interface CronJobView {
-  id: string;
-  agentId: string;
-  schedule: CronJob["schedule"];
-  enabled: boolean;
-  nextRunAt: number | null;
-  lastRun?: { status: string; at: number; durationMs?: number };
-  message: string;
-  model?: string;
-  session: CronJob["session"];
-  delivery: CronJob["delivery"];
-  catchUp: CronJob["catchUp"];
-  deleteAfterRun?: boolean;
-  source: "config" | "runtime";
-  createdBy?: string;
-  failures: number;
-  backoffUntil?: number;
-}
-
 /** A deterministic UUID (v4 layout) from a seed: the isolated session of one tick is always the same. */
 export function uuidFrom(seed: string): string {
   const h = createHash("sha256").update(seed).digest("hex");
@@ -65,7 +57,7 @@ function padTick(n: number): string {
   return String(Math.max(0, Math.floor(n))).padStart(15, "0");
 }
 
-export class CronService {
+export class CronService implements CronJobs {
   #driver: CronDriver | null = null;
   #pruneCancel: (() => void) | null = null;
 

@@ -79,3 +79,50 @@ export interface StoredCronJob {
   /** The session that created it (the `cron` tool), when one did. */
   createdBy?: string;
 }
+
+export interface CronJobView {
+  id: string;
+  agentId: string;
+  schedule: CronJob["schedule"];
+  enabled: boolean;
+  nextRunAt: number | null;
+  lastRun?: { status: string; at: number; durationMs?: number };
+  message: string;
+  model?: string;
+  session: CronJob["session"];
+  delivery: CronJob["delivery"];
+  catchUp: CronJob["catchUp"];
+  deleteAfterRun?: boolean;
+  source: "config" | "runtime";
+  createdBy?: string;
+  failures: number;
+  backoffUntil?: number;
+}
+
+/** A job as found: config jobs and runtime jobs (added with the tool or RPC). */
+export interface CronJobRef {
+  job: CronJob;
+  source: "config" | "runtime";
+  createdBy?: string;
+}
+
+/**
+ * What the tools and RPC methods use of the cron service (`services.cron`). An interface here,
+ * low in the tree, so `src/services.ts` does not import the service (which imports services).
+ */
+export interface CronJobs {
+  readonly driverName: string;
+  start(driver: CronDriver): Promise<void>;
+  stop(): Promise<void>;
+  getJob(id: string): Promise<CronJobRef | null>;
+  view(j: CronJobRef): Promise<CronJobView>;
+  list(filter?: { agentId?: string }): Promise<CronJobView[]>;
+  add(input: unknown, opts?: { createdBy?: string }): Promise<CronJobView>;
+  update(id: string, patch: Record<string, unknown>): Promise<CronJobView>;
+  remove(id: string): Promise<void>;
+  runs(jobId: string, limit?: number): Promise<CronRunEntry[]>;
+  runNow(id: string): Promise<{ runId: string; status: "accepted" }>;
+  state(jobId: string): Promise<CronJobState>;
+  fire(tick: Tick & { trigger?: "manual" }): Promise<{ runId: string; sessionKey: string } | null>;
+  pruneIsolated(): Promise<number>;
+}

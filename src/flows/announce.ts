@@ -1,4 +1,7 @@
+import { formatDuration } from "../policy/status-card.js";
 import type { RunRecord, TranscriptMessage } from "../store/types.js";
+
+export { formatDuration };
 
 /**
  * The text of a sub-agent completion announce (SEMANTICS §3): a header naming the sub-agent, then
@@ -40,14 +43,6 @@ export function pickResult(finalReply: string, runMessages: readonly TranscriptM
     if (m?.role === "toolResult") return { text: textOf(m.content).trim(), source: "toolResult" };
   }
   return { text: "", source: "none" };
-}
-
-/** `5s`, `4m12s`, `2h05m`. */
-export function formatDuration(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
 /** `950`, `1.2k`, `3.4m`. */

@@ -14,7 +14,7 @@ import {
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
 import {
-  FINAL_RUN_STATUSES,
+  isFinal,
   type RunRecord,
   type RunStatus,
   type SessionEntry,
@@ -22,6 +22,8 @@ import {
   type TranscriptRef,
 } from "../store/types.js";
 import { formatAnnounce, pickResult } from "./announce.js";
+
+export { isFinal };
 
 /**
  * What happens after a sub-agent run (SEMANTICS §3 "Completion announce", cleanup, archive):
@@ -83,10 +85,6 @@ export function subagentSettings(config: Config, agentId: string): SubagentSetti
     runTimeoutSeconds: a?.runTimeoutSeconds ?? d.runTimeoutSeconds,
     archiveAfterMinutes: a?.archiveAfterMinutes ?? d.archiveAfterMinutes,
   };
-}
-
-export function isFinal(run: RunRecord | null): boolean {
-  return run !== null && FINAL_RUN_STATUSES.has(run.status);
 }
 
 /** Children of `requesterKey` (archived included when asked), newest first. */

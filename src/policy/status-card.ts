@@ -1,9 +1,7 @@
-import { formatDuration } from "../flows/announce.js";
-import { isFinal } from "../flows/spawn.js";
 import type { Services } from "../services.js";
 import { classifyKind, deriveChannel } from "../sessions/keys.js";
 import { nextResetAt, resetRuleFor } from "../sessions/reset.js";
-import type { DeliveryContext, SessionEntry, SessionKind } from "../store/types.js";
+import { type DeliveryContext, isFinal, type SessionEntry, type SessionKind } from "../store/types.js";
 import { sendDecision, spawnedByChain } from "./access.js";
 import { redactSecrets } from "./redact.js";
 
@@ -252,4 +250,12 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
 /** The `/status` card of `entry` (session_status's `statusText`; the `/status` owner command). */
 export async function statusCard(services: Services, entry: SessionEntry): Promise<string> {
   return renderStatusCard(await collectStatus(services, entry), services.now());
+}
+
+/** `5s`, `4m12s`, `2h05m`. */
+export function formatDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }

@@ -190,6 +190,11 @@ export interface TranscriptStore {
 export type RunStatus = "queued" | "running" | "ok" | "error" | "timeout" | "aborted";
 export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["ok", "error", "timeout", "aborted"]);
 
+/** Whether the run has finished (ok, error, timeout or aborted). */
+export function isFinal(run: RunRecord | null): boolean {
+  return run !== null && FINAL_RUN_STATUSES.has(run.status);
+}
+
 export interface RunRecord {
   runId: string;
   sessionKey: string;

@@ -478,6 +478,75 @@ export function storeContract(name: string, make: StoreFactory): void {
       });
     });
 
+    describe("records: every driver refuses the same malformed records (src/store/records.ts)", () => {
+      const refusal = async (p: Promise<unknown>) => {
+        const err = (await p.then(
+          () => null,
+          (e: unknown) => e,
+        )) as { code?: string; message?: string; details?: { field?: string } } | null;
+        return err && { code: err.code, message: err.message, field: err.details?.field };
+      };
+
+      it.each<[string, Partial<SessionEntry> | Record<string, unknown>, string, string]>([
+        ["an empty sessionId", { sessionId: "" }, "sessionId", "entry.sessionId: must be a non-empty string"],
+        ["a missing agentId", { agentId: undefined }, "agentId", "entry.agentId: must be a non-empty string"],
+        [
+          "a non-finite updatedAt",
+          { updatedAt: Number.NaN },
+          "updatedAt",
+          "entry.updatedAt: must be a finite number (ms)",
+        ],
+        ["a label that is not a string", { label: 5 }, "label", "entry.label: must be a string"],
+        [
+          "a spawnedBy that is not a string",
+          { spawnedBy: ["x"] },
+          "spawnedBy",
+          "entry.spawnedBy: must be a string",
+        ],
+      ])("sessions.put refuses %s", async (_row, over, field, message) => {
+        const bad = { ...entry("k1"), ...over } as SessionEntry;
+        expect(await refusal(driver.sessions.put(bad))).toEqual({ code: "INVALID_PARAMS", message, field });
+        expect(await driver.sessions.get("k1")).toBeNull();
+      });
+
+      it("sessions.patch refuses a patch that makes the entry malformed, and keeps the entry", async () => {
+        await driver.sessions.put(entry("k1", { label: "ok" }));
+        const patch = { label: 7 } as unknown as Parameters<StoreDriver["sessions"]["patch"]>[1];
+        expect(await refusal(driver.sessions.patch("k1", patch))).toEqual({
+          code: "INVALID_PARAMS",
+          message: "patch.label: must be a string",
+          field: "label",
+        });
+        expect((await driver.sessions.get("k1"))?.label).toBe("ok");
+      });
+
+      it("runs.put and runs.patch refuse an unknown status, naming the allowed ones", async () => {
+        const message = "must be one of queued, running, ok, error, timeout, aborted";
+        const r: RunRecord = {
+          runId: "r1",
+          sessionKey: "k",
+          agentId: "main",
+          status: "queued",
+          createdAt: T0,
+        };
+        const bogus = { ...r, status: "bogus" } as unknown as RunRecord;
+        expect(await refusal(driver.runs.put(bogus))).toEqual({
+          code: "INVALID_PARAMS",
+          message: `run.status: ${message}`,
+          field: "status",
+        });
+        await driver.runs.put(r);
+        expect(
+          await refusal(driver.runs.patch("r1", { status: "bogus" } as unknown as Partial<RunRecord>)),
+        ).toEqual({
+          code: "INVALID_PARAMS",
+          message: `patch.status: ${message}`,
+          field: "status",
+        });
+        expect((await driver.runs.get("r1"))?.status).toBe("queued");
+      });
+    });
+
     describe("runs", () => {
       function run(runId: string, over: Partial<RunRecord> = {}): RunRecord {
         return {

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import type { CronService } from "../../cron/service.js";
+import type { CronJobs } from "../../cron/types.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** The `cron.*` RPC methods (API.md §7). Operators see and manage every job. */
 
 const jobId = z.string().trim().min(1).max(64);
 
-export function registerCronMethods(rpc: RpcDispatcher, cron: CronService): void {
+export function registerCronMethods(rpc: RpcDispatcher, cron: CronJobs): void {
   rpc.register(
     "cron.list",
     method(z.strictObject({ agentId: z.string().optional() }), async (p) => ({

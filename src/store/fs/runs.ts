@@ -1,24 +1,11 @@
-import { InvalidParamsError } from "../../errors.js";
 import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
+import { assertRecord, mergePatch, RUN_IDENTITY, runProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
-import { FINAL_RUN_STATUSES, type RunRecord, type RunStatus, type RunStore } from "../types.js";
+import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { mergePatch } from "./patch.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };
-
-/** Fields a patch cannot change. */
-const RUN_IDENTITY: ReadonlySet<string> = new Set(["runId"]);
-
-const STATUSES: ReadonlySet<string> = new Set<RunStatus>([
-  "queued",
-  "running",
-  "ok",
-  "error",
-  "timeout",
-  "aborted",
-]);
 
 export interface FsRunStoreOptions {
   dir: string;
@@ -80,8 +67,7 @@ export class FsRunStore implements RunStore {
       const cur = this.runs.get(runId);
       if (!cur) return null;
       const merged = mergePatch(cur, patch, RUN_IDENTITY);
-      const problem = runProblem(merged);
-      if (problem) throw new InvalidParamsError(`patch.${problem}`, { field: problem.split(":")[0] });
+      assertRecord(runProblem(merged), "patch");
       const stored: NormalizedRun = { run: merged as unknown as RunRecord, json: JSON.stringify(merged) };
       await this.write(stored);
       return cloneRun(stored.run);
@@ -173,19 +159,6 @@ function lowerBound(arr: RunRecord[], r: RunRecord): number {
   return lo;
 }
 
-function runProblem(v: unknown): string | null {
-  if (typeof v !== "object" || v === null) return "(root): must be an object";
-  const r = v as Record<string, unknown>;
-  for (const f of ["runId", "sessionKey", "agentId"]) {
-    if (typeof r[f] !== "string" || (r[f] as string).length === 0) return `${f}: must be a non-empty string`;
-  }
-  if (typeof r.status !== "string" || !STATUSES.has(r.status))
-    return `status: must be one of ${[...STATUSES]}`;
-  if (typeof r.createdAt !== "number" || !Number.isFinite(r.createdAt))
-    return "createdAt: must be a finite number (ms)";
-  return null;
-}
-
 interface NormalizedRun {
   /** A private, JSON-clean copy. */
   run: RunRecord;
@@ -194,8 +167,7 @@ interface NormalizedRun {
 }
 
 function normalizeRun(run: RunRecord, what: string): NormalizedRun {
-  const problem = runProblem(run);
-  if (problem) throw new InvalidParamsError(`${what}.${problem}`, { field: problem.split(":")[0] });
+  assertRecord(runProblem(run), what);
   const json = JSON.stringify(run);
   return { run: JSON.parse(json) as RunRecord, json };
 }

@@ -1,10 +1,10 @@
 import { InvalidParamsError } from "../../errors.js";
 import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
+import { assertRecord, mergePatch, SESSION_IDENTITY, sessionProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { mergePatch } from "./patch.js";
 import { SessionIndex } from "./session-index.js";
 
 /**
@@ -13,9 +13,6 @@ import { SessionIndex } from "./session-index.js";
  * and quick to parse at start-up.
  */
 type SessionRecord = SessionEntry | { del: string };
-
-/** Identity fields are not patchable. */
-const SESSION_IDENTITY: ReadonlySet<string> = new Set(["key", "createdAt"]);
 
 export interface FsSessionStoreOptions {
   dir: string;
@@ -99,8 +96,7 @@ export class FsSessionStore implements SessionStore {
       const cur = this.index.get(key);
       if (!cur) return null;
       const merged = mergePatch(cur, patch, SESSION_IDENTITY);
-      const problem = entryProblem(merged);
-      if (problem) throw new InvalidParamsError(`patch.${problem}`, { field: problem.split(":")[0] });
+      assertRecord(sessionProblem(merged), "patch");
       const stored: NormalizedEntry = {
         entry: merged as unknown as SessionEntry,
         json: JSON.stringify(merged),
@@ -158,29 +154,16 @@ interface NormalizedEntry {
 
 /** A private, JSON-clean copy (undefined fields dropped, as a reload would), after checking the basics. */
 function normalizeEntry(entry: SessionEntry, what: string): NormalizedEntry {
-  const problem = entryProblem(entry);
-  if (problem) throw new InvalidParamsError(`${what}.${problem}`, { field: problem.split(":")[0] });
+  assertRecord(sessionProblem(entry), what);
   const json = JSON.stringify(entry);
   return { entry: JSON.parse(json) as SessionEntry, json };
-}
-
-function entryProblem(e: unknown): string | null {
-  if (typeof e !== "object" || e === null) return "(root): must be an object";
-  const r = e as Record<string, unknown>;
-  for (const f of ["key", "sessionId", "agentId"]) {
-    if (typeof r[f] !== "string" || (r[f] as string).length === 0) return `${f}: must be a non-empty string`;
-  }
-  for (const f of ["createdAt", "updatedAt"]) {
-    if (typeof r[f] !== "number" || !Number.isFinite(r[f])) return `${f}: must be a finite number (ms)`;
-  }
-  return null;
 }
 
 function decodeRecord(v: unknown): SessionRecord | null {
   if (typeof v !== "object" || v === null) return null;
   const r = v as Record<string, unknown>;
   if (typeof r.del === "string" && r.key === undefined) return { del: r.del };
-  return entryProblem(r) === null ? (r as unknown as SessionEntry) : null;
+  return sessionProblem(r) === null ? (r as unknown as SessionEntry) : null;
 }
 
 /** Copies down to the nested objects SessionEntry declares (their members are primitives). */

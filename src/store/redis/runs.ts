@@ -1,11 +1,12 @@
 import type { Redis } from "ioredis";
 import { putRun } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
+import { mergePatch, RUN_IDENTITY } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
 import { RETRY, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
-import { mergePatch, normalizeRun, parseObject } from "./records.js";
+import { normalizeRun, parseObject } from "./records.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
 export interface RedisRunStoreOptions {
@@ -51,7 +52,7 @@ export class RedisRunStore implements RunStore {
         const [data, rev] = await this.o.client.hmget(this.o.keys.run(runId), "data", "rev");
         const cur = this.decode(runId, data ?? null);
         if (cur === null) return { retry: false, value: null };
-        const stored = normalizeRun(mergePatch(cur, patch, ["runId"]), "patch");
+        const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
         if (!(await this.write(stored, rev ?? "0"))) return RETRY;
         return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
       }),

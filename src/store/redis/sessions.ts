@@ -2,11 +2,12 @@ import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
 import { deleteSession, putSession } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
+import { mergePatch, SESSION_IDENTITY } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import { RETRY, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
-import { mergePatch, normalizeEntry, parseObject } from "./records.js";
+import { normalizeEntry, parseObject } from "./records.js";
 import { listSessions } from "./session-list.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
@@ -77,7 +78,10 @@ export class RedisSessionStore implements SessionStore {
         const cur = this.decode(key, data);
         if (cur === null) return { retry: false, value: null };
         // identity fields are not patchable
-        const stored = normalizeEntry(mergePatch(cur, patch, ["key", "createdAt"]), "patch");
+        const stored = normalizeEntry(
+          mergePatch(cur, patch, SESSION_IDENTITY) as unknown as SessionEntry,
+          "patch",
+        );
         if (!(await this.write(stored, rev))) return RETRY;
         return { retry: false, value: copy(stored) };
       }),
