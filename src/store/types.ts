@@ -177,6 +177,11 @@ export interface TranscriptStore {
   append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean>;
   /** The last `limit` messages, oldest first, read from the end (never the whole transcript). */
   readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]>;
+  /**
+   * The first `limit` messages (oldest first) from a bounded read of the transcript's start:
+   * never more than `maxBytes` (default 64 KiB) of it. For titles derived from the first message.
+   */
+  readHead(ref: TranscriptRef, opts: { limit: number; maxBytes?: number }): Promise<TranscriptMessage[]>;
   count(ref: TranscriptRef): Promise<number>;
   /** Where the transcript lives (a path for fs, a stream key for redis). */
   locate(ref: TranscriptRef): string;

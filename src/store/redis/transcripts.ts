@@ -72,6 +72,30 @@ export class RedisTranscriptStore implements TranscriptStore {
     for (const [err] of (await pipe.exec()) ?? []) if (err) throw err;
   }
 
+  async readHead(
+    ref: TranscriptRef,
+    opts: { limit: number; maxBytes?: number },
+  ): Promise<TranscriptMessage[]> {
+    assertOpen(this.closed, "transcripts");
+    const key = this.locate(ref);
+    const limit = Math.floor(opts.limit);
+    if (!(limit > 0)) return [];
+    const maxBytes = Math.max(1, Math.floor(opts.maxBytes ?? 64 * 1024));
+    const page = (await this.o.client.xrange(key, "-", "+", "COUNT", Math.min(limit, MAX_PAGE))) as Array<
+      [string, string[]]
+    >;
+    const out: TranscriptMessage[] = [];
+    let bytes = 0;
+    for (const [id, fields] of page) {
+      const raw = field(fields, "m");
+      bytes += raw?.length ?? 0;
+      if (bytes > maxBytes) break;
+      const m = this.parse(key, id, raw);
+      if (m) out.push(m);
+    }
+    return out;
+  }
+
   async readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]> {
     assertOpen(this.closed, "transcripts");
     const key = this.locate(ref);
