@@ -186,7 +186,12 @@ export interface TranscriptStore {
   /** Where the transcript lives (a path for fs, a stream key for redis). */
   locate(ref: TranscriptRef): string;
   /** Renames the transcript out of the live set (kept, not destroyed). */
-  archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null>;
+  archive(ref: TranscriptRef, reason: "archived" | "deleted", opts?: { at?: number }): Promise<string | null>;
+  /**
+   * Where `archive(ref, reason, { at })` puts the transcript (an announce cites it before the
+   * rename happens). Same `at`, same place, unless that name was already taken.
+   */
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string;
   /** Problems found while reading (e.g. a torn last line), for health/doctor. */
   warnings(): string[];
   close(): Promise<void>;

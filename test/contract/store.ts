@@ -374,6 +374,15 @@ export function storeContract(name: string, make: StoreFactory): void {
         expect(bounded).toEqual(all.slice(0, bounded.length));
       });
 
+      it("archive with a given time lands where archivedLocation says", async () => {
+        await driver.transcripts.append(ref, msg("user", "to be deleted"));
+        const at = T0 + 12_345;
+        const where = driver.transcripts.archivedLocation(ref, "deleted", at);
+        expect(where).not.toBe(driver.transcripts.locate(ref));
+        expect(await driver.transcripts.archive(ref, "deleted", { at })).toBe(where);
+        expect(await driver.transcripts.readTail(ref, { limit: 10 })).toEqual([]);
+      });
+
       it("keeps call order for concurrent appends", async () => {
         const msgs = Array.from({ length: 200 }, (_, i) =>
           msg(i % 2 ? "assistant" : "user", `n${i} ${"x".repeat(i)}`),

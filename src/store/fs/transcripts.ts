@@ -179,7 +179,15 @@ export class FsTranscriptStore implements TranscriptStore {
   }
 
   /** Renames `<sessionId>.jsonl` to `<sessionId>.jsonl.<reason>.<ISO time>`; null when there is none. */
-  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string {
+    return `${this.locate(ref)}.${reason}.${new Date(at).toISOString().replace(/:/g, "-")}`;
+  }
+
+  async archive(
+    ref: TranscriptRef,
+    reason: "archived" | "deleted",
+    opts: { at?: number } = {},
+  ): Promise<string | null> {
     this.assertOpen();
     const file = this.locate(ref);
     return this.serial.run(file, async () => {
@@ -187,9 +195,9 @@ export class FsTranscriptStore implements TranscriptStore {
       this.counts.delete(file);
       this.tails?.delete(file);
       if ((await fileSize(file)) < 0) return null;
-      const stamp = new Date(this.opts.now()).toISOString().replace(/:/g, "-");
-      let target = `${file}.${reason}.${stamp}`;
-      for (let i = 1; (await fileSize(target)) >= 0; i++) target = `${file}.${reason}.${stamp}-${i}`;
+      const first = this.archivedLocation(ref, reason, opts.at ?? this.opts.now());
+      let target = first;
+      for (let i = 1; (await fileSize(target)) >= 0; i++) target = `${first}-${i}`;
       await rename(file, target);
       return target;
     });

@@ -128,13 +128,22 @@ export class RedisTranscriptStore implements TranscriptStore {
     return this.o.client.xlen(this.locate(ref));
   }
 
-  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string {
+    checkRef(ref);
+    return this.o.keys.archivedTranscript(ref.agentId, ref.sessionId, reason, String(at));
+  }
+
+  async archive(
+    ref: TranscriptRef,
+    reason: "archived" | "deleted",
+    opts: { at?: number } = {},
+  ): Promise<string | null> {
     assertOpen(this.closed, "transcripts");
     if (reason !== "archived" && reason !== "deleted") {
       throw new InvalidParamsError('reason: must be "archived" or "deleted"', { field: "reason" });
     }
     const live = this.locate(ref);
-    const stamp = String(this.o.now());
+    const stamp = String(opts.at ?? this.o.now());
     for (let i = 0; i < 100; i++) {
       const target = this.o.keys.archivedTranscript(
         ref.agentId,
