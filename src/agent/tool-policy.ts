@@ -1,3 +1,5 @@
+import type { Config } from "../config/schema.js";
+
 /**
  * Which session tools a session may use (API.md §3 `tools.*`, SEMANTICS.md §3 "Child tools").
  * Pure: the runtime resolves the set once per turn, and `tools.invoke` answers FORBIDDEN with
@@ -97,35 +99,110 @@ export function resolveToolSet(input: ToolSetInput): Set<string> {
 }
 
 /**
- * null when `tool` is in the session's set; otherwise why not, naming the setting that would allow it.
- * The first blocking layer is reported (sub-agent layers before the general ones).
+ * The layer that removed a tool (`/tools`, RPC `tools.list`): `profile` (not in the tool profile
+ * and not in tools.alsoAllow), `deny` (tools.deny), `agent` (agents.list[].tools profile or deny),
+ * `subagent` (never for sub-agents, or tools.subagents.tools), `depth` (a leaf sub-agent).
  */
+export type ToolRemovalLayer = "profile" | "deny" | "agent" | "subagent" | "depth";
+
+export interface ToolRemoval {
+  by: ToolRemovalLayer;
+  /** Why, naming the setting that would allow it. */
+  reason: string;
+}
+
+/** null when `tool` is in the session's set; otherwise why not (see explainRemoval). */
 export function explainDenied(tool: string, input: ToolSetInput): string | null {
   const known = input.knownTools ?? SESSION_TOOLS;
   if (!known.includes(tool)) return `unknown tool "${tool}"`;
+  return explainRemoval(tool, input)?.reason ?? null;
+}
+
+/**
+ * null when the known `tool` is in the session's set; otherwise the first blocking layer (sub-agent
+ * layers before the general ones) and a reason naming the setting that would allow it.
+ */
+export function explainRemoval(tool: string, input: ToolSetInput): ToolRemoval | null {
   const agentPath = `agents.list[${input.agentId ?? "<agent>"}].tools`;
   const sub = input.subagent;
+  const removed = (by: ToolRemovalLayer, reason: string): ToolRemoval => ({ by, reason });
 
   if (sub) {
     if ((SUBAGENT_DENIED as readonly string[]).includes(tool)) {
-      return `${tool} is never available to sub-agent sessions; call it from the requester session instead`;
+      return removed(
+        "subagent",
+        `${tool} is never available to sub-agent sessions; call it from the requester session instead`,
+      );
     }
     if (sub.depth >= sub.maxSpawnDepth && (LEAF_DENIED as readonly string[]).includes(tool)) {
-      return `${tool} is not available to a leaf sub-agent (depth ${sub.depth} ≥ maxSpawnDepth ${sub.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth above ${sub.depth} to allow it`;
+      return removed(
+        "depth",
+        `${tool} is not available to a leaf sub-agent (depth ${sub.depth} ≥ maxSpawnDepth ${sub.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth above ${sub.depth} to allow it`,
+      );
     }
-    if (anyMatch(sub.deny, tool)) return `${tool} is denied for sub-agents by tools.subagents.tools.deny`;
+    if (anyMatch(sub.deny, tool))
+      return removed("subagent", `${tool} is denied for sub-agents by tools.subagents.tools.deny`);
     if (sub.allow.length > 0 && !anyMatch(sub.allow, tool)) {
-      return `${tool} is not in tools.subagents.tools.allow; add it there to allow it for sub-agents`;
+      return removed(
+        "subagent",
+        `${tool} is not in tools.subagents.tools.allow; add it there to allow it for sub-agents`,
+      );
     }
   }
 
   const override = input.agentOverride;
-  if (anyMatch(override?.deny, tool)) return `${tool} is denied by ${agentPath}.deny`;
-  if (anyMatch(input.deny, tool)) return `${tool} is denied by tools.deny`;
+  if (anyMatch(override?.deny, tool)) return removed("agent", `${tool} is denied by ${agentPath}.deny`);
+  if (anyMatch(input.deny, tool)) return removed("deny", `${tool} is denied by tools.deny`);
 
   const profile = override?.profile ?? input.profile;
   const inProfile = (TOOL_PROFILES[profile] as readonly string[]).includes(tool);
   if (inProfile || anyMatch(input.alsoAllow, tool) || anyMatch(override?.alsoAllow, tool)) return null;
-  const profileSetting = override?.profile !== undefined ? `${agentPath}.profile` : "tools.profile";
-  return `${tool} is not in the "${profile}" tool profile (${profileSetting}); add it to tools.alsoAllow or choose a profile that includes it`;
+  const byAgent = override?.profile !== undefined;
+  return removed(
+    byAgent ? "agent" : "profile",
+    `${tool} is not in the "${profile}" tool profile (${byAgent ? `${agentPath}.profile` : "tools.profile"}); add it to tools.alsoAllow or choose a profile that includes it`,
+  );
+}
+
+/** Every known tool, split into the session's set and what was removed by which layer. */
+export function toolReport(input: ToolSetInput): {
+  allowed: string[];
+  removed: Array<{ name: string } & ToolRemoval>;
+} {
+  const allowed: string[] = [];
+  const removed: Array<{ name: string } & ToolRemoval> = [];
+  for (const name of input.knownTools ?? SESSION_TOOLS) {
+    const r = explainRemoval(name, input);
+    if (r) removed.push({ name, ...r });
+    else allowed.push(name);
+  }
+  return { allowed, removed };
+}
+
+/** The policy input of a session (tools.*, its agent's override, its depth), from the config. */
+export function toolPolicyInput(
+  config: Config,
+  caller: { agentId: string; depth: number },
+  knownTools?: readonly string[],
+): ToolSetInput {
+  const agent = config.agents.list.find((a) => a.id === caller.agentId);
+  const maxSpawnDepth = agent?.subagents?.maxSpawnDepth ?? config.agents.defaults.subagents.maxSpawnDepth;
+  return {
+    profile: config.tools.profile,
+    alsoAllow: config.tools.alsoAllow,
+    deny: config.tools.deny,
+    agentId: caller.agentId,
+    ...(agent?.tools ? { agentOverride: agent.tools } : {}),
+    ...(caller.depth > 0
+      ? {
+          subagent: {
+            depth: caller.depth,
+            maxSpawnDepth,
+            allow: config.tools.subagents.tools.allow,
+            deny: config.tools.subagents.tools.deny,
+          },
+        }
+      : {}),
+    ...(knownTools ? { knownTools } : {}),
+  };
 }

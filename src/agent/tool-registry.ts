@@ -3,7 +3,7 @@ import { formatIssues } from "../errors.js";
 import type { Services } from "../services.js";
 import type { SessionTool, ToolCaller, ToolContext, ToolResult } from "../tools/types.js";
 import type { ToolSpec } from "./providers/types.js";
-import { explainDenied, resolveToolSet } from "./tool-policy.js";
+import { explainDenied, resolveToolSet, toolPolicyInput, toolReport } from "./tool-policy.js";
 
 /**
  * Which tools a caller may use, their JSON schemas, and invocation with validation. The model
@@ -15,26 +15,7 @@ export type InvokeOutcome =
   | { ok: false; code: "FORBIDDEN" | "INVALID_PARAMS" | "NOT_FOUND"; message: string };
 
 function policyInput(services: Services, caller: ToolCaller) {
-  const cfg = services.config;
-  const agent = cfg.agents.list.find((a) => a.id === caller.agentId);
-  const maxSpawnDepth = agent?.subagents?.maxSpawnDepth ?? cfg.agents.defaults.subagents.maxSpawnDepth;
-  return {
-    profile: cfg.tools.profile,
-    alsoAllow: cfg.tools.alsoAllow,
-    deny: cfg.tools.deny,
-    agentId: caller.agentId,
-    ...(agent?.tools ? { agentOverride: agent.tools } : {}),
-    ...(caller.depth > 0
-      ? {
-          subagent: {
-            depth: caller.depth,
-            maxSpawnDepth,
-            allow: cfg.tools.subagents.tools.allow,
-            deny: cfg.tools.subagents.tools.deny,
-          },
-        }
-      : {}),
-  };
+  return toolPolicyInput(services.config, caller);
 }
 
 /**
@@ -62,6 +43,28 @@ export class ToolRegistry {
   allowedFor(services: Services, caller: ToolCaller): Set<string> {
     const set = resolveToolSet(policyInput(services, caller));
     return new Set([...set].filter((n) => this.#tools.has(n)));
+  }
+
+  /**
+   * RPC `tools.list` / `/tools`: the session's effective tools (with their JSON schemas, which the
+   * MCP bridge serves) and every tool removed, with the layer that removed it.
+   */
+  report(
+    services: Services,
+    caller: ToolCaller,
+  ): {
+    tools: Array<{ name: string; description: string; parameters: Record<string, unknown> }>;
+    removed: Array<{ name: string; by: string; reason: string }>;
+  } {
+    const { removed } = toolReport(toolPolicyInput(services.config, caller, this.names()));
+    return {
+      tools: this.specs(services, caller).map((s) => ({
+        name: s.name,
+        description: s.description,
+        parameters: s.parameters,
+      })),
+      removed: removed.sort((a, b) => a.name.localeCompare(b.name)),
+    };
   }
 
   /** The tools' JSON schemas the model sees; built once per (config, agent, depth, sandbox). */

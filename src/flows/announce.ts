@@ -85,18 +85,52 @@ export function statsLine(
   return `Stats: ${parts.join(" • ")}`;
 }
 
+const SECTION_RE = /^[ \t]*[*_]{0,2}(status|result|notes)[*_]{0,2}[ \t]*:[*_]{0,2}[ \t]?(.*)$/i;
+const EMPTY_NOTES_RE = /^[-–•*\s]*(?:\(none\)|none|n\/a)?\s*$/i;
+
+/**
+ * A child reply that already has `Status:` / `Result:` / `Notes:` sections (SEMANTICS §3): its
+ * Status is dropped (the runtime's outcome is the status), its Result becomes the result and its
+ * Notes are merged, so the announce never holds a section twice. Text without sections is all result.
+ */
+export function parseChildSections(text: string): { result: string; notes: string[] } {
+  const lines = text.split("\n");
+  if (!lines.some((l) => SECTION_RE.test(l))) return { result: text, notes: [] };
+  const parts: Record<"status" | "result" | "notes" | "pre", string[]> = {
+    pre: [],
+    status: [],
+    result: [],
+    notes: [],
+  };
+  let cur: keyof typeof parts = "pre";
+  for (const line of lines) {
+    const m = SECTION_RE.exec(line);
+    if (m) {
+      cur = (m[1] ?? "result").toLowerCase() as "status" | "result" | "notes";
+      if (m[2]?.trim()) parts[cur].push(m[2]);
+      continue;
+    }
+    parts[cur].push(line);
+  }
+  const result = [...parts.pre, ...parts.result].join("\n").trim();
+  const notes = parts.notes.join("\n").trim();
+  return { result, notes: EMPTY_NOTES_RE.test(notes) ? [] : [notes] };
+}
+
 export function formatAnnounce(input: AnnounceInput): string {
   const label =
     input.label.length > HEADER_LABEL_CHARS
       ? `${input.label.slice(0, HEADER_LABEL_CHARS - 1)}…`
       : input.label;
-  let result = input.result.text;
+  const child = parseChildSections(input.result.text);
+  let result = child.result;
   if (result.length > RESULT_MAX_CHARS)
     result = `${result.slice(0, RESULT_MAX_CHARS)}\n…(truncated; the full text is in the sub-agent's transcript)`;
   const notes: string[] = [];
   if (input.status !== "ok") notes.push(input.error ?? `run ended with status ${input.status}`);
   if (input.result.source === "toolResult")
     notes.push("the sub-agent gave no final text; Result is its last tool result");
+  notes.push(...child.notes);
   return [
     `[Sub-agent completion] ${label}`,
     `Status: ${input.status}`,

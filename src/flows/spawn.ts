@@ -267,8 +267,20 @@ async function recordUndelivered(
   );
 }
 
-async function removeChild(services: Services, child: SessionEntry): Promise<void> {
-  await services.store.transcripts.archive({ agentId: child.agentId, sessionId: child.sessionId }, "deleted");
+/**
+ * When a `cleanup: "delete"` child's transcript is renamed: its end, so the announce (built before)
+ * and the rename (after it) agree on the final path, also when a retried job builds it again.
+ */
+function deleteStamp(child: SessionEntry, run: RunRecord | null, now: number): number {
+  return run?.endedAt ?? child.subagent?.endedAt ?? child.createdAt ?? now;
+}
+
+async function removeChild(services: Services, child: SessionEntry, at: number): Promise<void> {
+  await services.store.transcripts.archive(
+    { agentId: child.agentId, sessionId: child.sessionId },
+    "deleted",
+    { at },
+  );
   await services.store.sessions.delete(child.key);
   await services.store.kv.delete(KV_SPAWN_REQUESTS, child.key);
   // The per-child workspace (attachments) exists only for this child; a configured workspace is shared.
@@ -281,10 +293,11 @@ async function afterAnnounce(
   services: Services,
   child: SessionEntry | null,
   delivered: boolean,
+  run: RunRecord | null,
 ): Promise<void> {
   if (!child?.subagent || !delivered) return; // an unreached announce stays recorded on the child
   if (child.subagent.cleanup === "delete") {
-    await removeChild(services, child);
+    await removeChild(services, child, deleteStamp(child, run, services.now()));
     return;
   }
   if (child.subagent.mode !== "run") return; // thread-bound sessions stay for follow-ups
@@ -295,6 +308,14 @@ async function afterAnnounce(
     { kind: "archive", id: `archive:${child.key}`, data: { childKey: child.key } },
     { delayMs: Math.round(minutes * 60_000) },
   );
+}
+
+/** The transcript path an announce cites: the final one (a deleted child's is renamed right after). */
+function citedTranscript(services: Services, child: SessionEntry, run: RunRecord | null): string {
+  const ref = { agentId: child.agentId, sessionId: child.sessionId };
+  return child.subagent?.cleanup === "delete"
+    ? services.store.transcripts.archivedLocation(ref, "deleted", deleteStamp(child, run, services.now()))
+    : services.store.transcripts.locate(ref);
 }
 
 async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobContext): Promise<void> {
@@ -316,7 +337,7 @@ async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobCo
   const messages = child ? await runMessages(services, child, d.childRunId) : [];
   const finalReply = status === "ok" ? (run?.reply ?? "") : "";
   if (status === "ok" && finalReply.trim() === ANNOUNCE_SKIP) {
-    await afterAnnounce(services, child, true);
+    await afterAnnounce(services, child, true, run);
     return;
   }
   const result = pickResult(status === "ok" ? finalReply : "", messages);
@@ -327,9 +348,7 @@ async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobCo
     ...(run?.error ? { error: run.error } : {}),
     ...(run ? { run } : {}),
     childKey: d.childKey,
-    ...(child
-      ? { sessionId: child.sessionId, transcriptPath: services.store.transcripts.locate(child) }
-      : {}),
+    ...(child ? { sessionId: child.sessionId, transcriptPath: citedTranscript(services, child, run) } : {}),
   });
 
   if (!(await ctx.stillOwner())) return;
@@ -364,7 +383,7 @@ async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobCo
       await deliverOrThrow(services, target.key, text, idem);
     }
   }
-  await afterAnnounce(services, child, true);
+  await afterAnnounce(services, child, true, run);
   await services.store.kv.delete(KV_ANNOUNCES, d.childRunId);
 }
 

@@ -29,6 +29,10 @@ export interface SessionRow {
   transcriptPath?: string;
   spawnedBy?: string;
   messages?: Array<{ role: string; content: unknown; timestamp: number }>;
+  /** includeDerivedTitles: the first user message, sanitised, ≤ 60 chars. */
+  derivedTitle?: string;
+  /** includeLastMessage: the newest user/assistant message, sanitised and redacted, ≤ 200 chars. */
+  lastMessage?: { role: "user" | "assistant"; text: string; at: number };
 }
 
 export function toRow(entry: SessionEntry, transcripts?: TranscriptStore, displayKey?: string): SessionRow {

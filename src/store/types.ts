@@ -177,11 +177,21 @@ export interface TranscriptStore {
   append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean>;
   /** The last `limit` messages, oldest first, read from the end (never the whole transcript). */
   readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]>;
+  /**
+   * The first `limit` messages (oldest first) from a bounded read of the transcript's start:
+   * never more than `maxBytes` (default 64 KiB) of it. For titles derived from the first message.
+   */
+  readHead(ref: TranscriptRef, opts: { limit: number; maxBytes?: number }): Promise<TranscriptMessage[]>;
   count(ref: TranscriptRef): Promise<number>;
   /** Where the transcript lives (a path for fs, a stream key for redis). */
   locate(ref: TranscriptRef): string;
   /** Renames the transcript out of the live set (kept, not destroyed). */
-  archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null>;
+  archive(ref: TranscriptRef, reason: "archived" | "deleted", opts?: { at?: number }): Promise<string | null>;
+  /**
+   * Where `archive(ref, reason, { at })` puts the transcript (an announce cites it before the
+   * rename happens). Same `at`, same place, unless that name was already taken.
+   */
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string;
   /** Problems found while reading (e.g. a torn last line), for health/doctor. */
   warnings(): string[];
   close(): Promise<void>;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { derivedTitle, lastMessage } from "../history/preview.js";
 import { buildHistoryView } from "../history/view.js";
 import { checkVisible } from "../policy/access.js";
 import { effectiveVisibility, type Visibility } from "../policy/visibility.js";
@@ -62,6 +63,16 @@ export const sessionsListSchema = z.strictObject({
     .max(512)
     .optional()
     .describe("Case-insensitive substring of the session key, label or display name."),
+  includeDerivedTitles: z
+    .boolean()
+    .optional()
+    .describe("Add `derivedTitle`: the first user message of each row (sanitised, at most 60 characters)."),
+  includeLastMessage: z
+    .boolean()
+    .optional()
+    .describe(
+      "Add `lastMessage` { role, text, at }: the newest user/assistant message (sanitised, at most 200 characters).",
+    ),
 });
 
 type ListArgs = z.infer<typeof sessionsListSchema>;
@@ -253,6 +264,16 @@ export const sessionsListTool = defineTool({
       const row = toRow(e, services.store.transcripts, displayKey(e.key, caller.agentId));
       if (row.spawnedBy !== undefined) row.spawnedBy = displayKey(row.spawnedBy, caller.agentId);
       if (messageLimit > 0) row.messages = await lastMessages(services, e, messageLimit);
+      // Previews only for the rows returned (already visibility-checked): bounded reads per row.
+      const ref = { agentId: e.agentId, sessionId: e.sessionId };
+      if (args.includeDerivedTitles) {
+        const title = await derivedTitle(services.store.transcripts, ref);
+        if (title !== undefined) row.derivedTitle = title;
+      }
+      if (args.includeLastMessage) {
+        const last = await lastMessage(services.store.transcripts, ref);
+        if (last) row.lastMessage = last;
+      }
       return row;
     });
     const messagesTruncated = capMessages(sessions, MAX_TOTAL_MESSAGE_BYTES);

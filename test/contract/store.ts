@@ -359,6 +359,30 @@ export function storeContract(name: string, make: StoreFactory): void {
         expect(await driver.transcripts.readTail(ref, { limit: 0 })).toEqual([]);
       });
 
+      it("readHead reads the first messages only, within its byte bound", async () => {
+        expect(await driver.transcripts.readHead(ref, { limit: 3 })).toEqual([]);
+        const all = Array.from({ length: 50 }, (_, i) =>
+          msg(i % 2 ? "assistant" : "user", `m-${i} ${"x".repeat(200)}`),
+        );
+        for (const m of all) await driver.transcripts.append(ref, m);
+        expect(await driver.transcripts.readHead(ref, { limit: 3 })).toEqual(all.slice(0, 3));
+        expect(await driver.transcripts.readHead(ref, { limit: 0 })).toEqual([]);
+        // 1 KiB holds a few ~300-byte lines, never a cut one.
+        const bounded = await driver.transcripts.readHead(ref, { limit: 50, maxBytes: 1024 });
+        expect(bounded.length).toBeGreaterThan(0);
+        expect(bounded.length).toBeLessThan(5);
+        expect(bounded).toEqual(all.slice(0, bounded.length));
+      });
+
+      it("archive with a given time lands where archivedLocation says", async () => {
+        await driver.transcripts.append(ref, msg("user", "to be deleted"));
+        const at = T0 + 12_345;
+        const where = driver.transcripts.archivedLocation(ref, "deleted", at);
+        expect(where).not.toBe(driver.transcripts.locate(ref));
+        expect(await driver.transcripts.archive(ref, "deleted", { at })).toBe(where);
+        expect(await driver.transcripts.readTail(ref, { limit: 10 })).toEqual([]);
+      });
+
       it("keeps call order for concurrent appends", async () => {
         const msgs = Array.from({ length: 200 }, (_, i) =>
           msg(i % 2 ? "assistant" : "user", `n${i} ${"x".repeat(i)}`),

@@ -125,6 +125,17 @@ describe("telegram through the gateway", () => {
     await eventually(() => sent(OWNER.id).find((m) => m.text.includes("back again")), 500, 20);
   });
 
+  it("/tools from an owner lists the session's tools and what was removed; a stranger gets nothing", async () => {
+    const dmOwner = { id: OWNER.id, type: "private" as const };
+    tg.pushMessage(dmOwner, OWNER, { text: "/tools" });
+    const reply = await eventually(() => sent(OWNER.id).find((m) => m.text.startsWith("Tools for")), 500, 20);
+    expect(reply.text).toContain("Tools for agent:main:main: sessions_list, sessions_history");
+    expect(reply.text).not.toContain("Removed:");
+    const s = tg.pushMessage({ id: STRANGER.id, type: "private" }, STRANGER, { text: "/tools" });
+    await tg.waitConfirmed(s);
+    expect(sent(STRANGER.id)).toHaveLength(0);
+  });
+
   it("a redelivered update is not answered twice", async () => {
     const chat = { id: 901, type: "private" as const };
     const from = { id: 901, is_bot: false, first_name: "Rita" };

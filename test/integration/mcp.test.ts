@@ -49,6 +49,26 @@ describe("MCP server", () => {
     expect(Object.keys(history?.inputSchema.properties ?? {})).toContain("sessionKey");
   });
 
+  it("RPC tools.list reports the tools and which layer removed the others", async () => {
+    const r = await t.rpc("tools.list", { sessionKey: "main" });
+    expect(r.ok).toBe(true);
+    expect(r.result.tools.map((x: { name: string }) => x.name).sort()).toEqual([
+      "session_status",
+      "sessions_history",
+      "sessions_list",
+      "sessions_send",
+    ]);
+    expect(r.result.tools[0]).toMatchObject({ name: expect.any(String), description: expect.any(String) });
+    const removed = Object.fromEntries(
+      r.result.removed.map((x: { name: string; by: string }) => [x.name, x.by]),
+    );
+    expect(removed).toMatchObject({
+      sessions_spawn: "profile",
+      subagents: "profile",
+      agents_list: "profile",
+    });
+  });
+
   it("calls a tool as the session", async () => {
     const r = await client.callTool({ name: "sessions_list", arguments: {} });
     const body = JSON.parse((r.content as Array<{ text: string }>)[0]!.text);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { NotFoundError, SwitchboardError } from "../../errors.js";
+import { derivedTitle, lastMessage } from "../../history/preview.js";
 import { readHistory, sessionsHistorySchema } from "../../history/read.js";
 import { buildHistoryView } from "../../history/view.js";
 import type { Services } from "../../services.js";
@@ -31,6 +32,8 @@ export function registerReadMethods(rpc: RpcDispatcher, services: Pick<Services,
         messageLimit: z.number().int().min(0).max(20).optional(),
         label: z.string().optional(),
         search: z.string().optional(),
+        includeDerivedTitles: z.boolean().optional(),
+        includeLastMessage: z.boolean().optional(),
       }),
       async (p) => {
         const kinds = (p.kinds ?? []).filter((k): k is (typeof KINDS)[number] =>
@@ -54,6 +57,15 @@ export function registerReadMethods(rpc: RpcDispatcher, services: Pick<Services,
               { limit: p.messageLimit, includeTools: false },
             );
             row.messages = buildHistoryView(msgs, { includeTools: false }).messages as typeof row.messages;
+          }
+          const ref = { agentId: e.agentId, sessionId: e.sessionId };
+          if (p.includeDerivedTitles) {
+            const title = await derivedTitle(store.transcripts, ref);
+            if (title !== undefined) row.derivedTitle = title;
+          }
+          if (p.includeLastMessage) {
+            const last = await lastMessage(store.transcripts, ref);
+            if (last) row.lastMessage = last;
           }
           rows.push(row);
         }

@@ -12,7 +12,7 @@ export function registerToolMethods(rpc: RpcDispatcher, services: Services, tool
     "tools.list",
     method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {
       const entry = await requireSession(services, p.sessionKey);
-      return { sessionKey: entry.key, tools: tools.specs(services, callerOf(services, entry)) };
+      return { sessionKey: entry.key, ...tools.report(services, callerOf(services, entry)) };
     }),
   );
 
@@ -26,9 +26,9 @@ export function registerToolMethods(rpc: RpcDispatcher, services: Services, tool
       }),
       async (p) => {
         const entry = await requireSession(services, p.sessionKey);
+        // A tools.invoke call is not part of any turn: another turn running in the lane is not
+        // the caller's own (a self-send waits behind it like any other send).
         const caller = callerOf(services, entry);
-        const active = (await services.pipeline.queueInfo(entry.key)).activeRunId;
-        if (active) caller.runId = active;
         const out = await tools.invoke(p.tool, p.args, {
           services,
           caller,

@@ -1,6 +1,7 @@
+import { toolPolicyInput, toolReport } from "../../agent/tool-policy.js";
 import { statusCard } from "../../policy/status-card.js";
 import type { Services } from "../../services.js";
-import type { SendPolicyOverride } from "../../store/types.js";
+import type { SendPolicyOverride, SessionEntry } from "../../store/types.js";
 import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
 import { ensureRouted } from "../ensure.js";
@@ -8,24 +9,39 @@ import { senderAllowed } from "./access.js";
 
 /**
  * Owner commands (SEMANTICS §2): `/send on|allow`, `/send off|deny`, `/send inherit|default|reset`
- * and `/status`, as a standalone message from a configured owner. They work even in a denied chat;
+ * `/status` and `/tools`, as a standalone message from a configured owner. They work even in a denied chat;
  * from anyone else they are ignored (no reply, no change, and never passed to a model).
  */
 
 type Command =
   | { kind: "send"; value: SendPolicyOverride | null }
   | { kind: "status" }
+  | { kind: "tools" }
   | { kind: "bad"; text: string };
 
 export function parseOwnerCommand(text: string): Command | null {
-  const m = /^\/(send|status)(?:@\S+)?(?:\s+(\S+))?\s*$/i.exec(text.trim());
+  const m = /^\/(send|status|tools)(?:@\S+)?(?:\s+(\S+))?\s*$/i.exec(text.trim());
   if (!m) return null;
   if (m[1]?.toLowerCase() === "status") return m[2] ? null : { kind: "status" };
+  if (m[1]?.toLowerCase() === "tools") return m[2] ? null : { kind: "tools" };
   const arg = (m[2] ?? "").toLowerCase();
   if (arg === "on" || arg === "allow") return { kind: "send", value: "allow" };
   if (arg === "off" || arg === "deny") return { kind: "send", value: "deny" };
   if (arg === "inherit" || arg === "default" || arg === "reset") return { kind: "send", value: null };
   return { kind: "bad", text: "usage: /send on|off|inherit" };
+}
+
+/** The `/tools` answer: the session's effective tools and which layer removed each other one. */
+export function toolsText(services: Pick<Services, "config">, entry: SessionEntry): string {
+  const { allowed, removed } = toolReport(
+    toolPolicyInput(services.config, { agentId: entry.agentId, depth: entry.spawnDepth ?? 0 }),
+  );
+  const lines = [`Tools for ${entry.key}: ${allowed.length > 0 ? allowed.join(", ") : "(none)"}`];
+  if (removed.length > 0) {
+    lines.push("Removed:");
+    for (const r of removed) lines.push(`- ${r.name} (${r.by}): ${r.reason}`);
+  }
+  return lines.join("\n");
 }
 
 async function confirm(services: Services, ctx: RoutedCtx, text: string): Promise<void> {
@@ -60,6 +76,9 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   }
   if (cmd.kind === "bad") {
     await confirm(services, ctx, cmd.text);
+  } else if (cmd.kind === "tools") {
+    const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
+    await confirm(services, ctx, toolsText(services, entry));
   } else if (cmd.kind === "status") {
     const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
     await confirm(services, ctx, await statusCard(services, entry));

@@ -36,6 +36,9 @@ export interface FsTranscriptStoreOptions {
   tailCache?: Partial<TailCacheLimits>;
 }
 
+/** Default bound of a head read (titles from the first messages). */
+const HEAD_MAX_BYTES = 64 * 1024;
+
 /** How many of a transcript's newest lines the duplicate-id check of `append` looks at. */
 const ID_CHECK_LINES = 512;
 
@@ -176,7 +179,15 @@ export class FsTranscriptStore implements TranscriptStore {
   }
 
   /** Renames `<sessionId>.jsonl` to `<sessionId>.jsonl.<reason>.<ISO time>`; null when there is none. */
-  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string {
+    return `${this.locate(ref)}.${reason}.${new Date(at).toISOString().replace(/:/g, "-")}`;
+  }
+
+  async archive(
+    ref: TranscriptRef,
+    reason: "archived" | "deleted",
+    opts: { at?: number } = {},
+  ): Promise<string | null> {
     this.assertOpen();
     const file = this.locate(ref);
     return this.serial.run(file, async () => {
@@ -184,11 +195,54 @@ export class FsTranscriptStore implements TranscriptStore {
       this.counts.delete(file);
       this.tails?.delete(file);
       if ((await fileSize(file)) < 0) return null;
-      const stamp = new Date(this.opts.now()).toISOString().replace(/:/g, "-");
-      let target = `${file}.${reason}.${stamp}`;
-      for (let i = 1; (await fileSize(target)) >= 0; i++) target = `${file}.${reason}.${stamp}-${i}`;
+      const first = this.archivedLocation(ref, reason, opts.at ?? this.opts.now());
+      let target = first;
+      for (let i = 1; (await fileSize(target)) >= 0; i++) target = `${first}-${i}`;
       await rename(file, target);
       return target;
+    });
+  }
+
+  async readHead(
+    ref: TranscriptRef,
+    opts: { limit: number; maxBytes?: number },
+  ): Promise<TranscriptMessage[]> {
+    this.assertOpen();
+    const file = this.locate(ref);
+    const limit = Math.floor(opts.limit);
+    if (!(limit > 0)) return [];
+    const maxBytes = Math.max(1, Math.floor(opts.maxBytes ?? HEAD_MAX_BYTES));
+    return this.serial.run(file, async () => {
+      let fh: FileHandle;
+      try {
+        fh = await open(file, "r");
+      } catch (err) {
+        if (isErrno(err, "ENOENT")) return [];
+        throw err;
+      }
+      try {
+        const buf = Buffer.alloc(maxBytes);
+        const { bytesRead } = await fh.read(buf, 0, maxBytes, 0);
+        const out: TranscriptMessage[] = [];
+        let start = 0;
+        // Only whole lines: a line cut by the byte bound is not read.
+        for (let nl = buf.indexOf(NL, 0); nl !== -1 && nl < bytesRead; nl = buf.indexOf(NL, start)) {
+          const text = buf.toString("utf8", start, nl).trim();
+          if (text !== "") {
+            try {
+              const v: unknown = JSON.parse(text);
+              if (isMessage(v)) out.push(v);
+            } catch {
+              // skipped; tail reads report unreadable lines
+            }
+          }
+          start = nl + 1;
+          if (out.length >= limit) break;
+        }
+        return out;
+      } finally {
+        await fh.close();
+      }
     });
   }
 

@@ -72,6 +72,30 @@ export class RedisTranscriptStore implements TranscriptStore {
     for (const [err] of (await pipe.exec()) ?? []) if (err) throw err;
   }
 
+  async readHead(
+    ref: TranscriptRef,
+    opts: { limit: number; maxBytes?: number },
+  ): Promise<TranscriptMessage[]> {
+    assertOpen(this.closed, "transcripts");
+    const key = this.locate(ref);
+    const limit = Math.floor(opts.limit);
+    if (!(limit > 0)) return [];
+    const maxBytes = Math.max(1, Math.floor(opts.maxBytes ?? 64 * 1024));
+    const page = (await this.o.client.xrange(key, "-", "+", "COUNT", Math.min(limit, MAX_PAGE))) as Array<
+      [string, string[]]
+    >;
+    const out: TranscriptMessage[] = [];
+    let bytes = 0;
+    for (const [id, fields] of page) {
+      const raw = field(fields, "m");
+      bytes += raw?.length ?? 0;
+      if (bytes > maxBytes) break;
+      const m = this.parse(key, id, raw);
+      if (m) out.push(m);
+    }
+    return out;
+  }
+
   async readTail(ref: TranscriptRef, opts: ReadTailOptions): Promise<TranscriptMessage[]> {
     assertOpen(this.closed, "transcripts");
     const key = this.locate(ref);
@@ -104,13 +128,22 @@ export class RedisTranscriptStore implements TranscriptStore {
     return this.o.client.xlen(this.locate(ref));
   }
 
-  async archive(ref: TranscriptRef, reason: "archived" | "deleted"): Promise<string | null> {
+  archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string {
+    checkRef(ref);
+    return this.o.keys.archivedTranscript(ref.agentId, ref.sessionId, reason, String(at));
+  }
+
+  async archive(
+    ref: TranscriptRef,
+    reason: "archived" | "deleted",
+    opts: { at?: number } = {},
+  ): Promise<string | null> {
     assertOpen(this.closed, "transcripts");
     if (reason !== "archived" && reason !== "deleted") {
       throw new InvalidParamsError('reason: must be "archived" or "deleted"', { field: "reason" });
     }
     const live = this.locate(ref);
-    const stamp = String(this.o.now());
+    const stamp = String(opts.at ?? this.o.now());
     for (let i = 0; i < 100; i++) {
       const target = this.o.keys.archivedTranscript(
         ref.agentId,

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ConfigInput } from "../../../src/config/index.js";
 import type { SessionRow } from "../../../src/sessions/rows.js";
 import { startTestApp, type TestApp } from "../../harness.js";
@@ -328,5 +328,92 @@ describe("sessions_list: visibility is row by row and leaves no trace", () => {
     expect(r.count).toBe(10);
     expect(r.sessions.every((s) => s.agentId === "ops")).toBe(true);
     expect((await list(app, "agent:main:main", { agentId: "hr" })).count).toBe(0);
+  });
+});
+
+describe("sessions_list: derived titles and last-message previews", () => {
+  it("includeDerivedTitles: the first user message, sanitised, at most 60 chars; absent unless asked", async () => {
+    const app = await start();
+    const main = await seedSession(app, "agent:main:main", { ageMs: 1_000 });
+    await say(app, main, "assistant", "Welcome! How can I help?");
+    await say(
+      app,
+      main,
+      "user",
+      `Plan   the\nlaunch party for Friday with GITHUB_TOKEN=abc and a very long tail of words`,
+    );
+    await say(app, main, "user", "second question");
+    const child = await seedChild(app, main);
+    const r = await list(app, "main", { includeDerivedTitles: true });
+    const row = r.sessions.find((s) => s.key === "main")!;
+    expect(row.derivedTitle).toBe("Plan the launch party for Friday with GITHUB_TOKEN=*** and…");
+    expect(row.derivedTitle!.length).toBeLessThanOrEqual(60);
+    // A session without a user message has no title.
+    expect(r.sessions.find((s) => s.key === child.key)?.derivedTitle).toBeUndefined();
+    expect((await list(app, "main")).sessions[0]?.derivedTitle).toBeUndefined();
+  });
+
+  it("includeLastMessage: the newest user/assistant message, normalised and redacted, at most 200 chars", async () => {
+    const app = await start();
+    const main = await seedSession(app, "agent:main:main");
+    await say(app, main, "user", "what is the key?");
+    const last = await say(
+      app,
+      main,
+      "assistant",
+      `<think>secret plan</think>Here: ${SECRET} ${"z".repeat(300)}`,
+    );
+    await say(app, main, "toolResult", "tool output is never the preview", {
+      toolName: "x",
+      toolCallId: "1",
+    });
+    const r = await list(app, "main", { includeLastMessage: true });
+    const lm = r.sessions[0]?.lastMessage;
+    expect(lm).toMatchObject({ role: "assistant", at: last.timestamp });
+    expect(lm?.text.startsWith("Here: sk-liv…")).toBe(true);
+    expect(lm?.text).not.toContain("secret plan");
+    expect(lm?.text).not.toContain(SECRET);
+    expect(lm?.text.length).toBeLessThanOrEqual(200);
+    expect((await list(app, "main")).sessions[0]?.lastMessage).toBeUndefined();
+  });
+
+  it("reads transcripts only for the rows returned, never for invisible or cut-off ones", async () => {
+    const app = await start({ tools: { sessions: { visibility: "agent" } } });
+    for (let i = 0; i < 30; i++) {
+      const e = await seedSession(app, `agent:main:telegram:direct:p${i}`, { ageMs: i * 1000 });
+      await say(app, e, "user", `hello ${i}`);
+    }
+    const other = await seedSession(app, "agent:ops:main");
+    await say(app, other, "user", "invisible");
+    const tr = app.app.services.store.transcripts;
+    const heads = vi.spyOn(tr, "readHead");
+    const tails = vi.spyOn(tr, "readTail");
+    const r = await list(app, "agent:main:telegram:direct:p0", {
+      limit: 3,
+      includeDerivedTitles: true,
+      includeLastMessage: true,
+    });
+    expect(r.count).toBe(3);
+    expect(r.sessions.map((s) => s.derivedTitle)).toEqual(["hello 0", "hello 1", "hello 2"]);
+    expect(heads).toHaveBeenCalledTimes(3);
+    expect(tails).toHaveBeenCalledTimes(3);
+    const readRefs = [...heads.mock.calls, ...tails.mock.calls].map(([ref]) => ref.sessionId);
+    expect(readRefs).not.toContain(other.sessionId);
+    heads.mockRestore();
+    tails.mockRestore();
+  });
+});
+
+describe("sessions.list (RPC): the same previews", () => {
+  it("includeDerivedTitles and includeLastMessage", async () => {
+    const app = await start();
+    const main = await seedSession(app, "agent:main:main");
+    await say(app, main, "user", "first thing");
+    await say(app, main, "assistant", "last thing");
+    const r = await app.rpc("sessions.list", { includeDerivedTitles: true, includeLastMessage: true });
+    expect(r.result.sessions[0]).toMatchObject({
+      derivedTitle: "first thing",
+      lastMessage: { role: "assistant", text: "last thing" },
+    });
   });
 });

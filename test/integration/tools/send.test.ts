@@ -771,4 +771,48 @@ describe("self-send", () => {
     expect(await runOf(e, `${out.runId}:pp:1`)).toBeNull();
     expect(requestsFor(TGT, "turn")).toEqual([]);
   });
+
+  it("through tools.invoke with no running turn it waits like any other send", async () => {
+    const e = await setup();
+    brain = (s) =>
+      s.step === "primary"
+        ? { text: "self reply" }
+        : s.step === "plain"
+          ? { text: "earlier" }
+          : { text: "ANNOUNCE_SKIP" };
+    // An earlier, finished turn in the same session leaves nothing "running" behind.
+    const before = await e.t.rpc("chat.send", {
+      sessionKey: TGT,
+      message: "earlier turn",
+      timeoutSeconds: 10,
+    });
+    expect(before.result).toMatchObject({ status: "ok" });
+    const r = await e.t.invoke(TGT, "sessions_send", {
+      sessionKey: TGT,
+      message: "hello me",
+      timeoutSeconds: 10,
+    });
+    expect(r).toMatchObject({ status: "ok", reply: "self reply" });
+    expect(r.note).toBeUndefined();
+  });
+
+  it("through tools.invoke while another turn of the session runs, the caller has no turn: it waits", async () => {
+    const e = await setup();
+    brain = (s) =>
+      s.step === "primary"
+        ? { text: "self reply" }
+        : s.step === "plain"
+          ? { text: "busy done", delayMs: 800 }
+          : { text: "ANNOUNCE_SKIP" };
+    const busy = await e.t.rpc("chat.send", { sessionKey: TGT, message: "busy turn", timeoutSeconds: 0 });
+    expect(busy.result).toMatchObject({ status: "accepted" });
+    await eventually(async () => (await e.t.app.services.pipeline.queueInfo(TGT)).activeRunId);
+    const r = await e.t.invoke(TGT, "sessions_send", {
+      sessionKey: TGT,
+      message: "hello me",
+      timeoutSeconds: 20,
+    });
+    expect(r).toMatchObject({ status: "ok", reply: "self reply" });
+    expect(await finalRun(e, busy.result.runId)).toMatchObject({ status: "ok", reply: "busy done" });
+  });
 });

@@ -903,6 +903,12 @@ describe("completion announce and cleanup", () => {
     const deleted = await b.rpc("sessions.history", { sessionKey: res.childSessionKey });
     expect(deleted.error?.code).toBe("NOT_FOUND");
     expect(files.length).toBeGreaterThan(0);
+    // The announce cites the transcript's final path: the renamed file, which exists.
+    const posted = b.chan.about(res.childSessionKey)[0]!.text;
+    const cited = /transcript (\S+)/.exec(posted)?.[1];
+    expect(cited).toContain(".deleted.");
+    expect(existsSync(cited!)).toBe(true);
+    expect(readFileSync(cited!, "utf8")).toContain("cleanup me");
   });
 
   it("keep archives the child archiveAfterMinutes after completion (renamed, entry kept)", async () => {

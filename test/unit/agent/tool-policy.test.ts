@@ -4,7 +4,10 @@ import {
   resolveToolSet,
   SESSION_TOOLS,
   type ToolSetInput,
+  toolPolicyInput,
+  toolReport,
 } from "../../../src/agent/tool-policy.js";
+import { parseConfig } from "../../../src/config/index.js";
 
 const base: ToolSetInput = { profile: "coding", alsoAllow: [], deny: [] };
 const sub = (depth: number, maxSpawnDepth: number, allow: string[] = [], deny: string[] = []) => ({
@@ -214,5 +217,63 @@ describe("explainDenied", () => {
     const msg = explainDenied(tool, { ...base, ...input });
     if (expected === null) expect(msg).toBeNull();
     else expect(msg).toContain(expected);
+  });
+});
+
+describe("toolReport: which layer removed what", () => {
+  const cfg = (over: Record<string, unknown>) => parseConfig(over);
+  it.each([
+    [
+      "profile",
+      cfg({ tools: { profile: "messaging" } }),
+      { agentId: "main", depth: 0 },
+      "sessions_spawn",
+      "profile",
+    ],
+    [
+      "tools.deny",
+      cfg({ tools: { deny: ["sessions_send"] } }),
+      { agentId: "main", depth: 0 },
+      "sessions_send",
+      "deny",
+    ],
+    [
+      "agent override",
+      cfg({ agents: { list: [{ id: "main", tools: { deny: ["subagents"] } }] } }),
+      { agentId: "main", depth: 0 },
+      "subagents",
+      "agent",
+    ],
+    ["never for sub-agents", cfg({}), { agentId: "main", depth: 1 }, "session_status", "subagent"],
+    ["leaf depth", cfg({}), { agentId: "main", depth: 1 }, "sessions_yield", "depth"],
+    [
+      "tools.subagents.tools.deny",
+      cfg({
+        agents: { defaults: { subagents: { maxSpawnDepth: 3 } } },
+        tools: { subagents: { tools: { deny: ["subagents"] } } },
+      }),
+      { agentId: "main", depth: 1 },
+      "subagents",
+      "subagent",
+    ],
+  ])("%s", (_name, config, caller, tool, by) => {
+    const r = toolReport(toolPolicyInput(config, caller));
+    expect(r.allowed).not.toContain(tool);
+    expect(r.removed.find((x) => x.name === tool)).toMatchObject({
+      by,
+      reason: expect.stringContaining(tool),
+    });
+    expect([...r.allowed, ...r.removed.map((x) => x.name)].sort()).toEqual([...SESSION_TOOLS].sort());
+  });
+
+  it("alsoAllow adds back what the profile lacks", () => {
+    const r = toolReport(
+      toolPolicyInput(parseConfig({ tools: { profile: "messaging", alsoAllow: ["subagents"] } }), {
+        agentId: "main",
+        depth: 0,
+      }),
+    );
+    expect(r.allowed).toContain("subagents");
+    expect(r.removed.map((x) => x.name)).not.toContain("subagents");
   });
 });

@@ -87,3 +87,60 @@ describe("formatAnnounce", () => {
     expect(unpriced).toContain("sessionId n/a");
   });
 });
+
+describe("formatAnnounce: a child reply that already has sections", () => {
+  const base = { label: "job", childKey: "agent:main:subagent:u" };
+  const lines = (text: string) => text.split("\n");
+  const count = (text: string, prefix: string) => lines(text).filter((l) => l.startsWith(prefix)).length;
+
+  it.each([
+    [
+      "Status/Result/Notes: the child's Status is ignored, Result and Notes kept",
+      "ok" as const,
+      "Status: error\nResult: found 3 files\nNotes: one was empty",
+      "Result: found 3 files",
+      "Notes: one was empty",
+    ],
+    [
+      "the runtime outcome wins and its error comes first in Notes",
+      "timeout" as const,
+      "Status: ok\nResult: partial list\nNotes: stopped early",
+      "Result: partial list",
+      "Notes: run timed out; stopped early",
+    ],
+    [
+      "a multi-line Result and an empty Notes section",
+      "ok" as const,
+      "Here is the summary.\nResult:\n- a\n- b\nNotes: - (none)",
+      "Result: Here is the summary.\n- a\n- b",
+      "Notes: - (none)",
+    ],
+    [
+      "markdown-bold headers",
+      "ok" as const,
+      "**Status:** done\n**Result:** 42",
+      "Result: 42",
+      "Notes: - (none)",
+    ],
+    [
+      "plain text stays the result",
+      "ok" as const,
+      "just an answer",
+      "Result: just an answer",
+      "Notes: - (none)",
+    ],
+  ])("%s", (_name, status, reply, result, notes) => {
+    const text = formatAnnounce({
+      ...base,
+      status,
+      ...(status !== "ok" ? { error: "run timed out" } : {}),
+      result: { text: reply, source: "reply" },
+    });
+    expect(count(text, "Status:")).toBe(1);
+    expect(count(text, "Notes:")).toBe(1);
+    expect(count(text, "Result:")).toBe(1);
+    expect(text).toContain(`Status: ${status}`);
+    expect(text).toContain(result);
+    expect(text).toContain(notes);
+  });
+});
