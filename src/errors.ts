@@ -88,7 +88,10 @@ export function isConnectionError(err: unknown): boolean {
   if (err instanceof SwitchboardError)
     return err.code === "UNAVAILABLE" || err.code === "STORAGE_UNAVAILABLE";
   if (!(err instanceof Error)) return false;
-  return /ECONNREFUSED|ECONNRESET|Connection is closed|MaxRetriesPerRequest|Stream isn't writeable|ETIMEDOUT|EPIPE/.test(
+  if (err.name === "MaxRetriesPerRequestError") return true;
+  // ioredis wording for a lost connection, and Redis replies that mean "not now": loading its
+  // AOF after a restart, a replica or a failing-over master, a cluster in motion
+  return /ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|Connection is closed|max ?retries ?per ?request|Stream isn't writeable|ETIMEDOUT|EPIPE|Command timed out|^LOADING |^READONLY |^MASTERDOWN |^TRYAGAIN |^CLUSTERDOWN |^BUSY /i.test(
     err.message,
   );
 }

@@ -1,6 +1,8 @@
 import { routeOf } from "../delivery/index.js";
+import { errorMessage, isConnectionError } from "../errors.js";
 import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
 import type { JobHandlers } from "../pipeline/types.js";
+import { backoffDelayMs, retryLoop } from "../retry/index.js";
 import type { Services } from "../services.js";
 import type { AgentRuntime, TurnOutcome } from "./runtime.js";
 
@@ -10,6 +12,8 @@ import type { AgentRuntime, TurnOutcome } from "./runtime.js";
  */
 
 const TYPING_REFRESH_MS = 4000;
+/** Retries of a follow-up that failed because storage or queue was unavailable (~8 s in all). */
+const HOOK_RETRIES = 4;
 
 async function startTyping(services: Services, sessionKey: string): Promise<() => void> {
   const entry = await services.store.sessions.get(sessionKey);
@@ -54,12 +58,38 @@ export function createJobHandlers(
           }
         }
       }
-      for (const hook of registry.afterTurn) {
+      // Follow-ups (reply-back, announces, wake-ups) run before the run is finalised, so a crash
+      // here re-runs the turn and them (their ids are deterministic: nothing is done twice). A
+      // hook that keeps failing is never swallowed: the run does not end "ok" without them.
+      const failures: string[] = [];
+      for (const [i, hook] of registry.afterTurn.entries()) {
         try {
-          await hook(job, outcome);
+          await retryLoop(() => hook(job, outcome), {
+            delayFor: (err, attempt) =>
+              isConnectionError(err) && attempt < HOOK_RETRIES
+                ? backoffDelayMs(attempt, { baseDelayMs: 200, maxDelayMs: 4000 })
+                : undefined,
+            signal: ctx.signal,
+            onRetry: ({ retry, delayMs, err }) =>
+              services.logger.warn(
+                { err: errorMessage(err), runId: job.runId, hook: hook.name || i, retry, delayMs },
+                "after-turn follow-up failed; retrying",
+              ),
+          });
         } catch (err) {
-          services.logger.error({ err, runId: job.runId }, "after-turn hook failed");
+          services.logger.error(
+            { err, runId: job.runId, hook: hook.name || i },
+            "after-turn follow-up failed",
+          );
+          failures.push(`${hook.name || `hook ${i}`}: ${errorMessage(err)}`);
         }
+      }
+      if (failures.length > 0 && outcome.status === "ok") {
+        return {
+          ...outcome,
+          status: "error",
+          error: `the turn finished but its follow-up failed (${failures.join("; ")})`,
+        };
       }
       return outcome;
     },

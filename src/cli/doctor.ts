@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { ConfiguredModels } from "../agent/models.js";
 import { createChannels } from "../app/index.js";
@@ -53,14 +53,21 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
     );
     const aof = ((await client.config("GET", "appendonly")) as string[])[1];
     const save = ((await client.config("GET", "save")) as string[])[1];
+    const fsync = ((await client.config("GET", "appendfsync")) as string[])[1] ?? "?";
     checks.push(
-      aof === "yes"
-        ? { name: "redis.persistence", status: "ok", message: "appendonly yes" }
-        : {
+      aof !== "yes"
+        ? {
             name: "redis.persistence",
             status: "warn",
-            message: `appendonly ${aof ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
-          },
+            message: `appendonly ${aof ?? "?"}, appendfsync ${fsync}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
+          }
+        : fsync === "always"
+          ? { name: "redis.persistence", status: "ok", message: "appendonly yes, appendfsync always" }
+          : {
+              name: "redis.persistence",
+              status: "warn",
+              message: `appendonly yes, appendfsync ${fsync}: up to a second of acknowledged work can be lost if the Redis host crashes; appendfsync always closes that window`,
+            },
     );
   } catch (err) {
     checks.push({
@@ -72,6 +79,58 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
     client.disconnect();
   }
   return checks;
+}
+
+/** Entries checked at most (a state dir with a million transcripts is still walked in bounded time). */
+const MAX_PERMISSION_CHECKS = 200_000;
+
+/**
+ * Every directory under the state dir must be 0700 and every file 0600 (they hold message text,
+ * tokens and pairing codes): names the first wrong paths and how many there are.
+ */
+export function checkStateDirPermissions(dir: string): Check {
+  const wrong: string[] = [];
+  let count = 0;
+  let checked = 0;
+  const stack = [dir];
+  while (stack.length > 0 && checked < MAX_PERMISSION_CHECKS) {
+    const d = stack.pop()!;
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const p = path.join(d, name);
+      let st: ReturnType<typeof lstatSync>;
+      try {
+        st = lstatSync(p);
+      } catch {
+        continue;
+      }
+      checked++;
+      const mode = st.mode & 0o777;
+      if (st.isDirectory()) {
+        if (mode & 0o077) {
+          count++;
+          if (wrong.length < 5) wrong.push(`${p} (dir, mode ${mode.toString(8)}; expected 700)`);
+        }
+        stack.push(p);
+      } else if (st.isFile() && mode & 0o077) {
+        count++;
+        if (wrong.length < 5) wrong.push(`${p} (file, mode ${mode.toString(8)}; expected 600)`);
+      }
+    }
+  }
+  if (count === 0) {
+    return { name: "stateDir.permissions", status: "ok", message: `${checked} paths private (700/600)` };
+  }
+  return {
+    name: "stateDir.permissions",
+    status: "warn",
+    message: `${count} path(s) readable by other users: ${wrong.join(", ")}${count > wrong.length ? ", …" : ""} (fix: chmod -R go-rwx ${dir})`,
+  };
 }
 
 function checkStateDir(dir: string): Check {
@@ -194,7 +253,9 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
     return checks;
   }
   const { config } = loaded;
-  checks.push(checkStateDir(path.resolve(loaded.baseDir, config.stateDir)));
+  const stateDir = path.resolve(loaded.baseDir, config.stateDir);
+  checks.push(checkStateDir(stateDir));
+  if (existsSync(stateDir)) checks.push(checkStateDirPermissions(stateDir));
   const urls = new Set<string>();
   if (config.storage.driver === "redis") urls.add(config.storage.redisUrl);
   if (config.queue.driver === "bullmq") urls.add(config.queue.redisUrl);

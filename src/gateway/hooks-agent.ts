@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { HooksConfig } from "../config/schema.js";
 import { uuidFrom } from "../cron/service.js";
-import { formatIssues } from "../errors.js";
+import { errorMessage, formatIssues, isConnectionError, SwitchboardError } from "../errors.js";
 import type { hookDeliverSchema } from "../flows/hook.js";
 import type { Services } from "../services.js";
 import { AGENT_ID_RE, classifyKind, isReservedKey, normalizeKey, parseSessionKey } from "../sessions/keys.js";
@@ -163,6 +163,11 @@ export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): vo
           );
         if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
           return fail(reply, err.statusCode, "INVALID_PARAMS", err.message);
+        // storage or queue down (Redis, a full disk): a retryable answer, never INTERNAL
+        if (isConnectionError(err)) {
+          const code = err instanceof SwitchboardError ? err.code : "UNAVAILABLE";
+          return fail(reply, 503, code, `storage or queue unavailable: ${errorMessage(err)}; retry shortly`);
+        }
         services.logger.error({ err }, "hooks/agent: failed");
         return fail(reply, 500, "INTERNAL", "internal error (see gateway log)");
       },

@@ -1,9 +1,10 @@
-import { writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { doctorChecks } from "../../src/cli/doctor.js";
+import { checkStateDirPermissions, doctorChecks } from "../../src/cli/doctor.js";
 import { FakeSlack } from "../fakes/slack.js";
 import { FakeTelegram } from "../fakes/telegram.js";
+import { startTestApp } from "../harness.js";
 import { REDIS_URL, tempDir } from "../helpers.js";
 import { describeRedis } from "../redis.js";
 
@@ -77,6 +78,42 @@ describeRedis("switchboard doctor with Redis", () => {
     const names = checks.map((c) => c.name);
     expect(names).toEqual(expect.arrayContaining(["redis", "redis.maxmemory-policy", "redis.persistence"]));
     expect(checks.find((c) => c.name === "redis")?.message).toMatch(/Redis \d+\./);
+    // the persistence mode it found, appendfsync included
+    expect(checks.find((c) => c.name === "redis.persistence")?.message).toMatch(
+      /appendonly \S+, appendfsync \S+/,
+    );
+  });
+
+  it("every file a running gateway writes is 0600 and every folder 0700", async () => {
+    const t = await startTestApp();
+    try {
+      const r = await t.rpc("chat.send", { sessionKey: "main", message: "help", timeoutSeconds: 20 });
+      expect(r.result.status).toBe("ok");
+      await t.invoke("agent:main:main", "sessions_spawn", { task: "say hi" });
+      const check = checkStateDirPermissions(t.dir);
+      expect(check.message).toContain("private");
+      expect(check.status).toBe("ok");
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("checks every path under the state dir and names the ones others can read", async () => {
+    const file = configFile({});
+    const state = path.join(path.dirname(file), "state");
+    mkdirSync(path.join(state, "queue"), { recursive: true, mode: 0o700 });
+    chmodSync(state, 0o700);
+    writeFileSync(path.join(state, "queue", "journal.jsonl"), "{}\n", { mode: 0o600 });
+    const ok = (await doctorChecks(file)).find((c) => c.name === "stateDir.permissions");
+    expect(ok).toMatchObject({ status: "ok" });
+    chmodSync(path.join(state, "queue"), 0o755);
+    chmodSync(path.join(state, "queue", "journal.jsonl"), 0o644);
+    const bad = (await doctorChecks(file)).find((c) => c.name === "stateDir.permissions");
+    expect(bad?.status).toBe("warn");
+    expect(bad?.message).toContain(`${path.join(state, "queue")} (dir, mode 755; expected 700)`);
+    expect(bad?.message).toContain(
+      `${path.join(state, "queue", "journal.jsonl")} (file, mode 644; expected 600)`,
+    );
   });
 
   it("fails clearly on an unreachable Redis, naming the URL", async () => {

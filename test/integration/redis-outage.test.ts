@@ -61,7 +61,15 @@ describeRedis("gateway during a Redis outage", () => {
       }),
     ).rejects.toMatchObject({ code: "UNAVAILABLE" });
 
+    // every method that touches Redis answers UNAVAILABLE (never INTERNAL) while it is down
+    const codes = await sweep(t, before.result.runId);
+    expect(codes.filter((c) => c.code === "INTERNAL")).toEqual([]);
+    expect(codes.filter((c) => c.code === "UNAVAILABLE").length).toBeGreaterThan(5);
+
     await redis.start();
+    // and while it comes back (loading its AOF, reconnecting)
+    const during = await sweep(t, before.result.runId);
+    expect(during.filter((c) => c.code === "INTERNAL")).toEqual([]);
     await eventually(async () => (await t.rpc("health", {})).result?.redis === "ready", 400, 50);
     const after = await eventually(
       async () => {
@@ -79,3 +87,37 @@ describeRedis("gateway during a Redis outage", () => {
     );
   });
 });
+
+/** Calls every Redis-backed RPC method once; returns the error code of each failure. */
+async function sweep(t: TestApp, runId: string): Promise<Array<{ method: string; code: string }>> {
+  const calls: Array<[string, Record<string, unknown>]> = [
+    ["sessions.list", {}],
+    ["sessions.history", { sessionKey: "main" }],
+    ["sessions.patch", { sessionKey: "main", label: "x" }],
+    ["sessions.delete", { sessionKey: "agent:main:gone" }],
+    ["chat.send", { sessionKey: "main", message: "during", timeoutSeconds: 0 }],
+    ["chat.send", { sessionKey: "main", message: "during", timeoutSeconds: 1 }],
+    ["runs.get", { runId }],
+    ["agent.wait", { runId: "nope", timeoutMs: 100 }],
+    ["tools.invoke", { sessionKey: "main", tool: "sessions_list", args: {} }],
+    ["tools.invoke", { sessionKey: "main", tool: "sessions_history", args: { sessionKey: "main" } }],
+    [
+      "tools.invoke",
+      {
+        sessionKey: "main",
+        tool: "sessions_send",
+        args: { sessionKey: "main", message: "x", timeoutSeconds: 0 },
+      },
+    ],
+    ["tools.invoke", { sessionKey: "main", tool: "sessions_spawn", args: { task: "x" } }],
+    ["tools.invoke", { sessionKey: "main", tool: "session_status", args: {} }],
+    ["tools.invoke", { sessionKey: "main", tool: "subagents", args: { action: "list" } }],
+    ["cron.list", {}],
+  ];
+  const out: Array<{ method: string; code: string }> = [];
+  for (const [method, params] of calls) {
+    const r = await t.rpc(method, params);
+    if (!r.ok) out.push({ method: `${method} ${JSON.stringify(params).slice(0, 60)}`, code: r.error!.code });
+  }
+  return out;
+}

@@ -201,3 +201,58 @@ describe("inbound: a failed accept, then the platform's redelivery", () => {
     expect((await first).accepted).toBe(true);
   });
 });
+
+describe("a follow-up submit that fails (the sub-agent announce during a queue blip)", () => {
+  let t: TestApp | undefined;
+  afterEach(async () => {
+    await t?.stop();
+    t = undefined;
+  });
+
+  async function spawnWith(failures: number) {
+    t = await startTestApp({
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "done" }] } },
+      },
+    });
+    const pipeline = t.app.services.pipeline;
+    const real = pipeline.submit.bind(pipeline);
+    let left = failures;
+    let announceSubmits = 0;
+    pipeline.submit = async (job, opts) => {
+      if (job.kind === "announce") {
+        announceSubmits++;
+        if (left-- > 0) throw new SwitchboardError("UNAVAILABLE", "queue blip");
+      }
+      return real(job, opts);
+    };
+    await t.rpc("chat.send", { sessionKey: "main", message: "hi", timeoutSeconds: 20 });
+    const spawned = await t.invoke("agent:main:main", "sessions_spawn", { task: "dig" });
+    const run = await pipeline.wait(spawned.runId, 20_000);
+    return { run, spawned, announceSubmits: () => announceSubmits };
+  }
+
+  it("is retried, and the announce arrives exactly once", async () => {
+    const { run, spawned, announceSubmits } = await spawnWith(2);
+    expect(run?.status).toBe("ok");
+    expect(announceSubmits()).toBe(3);
+    const app = t!;
+    const entry = (await app.app.services.store.sessions.get("agent:main:main"))!;
+    const ref = { agentId: "main", sessionId: entry.sessionId };
+    let announced: unknown[] = [];
+    for (let i = 0; i < 200 && announced.length === 0; i++) {
+      const tail = await app.app.services.store.transcripts.readTail(ref, { limit: 50, includeTools: true });
+      announced = tail.filter((m) => m.id === `announce:${spawned.runId}`);
+      if (announced.length === 0) await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(announced).toHaveLength(1);
+  });
+
+  it("that keeps failing is not swallowed: the run does not end ok", async () => {
+    const { run } = await spawnWith(100);
+    expect(run?.status).toBe("error");
+    expect(run?.error).toContain("follow-up failed");
+    expect(run?.error).toContain("queue blip");
+  }, 30_000);
+});
