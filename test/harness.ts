@@ -10,6 +10,12 @@ import { tempDir } from "./helpers.js";
 export interface TestApp {
   app: App;
   dir: string;
+  /** The gateway's bearer token (configured or generated); null when not listening. */
+  token: string | null;
+  /** Base URL when listening (`http://127.0.0.1:<port>`), else null. */
+  url: string | null;
+  /** Headers an authorised JSON client sends. */
+  headers(): Record<string, string>;
   /** Dispatch an RPC in process (same path as POST /rpc after parsing). */
   rpc<T = any>(
     method: string,
@@ -47,6 +53,12 @@ export async function startTestApp(
   return {
     app,
     dir: t.dir,
+    token: app.token,
+    url: app.url,
+    headers: () => ({
+      "content-type": "application/json",
+      ...(app.token ? { authorization: `Bearer ${app.token}` } : {}),
+    }),
     rpc,
     async invoke(sessionKey, tool, args = {}) {
       const r = await rpc("tools.invoke", { sessionKey, tool, args });

@@ -1,5 +1,5 @@
 /** Shared test utilities (one file re-exports what tests share). */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -33,4 +33,24 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, stepMs));
   }
   throw new Error(`eventually: condition not met${last ? `: ${String(last)}` : ""}`);
+}
+
+/**
+ * `POST /rpc` to a gateway running on `stateDir` (another process): JSON with the bearer token that
+ * gateway generated into `<stateDir>/gateway.token` (or `token` when given).
+ */
+export async function rpcOverHttp(
+  url: string,
+  auth: { stateDir: string } | { token: string },
+  method: string,
+  params: Record<string, unknown> = {},
+): Promise<{ ok: boolean; result: any; error?: any }> {
+  const token =
+    "token" in auth ? auth.token : readFileSync(path.join(auth.stateDir, "gateway.token"), "utf8").trim();
+  const res = await fetch(`${url}/rpc`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify({ method, params }),
+  });
+  return (await res.json()) as { ok: boolean; result: any; error?: any };
 }

@@ -99,7 +99,14 @@ export class WebchatChannel implements ChannelAdapter {
       set.delete(socket);
       if (set.size === 0) this.sockets.delete(visitorId);
     });
-    socket.on("message", (data) => void this.onFrame(socket, visitorId, data.toString()));
+    socket.on("message", (data) => {
+      // A frame that fails in an unforeseen way answers an error; the socket and the process stay up.
+      this.onFrame(socket, visitorId, data.toString()).catch((err: unknown) => {
+        this.log.warn({ err: errorMessage(err) }, "webchat: frame failed");
+        if (socket.readyState === socket.OPEN)
+          socket.send(JSON.stringify({ type: "error", code: "INTERNAL", message: "frame failed" }));
+      });
+    });
   }
 
   private async onFrame(socket: WebchatSocket, visitorId: string, raw: string): Promise<void> {

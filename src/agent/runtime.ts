@@ -1,4 +1,5 @@
 import { errorMessage, SwitchboardError } from "../errors.js";
+import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services.js";
 import type { ToolCaller } from "../sessions/caller.js";
@@ -340,11 +341,12 @@ export class AgentRuntime {
     effectId: string,
     onYield: () => void,
   ): Promise<Record<string, unknown>> {
-    let args: unknown;
-    try {
-      args = rawArgs.trim() === "" ? {} : JSON.parse(rawArgs);
-    } catch {
-      return { status: "error", error: `arguments for ${name} are not valid JSON` };
+    let args: unknown = {};
+    if (rawArgs.trim() !== "") {
+      // A model's arguments are untrusted input like any request body: nesting is bounded too.
+      const parsed = parseGuardedJson(rawArgs, DEFAULT_MAX_JSON_DEPTH);
+      if (!parsed.ok) return { status: "error", error: `arguments for ${name} are ${parsed.message}` };
+      args = parsed.value;
     }
     try {
       const out = await this.tools.invoke(name, args, {

@@ -11,8 +11,10 @@ import { EventBus } from "../events.js";
 import { installSendFlow } from "../flows/a2a.js";
 import { installHookFlow } from "../flows/hook.js";
 import { installSpawnFlow } from "../flows/spawn.js";
+import { resolvesToLoopback } from "../gateway/hosts.js";
 import type { RpcDispatcher } from "../gateway/rpc.js";
-import { type GatewayServer, isLoopbackHost } from "../gateway/server.js";
+import type { GatewayServer } from "../gateway/server.js";
+import { ensureGatewayToken, removeGatewayInfo, writeGatewayInfo } from "../gateway/token.js";
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
 import { createRouter, type Router } from "../routing/router.js";
@@ -52,6 +54,10 @@ export interface App {
   handlers: HandlerRegistry;
   router: Router;
   address: { host: string; port: number } | null;
+  /** The bearer token the server requires (configured, or generated into <stateDir>/gateway.token); null without a server. */
+  token: string | null;
+  /** Base URL clients use (loopback when bound to every interface); null until listening. */
+  url: string | null;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -62,7 +68,10 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const now = opts.now ?? Date.now;
   const host = opts.host ?? config.gateway.host;
   const port = opts.port ?? config.gateway.port;
-  checkDriverChoice(config, opts.role, host, isLoopbackHost);
+  // Loopback is decided on the addresses the host resolves to, never on its spelling.
+  const loopback =
+    opts.role === "gateway" && !config.gateway.auth.token ? await resolvesToLoopback(host) : true;
+  checkDriverChoice(config, opts.role, host, () => loopback);
   const drivers = await createDrivers(loaded, logger, now);
   const { store, pipeline, models } = drivers;
   const bus = new EventBus();
@@ -107,8 +116,10 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   }
 
   const rpc = createRpc(services, tools, healthOf(services, drivers.redis, models));
-  const server =
-    gateway && opts.serve !== false ? createServer(services, { host, port }, rpc, webchat, hooks) : null;
+  const serve = gateway && opts.serve !== false;
+  // No configured token: one is generated at first start and kept in the state dir (0600).
+  const token = serve ? (config.gateway.auth.token ?? ensureGatewayToken(drivers.stateDir).token) : null;
+  const server = serve && token ? createServer(services, { host, port, token }, rpc, webchat, hooks) : null;
   const app: App = {
     services,
     tools,
@@ -118,6 +129,8 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     handlers,
     router,
     address: null,
+    token,
+    url: null,
     start: () => lifecycle.start(),
     stop: () => lifecycle.stop(),
   };
@@ -125,6 +138,12 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     createCronDriver(loaded, drivers, logger, now),
   );
   return app;
+}
+
+/** The URL a client on this machine uses: a wildcard bind is reached over loopback. */
+export function clientUrl(address: { host: string; port: number }): string {
+  const h = address.host === "0.0.0.0" ? "127.0.0.1" : address.host === "::" ? "::1" : address.host;
+  return `http://${h.includes(":") ? `[${h}]` : h}:${address.port}`;
 }
 
 /** Start: pipeline, then the port, then the channels. Stop: the reverse, then store and Redis. */
@@ -142,7 +161,12 @@ function appLifecycle(
       started = true;
       await services.pipeline.start(createJobHandlers(services, runtime, handlers));
       if (services.cron && services.config.cron.enabled) await services.cron.start(await cronDriver());
-      if (server) app.address = await server.listen();
+      if (server) {
+        app.address = await server.listen();
+        app.url = clientUrl(app.address);
+        // Where this gateway runs, for the CLI and `switchboard mcp` pointed at the same state dir.
+        writeGatewayInfo(services.stateDir, { url: app.url, pid: process.pid, startedAt: services.now() });
+      }
       for (const a of adapters) {
         await a.start(async (msg) => {
           await router.handle(msg);
@@ -153,6 +177,7 @@ function appLifecycle(
       if (!started) return;
       started = false;
       await server?.close();
+      if (server) removeGatewayInfo(services.stateDir);
       await services.cron?.stop().catch((err) => services.logger.warn({ err }, "cron stop failed"));
       for (const a of services.channels.all())
         await a.stop().catch((err) => services.logger.warn({ err }, "channel stop failed"));

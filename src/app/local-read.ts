@@ -1,6 +1,7 @@
 import type { LoadedConfig } from "../config/load.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { registerReadMethods } from "../gateway/methods/index.js";
+import { registerPairingMethods } from "../gateway/methods/pairing.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
 import { createLogger } from "../log.js";
 import { openStore } from "./drivers.js";
@@ -26,6 +27,7 @@ export async function readLocal<T>(
     opts.onLocal();
     const rpc = new RpcDispatcher(logger);
     registerReadMethods(rpc, { config: loaded.config, store: local.store });
+    registerPairingMethods(rpc, { store: local.store, now: Date.now });
     const r = await rpc.dispatch({ id: 1, method, params });
     if (!r.ok) throw new SwitchboardError(r.error.code, `${r.error.code}: ${r.error.message}`);
     return r.result as T;

@@ -55,7 +55,8 @@ export function createRpc(
 /** The HTTP server (RPC, /ws, web chat page and socket, channel webhooks). */
 export function createServer(
   services: Services,
-  listen: { host: string; port: number },
+  /** `token`: the configured one, or the one generated into the state dir (never none). */
+  listen: { host: string; port: number; token: string },
   rpc: RpcDispatcher,
   webchat: WebchatChannel | null,
   hooks: WebhookMount[],
@@ -64,8 +65,12 @@ export function createServer(
   const server = new GatewayServer({
     host: listen.host,
     port: listen.port,
-    ...(config.gateway.auth.token ? { token: config.gateway.auth.token } : {}),
+    token: listen.token,
     maxBodyBytes: config.gateway.maxBodyBytes,
+    maxJsonDepth: config.gateway.maxJsonDepth,
+    maxWebhookBodyBytes: config.gateway.maxWebhookBodyBytes,
+    allowedHosts: config.gateway.allowedHosts,
+    allowedOrigins: config.gateway.allowedOrigins,
     logger: services.logger,
     rpc,
     bus: services.bus,

@@ -1,7 +1,9 @@
+import path from "node:path";
 import { Option } from "commander";
 import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { SwitchboardError } from "../errors.js";
 import { RpcClient } from "../gateway/client.js";
+import { readGatewayInfo, readGatewayToken } from "../gateway/token.js";
 
 /** What every command gets: where to print, and how to set the exit code. */
 export interface Io {
@@ -29,9 +31,15 @@ export const configOpt = () =>
     "config file (JSON5); default $SWITCHBOARD_CONFIG, then ./switchboard.json5",
   );
 export const urlOpt = () =>
-  new Option("--url <url>", "gateway URL; default from config gateway.url or http://host:port");
+  new Option(
+    "--url <url>",
+    "gateway URL; default from config gateway.url, then <stateDir>/gateway.json, then http://host:port",
+  );
 export const tokenOpt = () =>
-  new Option("--token <token>", "bearer token; default from config gateway.auth.token");
+  new Option(
+    "--token <token>",
+    "bearer token; default from config gateway.auth.token, then <stateDir>/gateway.token",
+  );
 export const jsonOpt = () => new Option("--json", "print machine-readable JSON");
 
 export interface ClientOpts {
@@ -49,16 +57,24 @@ export function loadReadOnly(file: string | undefined): LoadedConfig {
   return loadConfig({ ...(file ? { file } : {}), readOnly: true });
 }
 
+/**
+ * The gateway to talk to and its token: `--url`/`--token`, else the config (`gateway.url`,
+ * `gateway.auth.token`), else what the gateway running on the config's state dir recorded there
+ * (`gateway.json`, `gateway.token`), else http://host:port.
+ */
 export function clientFor(opts: ClientOpts): RpcClient {
   let url = opts.url;
   let token = opts.token;
   if (!url || !token) {
     try {
-      const { config } = loadReadOnly(opts.config);
+      const loaded = loadReadOnly(opts.config);
+      const { config } = loaded;
+      const stateDir = path.resolve(loaded.baseDir, config.stateDir);
       url ??=
         config.gateway.url ??
+        readGatewayInfo(stateDir)?.url ??
         `http://${config.gateway.host.includes(":") ? `[${config.gateway.host}]` : config.gateway.host}:${config.gateway.port}`;
-      token ??= config.gateway.auth.token;
+      token ??= config.gateway.auth.token ?? readGatewayToken(stateDir) ?? undefined;
     } catch (err) {
       if (!url) throw err;
     }

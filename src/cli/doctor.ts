@@ -1,7 +1,7 @@
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { ConfiguredModels } from "../agent/models.js";
-import { createChannels } from "../app/index.js";
+import { createChannels, openStore } from "../app/index.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import { loadConfig } from "../config/load.js";
 import { type Config, cronJobSchema } from "../config/schema.js";
@@ -9,6 +9,8 @@ import { cronChecks } from "../cron/checks.js";
 import type { CronJob } from "../cron/types.js";
 import { errorMessage } from "../errors.js";
 import { silentLogger } from "../log.js";
+import { PairingStore } from "../routing/pairing.js";
+import { clientFor } from "./context.js";
 
 /** `switchboard doctor`: every check prints ok / warn / fail with what to do about it. */
 
@@ -194,6 +196,66 @@ function checkChannels(config: Config): Check[] {
   return out;
 }
 
+const CHAT_CHANNELS = ["telegram", "slack", "discord", "whatsapp"] as const;
+
+/** Who may DM each configured chat channel (API.md §7); `open` with a shared main session is a warning. */
+export function checkDmAccess(config: Config): Check[] {
+  const out: Check[] = [];
+  for (const name of CHAT_CHANNELS) {
+    const c = config.channels[name];
+    if (!c) continue;
+    const everyone = c.dmPolicy === "open" || c.allowFrom.includes("*");
+    const who = `dmPolicy ${c.dmPolicy}, allowFrom [${c.allowFrom.join(", ")}], owners [${c.owners.join(", ")}]`;
+    if (everyone && config.session.dmScope === "main")
+      out.push({
+        name: `${name}.dmPolicy`,
+        status: "warn",
+        message: `${who}: anyone who DMs the bot shares the owner's main session (and can read its history); use dmPolicy "pairing" or session.dmScope "per-channel-peer"`,
+      });
+    else out.push({ name: `${name}.dmPolicy`, status: "ok", message: who });
+  }
+  return out;
+}
+
+/** Pairing approvals and pending requests, from the running gateway or else the local store. */
+async function checkPairing(loaded: ReturnType<typeof loadConfig>, configFile?: string): Promise<Check[]> {
+  type Listed = {
+    requests: Array<{ channel: string; senderId: string; code: string }>;
+    approved: Array<{ channel: string; accountId: string; senderId: string }>;
+  };
+  let res: Listed;
+  try {
+    res = await clientFor(configFile ? { config: configFile } : {}).call<Listed>("pairing.list", {});
+  } catch {
+    try {
+      const local = await openStore(loaded, silentLogger());
+      try {
+        const store = new PairingStore(local.store.kv, Date.now);
+        res = { requests: await store.pending(), approved: await store.approved() };
+      } finally {
+        await local.close();
+      }
+    } catch (err) {
+      return [{ name: "pairing", status: "warn", message: `could not read approvals: ${errorMessage(err)}` }];
+    }
+  }
+  const approved = res.approved.map((a) => `${a.channel}:${a.senderId}`);
+  const out: Check[] = [
+    {
+      name: "pairing",
+      status: "ok",
+      message: approved.length ? `approved senders: ${approved.join(", ")}` : "no approved senders",
+    },
+  ];
+  if (res.requests.length)
+    out.push({
+      name: "pairing.pending",
+      status: "ok",
+      message: `${res.requests.length} pending: ${res.requests.map((r) => `${r.channel} ${r.code} (sender ${r.senderId})`).join(", ")}; approve with switchboard pairing approve CHANNEL CODE`,
+    });
+  return out;
+}
+
 /** Calls each configured account's identity method (getMe, auth.test, users/@me). */
 async function probeChannels(loaded: ReturnType<typeof loadConfig>): Promise<Check[]> {
   const out: Check[] = [];
@@ -262,6 +324,8 @@ export async function doctorChecks(configFile?: string): Promise<Check[]> {
   for (const url of urls) checks.push(...(await checkRedis(url)));
   checks.push(...checkChannels(config));
   checks.push(...cronChecks(config, await runtimeCronJobs(loaded)));
+  checks.push(...checkDmAccess(config));
+  checks.push(...(await checkPairing(loaded, configFile)));
   checks.push(...(await probeChannels(loaded)));
   try {
     const models = new ConfiguredModels(config, silentLogger(), loaded.baseDir);

@@ -5,6 +5,7 @@ import { registerCron } from "./commands/cron.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerHealth } from "./commands/health.js";
 import { registerMcp } from "./commands/mcp.js";
+import { registerPairing } from "./commands/pairing.js";
 import { registerRuns } from "./commands/runs.js";
 import { registerSend } from "./commands/send.js";
 import { registerSessions } from "./commands/sessions.js";
@@ -28,6 +29,7 @@ const COMMANDS: Array<(program: Command, ctx: CliContext) => void> = [
   registerRuns,
   registerHealth,
   registerCron,
+  registerPairing,
   registerDoctor,
   registerMcp,
 ];

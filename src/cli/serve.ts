@@ -1,4 +1,5 @@
 import { writeFileSync } from "node:fs";
+import path from "node:path";
 import { createApp } from "../app/index.js";
 import { envLogLevel } from "../config/load.js";
 import { SwitchboardError } from "../errors.js";
@@ -138,6 +139,10 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
         queue: services.pipeline.driver,
         model,
         config: loaded.source,
+        // The URLs to open carry the token in their #fragment: see the token file (never logged).
+        ...(url && !services.config.gateway.auth.token
+          ? { tokenFile: path.join(services.stateDir, "gateway.token") }
+          : {}),
       },
       `Switchboard ${role} ${where} — storage: ${storage}, queue: ${services.pipeline.driver}, model: ${model}`,
     );

@@ -6,11 +6,17 @@
 export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   $schema: "Path or URL of this JSON Schema, for editors; ignored by Switchboard.",
   gateway: "The HTTP/WebSocket server: RPC, web chat, dashboard, health and platform webhooks.",
-  "gateway.host": "Address to bind. Anything but loopback requires a token.",
+  "gateway.host":
+    "Address to bind. Anything that does not resolve to loopback only requires a configured token.",
   "gateway.port": "Port to listen on (0 = any free port).",
   "gateway.auth.token":
-    "Bearer token for RPC, WebSocket, web chat and dashboard. Use ${VAR} to keep it out of the file.",
-  "gateway.maxBodyBytes": "Largest accepted request body in bytes.",
+    "Bearer token for RPC, WebSocket, web chat and dashboard. Use ${VAR} to keep it out of the file. Unset: one is generated into stateDir/gateway.token (0600).",
+  "gateway.maxBodyBytes":
+    "Largest accepted RPC body or WebSocket frame in bytes (the default fits a 10 MB attachment call).",
+  "gateway.maxJsonDepth":
+    "Deepest {/[ nesting accepted in a body, frame, webhook body or model tool arguments.",
+  "gateway.maxWebhookBodyBytes":
+    "Largest accepted platform webhook body (/hooks/telegram, /hooks/slack) in bytes.",
   "gateway.url": "Base URL the CLI uses to reach a running gateway; default http://host:port.",
   "gateway.allowedHosts": "Host header names accepted besides loopback names and the bound address.",
   "gateway.allowedOrigins": "Browser origins accepted besides the gateway's own.",
@@ -124,8 +130,10 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
 };
 
 for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
-  CONFIG_DESCRIPTIONS[`channels.${ch}.allowFrom`] ??= 'Who may DM the bot: "*" or sender ids.';
-  CONFIG_DESCRIPTIONS[`channels.${ch}.dmPolicy`] ??= "How strangers' direct messages are handled.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.allowFrom`] ??=
+    'Senders let in without pairing: sender ids, "<channel>:<id>", or "*" for everyone.';
+  CONFIG_DESCRIPTIONS[`channels.${ch}.dmPolicy`] ??=
+    "Unknown DM senders: pairing (a one-time code the owner approves), allowlist, open (everyone) or disabled.";
   CONFIG_DESCRIPTIONS[`channels.${ch}.owners`] ??= "Sender ids that may use owner commands (/send, /status).";
   CONFIG_DESCRIPTIONS[`channels.${ch}.groups.requireMention`] ??=
     "In groups, answer only when mentioned or replied to.";

@@ -30,16 +30,38 @@ export const gatewaySchema = z
     auth: z
       .strictObject({ token: z.string().min(8, "must be at least 8 characters").optional() })
       .default({}),
-    /** Largest accepted request body in bytes. */
+    /** Largest accepted RPC body or WebSocket frame in bytes (default fits a 10 MB attachment call). */
     maxBodyBytes: z
       .number()
       .int()
       .positive()
-      .default(1024 * 1024),
+      .default(16 * 1024 * 1024),
     /** Base URL the CLI uses to reach a running gateway; defaults to http://host:port. */
     url: z.string().url().optional(),
+    // Local web security (API.md §7, docs/security.md).
+    /** Host header names accepted besides loopback names and the bound address. */
+    allowedHosts: z.array(z.string().trim().toLowerCase().min(1)).default([]),
+    /** Browser Origins (`scheme://host[:port]`) accepted besides the gateway's own. */
+    allowedOrigins: z.array(z.string().trim().toLowerCase().min(1)).default([]),
+    /** Deepest `{`/`[` nesting accepted in a request body, frame or webhook body. */
+    maxJsonDepth: z.number().int().min(2).max(1000).default(64),
+    /** Largest accepted platform webhook body (/hooks/telegram, /hooks/slack) in bytes. */
+    maxWebhookBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(1024 * 1024),
   })
-  .default({ host: "127.0.0.1", port: 18790, auth: {}, maxBodyBytes: 1024 * 1024 });
+  .default({
+    host: "127.0.0.1",
+    port: 18790,
+    auth: {},
+    maxBodyBytes: 16 * 1024 * 1024,
+    allowedHosts: [],
+    allowedOrigins: [],
+    maxJsonDepth: 64,
+    maxWebhookBodyBytes: 1024 * 1024,
+  });
 
 export const storageSchema = z
   .strictObject({
@@ -335,8 +357,10 @@ const groupsSchema = z.strictObject({
 });
 
 const channelCommon = {
-  allowFrom: z.array(z.string()).default(["*"]),
-  dmPolicy: z.enum(["open", "allowlist", "disabled"]).default("open"),
+  /** Senders let in without pairing; "*" = everyone (API.md §7). */
+  allowFrom: z.array(z.string()).default([]),
+  /** Unknown DM senders: `pairing` (a one-time code the owner approves), `allowlist`, `open`, `disabled`. */
+  dmPolicy: z.enum(["pairing", "allowlist", "open", "disabled"]).default("pairing"),
   owners: z.array(z.string()).default([]),
   groups: groupsSchema.default({ requireMention: true, mentionPatterns: [] }),
   /** Per-channel override of session.threadBindings.defaultSpawnContext. */

@@ -29,8 +29,13 @@ export function method<S extends z.ZodType>(
   return { params, handler } as unknown as RpcMethod;
 }
 
+/** JSON-RPC ids are strings, numbers or null: anything else is not echoed and the call is refused. */
+export const rpcIdSchema = z.union([z.string().max(256), z.number(), z.null()], {
+  error: "must be a string (at most 256 characters), a number or null",
+});
+
 export const requestSchema = z.object({
-  id: z.unknown().optional(),
+  id: rpcIdSchema.optional(),
   method: z.string().min(1),
   params: z.record(z.string(), z.unknown()).optional(),
 });
@@ -87,17 +92,29 @@ export class RpcDispatcher {
     return [...this.#methods.keys()].sort();
   }
 
+  /**
+   * The error reply for a body that is not a well-formed call (not an object, a bad `id`, no
+   * `method`), or null when it is one. Transports answer such bodies with HTTP 400.
+   */
+  envelopeError(body: unknown): RpcReply | null {
+    const req = requestSchema.safeParse(body);
+    if (req.success) return null;
+    const rawId = body && typeof body === "object" && "id" in body ? (body as { id: unknown }).id : null;
+    const id = rpcIdSchema.safeParse(rawId).success ? rawId : null;
+    return {
+      id: id ?? null,
+      ok: false,
+      error: { code: "INVALID_PARAMS", message: formatIssues(req.error.issues, "request: ") },
+    };
+  }
+
   /** Dispatches one already-parsed request body. Never throws. */
   async dispatch(body: unknown): Promise<RpcReply> {
+    const bad = this.envelopeError(body);
+    if (bad) return bad;
     const req = requestSchema.safeParse(body);
-    const id = body && typeof body === "object" && "id" in body ? (body as { id: unknown }).id : null;
-    if (!req.success) {
-      return {
-        id: id ?? null,
-        ok: false,
-        error: { code: "INVALID_PARAMS", message: formatIssues(req.error.issues, "request: ") },
-      };
-    }
+    if (!req.success) return { id: null, ok: false, error: { code: "INVALID_PARAMS", message: "request" } };
+    const id = req.data.id;
     const m = this.#methods.get(req.data.method);
     if (!m) {
       return {

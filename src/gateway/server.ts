@@ -3,10 +3,12 @@ import websocket from "@fastify/websocket";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
+import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson, safeStringify } from "../json-limits.js";
 import type { Logger } from "../log.js";
 import { dashboardPage } from "./dashboard.js";
 import { cronPanelPage } from "./dashboard-cron.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
+import { HostPolicy } from "./hosts.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
 
@@ -31,6 +33,14 @@ export interface GatewayServerOptions {
   port: number;
   token?: string;
   maxBodyBytes: number;
+  /** Deepest JSON nesting accepted in bodies and frames (default 64). */
+  maxJsonDepth?: number;
+  /** Largest platform webhook body (default 1 MiB). */
+  maxWebhookBodyBytes?: number;
+  /** Host header names accepted besides loopback names and the bound address. */
+  allowedHosts?: readonly string[];
+  /** Browser origins accepted besides the gateway's own. */
+  allowedOrigins?: readonly string[];
   logger: Logger;
   rpc: RpcDispatcher;
   bus: EventBus;
@@ -47,10 +57,31 @@ export interface GatewayServerOptions {
   extraRoutes?: (app: FastifyInstance) => void;
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost", "0:0:0:0:0:0:0:1"]);
+/** Paths outside the Host/Origin checks: probes, and platform webhooks (verified by signature). */
+function exemptFromHostCheck(url: string): boolean {
+  const p = url.split("?")[0] ?? url;
+  return p === "/healthz" || p.startsWith("/hooks/");
+}
 
-export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith("127.");
+function forbidden(message: string) {
+  return { id: null, ok: false, error: { code: "FORBIDDEN", message } };
+}
+
+/** Sends one frame; a value that cannot be serialised becomes an INTERNAL error frame. */
+function sendFrame(socket: WebSocket, value: unknown, id: unknown = null): void {
+  if (socket.readyState !== socket.OPEN) return;
+  const text =
+    safeStringify(value) ??
+    JSON.stringify({
+      id: typeof id === "string" || typeof id === "number" ? id : null,
+      ok: false,
+      error: { code: "INTERNAL", message: "reply could not be serialised" },
+    });
+  try {
+    socket.send(text);
+  } catch {
+    // the socket went away between the check and the send
+  }
 }
 
 function safeEqual(a: string, b: string): boolean {
@@ -63,11 +94,52 @@ export class GatewayServer {
   readonly app: FastifyInstance;
   readonly #hooks = new Map<string, WebhookHandler>();
   readonly #sockets = new Set<WebSocket>();
+  readonly #hosts: HostPolicy;
+  readonly #maxDepth: number;
   #unsubscribe: (() => void) | null = null;
   #address: { host: string; port: number } | null = null;
 
   constructor(private readonly opts: GatewayServerOptions) {
     this.app = Fastify({ bodyLimit: opts.maxBodyBytes, logger: false, forceCloseConnections: true });
+    this.#hosts = new HostPolicy({
+      bindHost: opts.host,
+      allowedHosts: opts.allowedHosts ?? [],
+      allowedOrigins: opts.allowedOrigins ?? [],
+    });
+    this.#maxDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // A refused upgrade request never reaches @fastify/websocket's own hooks: end its socket here.
+    this.app.addHook("onResponse", async (req) => {
+      if (typeof req.headers.upgrade === "string" && !req.raw.socket.destroyed) req.raw.socket.destroy();
+    });
+    // Host and Origin checks run before routing and before any WebSocket upgrade is accepted.
+    this.app.addHook("onRequest", async (req, reply) => {
+      if (exemptFromHostCheck(req.url)) return;
+      if (!this.#hosts.hostAllowed(req.headers.host)) {
+        return reply
+          .status(403)
+          .send(
+            forbidden(
+              `Host ${JSON.stringify(req.headers.host ?? "")} is not this gateway's (loopback names, the bound address, gateway.allowedHosts)`,
+            ),
+          );
+      }
+      const origin = req.headers.origin;
+      const mutating = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
+      const upgrade = typeof req.headers.upgrade === "string";
+      if (
+        origin !== undefined &&
+        (mutating || upgrade) &&
+        !this.#hosts.originAllowed(origin, req.headers.host)
+      ) {
+        return reply
+          .status(403)
+          .send(
+            forbidden(
+              `Origin ${JSON.stringify(origin)} may not use this gateway (only its own pages, or gateway.allowedOrigins)`,
+            ),
+          );
+      }
+    });
     // Keep raw bodies: JSON errors become our 400 shape, and webhook signatures need the exact bytes.
     this.app.removeAllContentTypeParsers();
     this.app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
@@ -131,20 +203,40 @@ export class GatewayServer {
           },
         });
       }
-      let body: unknown;
-      try {
-        body = JSON.parse(typeof req.body === "string" ? req.body : "");
-      } catch {
+      // JSON only: a "simple" content type (text/plain, forms) is what a cross-site page can send.
+      const type = String(req.headers["content-type"] ?? "")
+        .split(";")[0]
+        ?.trim()
+        .toLowerCase();
+      if (type !== "application/json") {
+        return reply.status(415).send({
+          id: null,
+          ok: false,
+          error: { code: "INVALID_PARAMS", message: "content-type must be application/json" },
+        });
+      }
+      const parsed = parseGuardedJson(typeof req.body === "string" ? req.body : "", this.#maxDepth);
+      if (!parsed.ok) {
         return reply.status(400).send({
           id: null,
           ok: false,
-          error: { code: "INVALID_PARAMS", message: "request body is not valid JSON" },
+          error: { code: "INVALID_PARAMS", message: `request body is ${parsed.message}` },
         });
       }
-      return opts.rpc.dispatch(body);
+      const bad = opts.rpc.envelopeError(parsed.value);
+      if (bad) return reply.status(400).send(bad);
+      const result = await opts.rpc.dispatch(parsed.value);
+      const text =
+        safeStringify(result) ??
+        JSON.stringify({
+          id: result.id,
+          ok: false,
+          error: { code: "INTERNAL", message: "reply could not be serialised" },
+        });
+      return reply.type("application/json; charset=utf-8").send(text);
     });
     if (opts.agentHook) registerAgentHook(app, opts.agentHook);
-    app.post("/hooks/*", async (req, reply) => {
+    app.post("/hooks/*", { bodyLimit: opts.maxWebhookBodyBytes ?? 1024 * 1024 }, async (req, reply) => {
       const path = req.url.split("?")[0] ?? req.url;
       const handler = this.#hooks.get(path);
       if (!handler)
@@ -153,8 +245,16 @@ export class GatewayServer {
           .send({ ok: false, error: { code: "NOT_FOUND", message: `no webhook at ${path}` } });
       const headers: Record<string, string | undefined> = {};
       for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(",") : v;
+      const rawBody = typeof req.body === "string" ? req.body : "";
+      if (/json/i.test(headers["content-type"] ?? "") || /^\s*[[{]/.test(rawBody)) {
+        const guarded = parseGuardedJson(rawBody, this.#maxDepth);
+        if (!guarded.ok && guarded.reason === "too-deep")
+          return reply
+            .status(400)
+            .send({ ok: false, error: { code: "INVALID_PARAMS", message: guarded.message } });
+      }
       try {
-        const res = await handler({ headers, rawBody: typeof req.body === "string" ? req.body : "" });
+        const res = await handler({ headers, rawBody });
         if (res.headers) void reply.headers(res.headers);
         return reply.status(res.status).send(res.body ?? "");
       } catch (err) {
@@ -172,35 +272,49 @@ export class GatewayServer {
       scope.get("/ws", { websocket: true }, (socket, req) => {
         const q = req.query as Record<string, string | undefined>;
         if (!this.#authorized(req, q.token)) {
-          socket.send(
-            JSON.stringify({
-              id: null,
-              ok: false,
-              error: { code: "UNAUTHORIZED", message: "missing or invalid token" },
-            }),
-          );
+          sendFrame(socket, {
+            id: null,
+            ok: false,
+            error: { code: "UNAUTHORIZED", message: "missing or invalid token" },
+          });
           socket.close(4401, "unauthorized");
           return;
         }
         this.#sockets.add(socket);
         socket.on("close", () => this.#sockets.delete(socket));
-        socket.on("message", (data) => {
-          let body: unknown;
+        socket.on("error", (err) => this.opts.logger.debug({ err }, "ws: socket error"));
+        // Every frame is handled under a catch: a bad frame answers an error, the socket and the process stay up.
+        socket.on("message", (data, isBinary) => {
           try {
-            body = JSON.parse(data.toString());
-          } catch {
-            socket.send(
-              JSON.stringify({
+            const text = isBinary ? Buffer.from(data as Buffer).toString("utf8") : data.toString();
+            const parsed = parseGuardedJson(text, this.#maxDepth);
+            if (!parsed.ok) {
+              sendFrame(socket, {
                 id: null,
                 ok: false,
-                error: { code: "INVALID_PARAMS", message: "frame is not valid JSON" },
-              }),
-            );
-            return;
+                error: { code: "INVALID_PARAMS", message: `frame is ${parsed.message}` },
+              });
+              return;
+            }
+            this.opts.rpc
+              .dispatch(parsed.value)
+              .then((r) => sendFrame(socket, r, r.id))
+              .catch((err: unknown) => {
+                this.opts.logger.error({ err }, "ws: dispatch failed");
+                sendFrame(socket, {
+                  id: null,
+                  ok: false,
+                  error: { code: "INTERNAL", message: "internal error" },
+                });
+              });
+          } catch (err) {
+            this.opts.logger.error({ err }, "ws: frame handler failed");
+            sendFrame(socket, {
+              id: null,
+              ok: false,
+              error: { code: "INTERNAL", message: "internal error" },
+            });
           }
-          void this.opts.rpc.dispatch(body).then((r) => {
-            if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(r));
-          });
         });
       });
     });
@@ -209,19 +323,24 @@ export class GatewayServer {
         scope.get(extra.path, { websocket: true }, (socket, req) => {
           const q = req.query as Record<string, string | undefined>;
           if (!this.#authorized(req, q.token)) {
-            socket.send(
-              JSON.stringify({ type: "error", code: "UNAUTHORIZED", message: "missing or invalid token" }),
-            );
+            sendFrame(socket, { type: "error", code: "UNAUTHORIZED", message: "missing or invalid token" });
             socket.close(4401, "unauthorized");
             return;
           }
-          extra.onConnection(socket, q);
+          socket.on("error", (err) => this.opts.logger.debug({ err }, "ws: socket error"));
+          try {
+            extra.onConnection(socket, q);
+          } catch (err) {
+            this.opts.logger.error({ err, path: extra.path }, "ws: connection handler failed");
+            socket.close(1011, "internal error");
+          }
         });
       });
     }
     this.#unsubscribe = this.opts.bus.onAny((event, data) => {
       if (this.#sockets.size === 0) return;
-      const frame = JSON.stringify({ event, data });
+      const frame = safeStringify({ event, data });
+      if (frame === null) return;
       for (const s of this.#sockets) if (s.readyState === s.OPEN) s.send(frame);
     });
     await this.app.listen({ host: this.opts.host, port: this.opts.port });

@@ -43,9 +43,14 @@ const PREFIXED_TOKEN = new RegExp(
     "sk-[A-Za-z0-9_-]{12,}",
     "gh[pousr]_[A-Za-z0-9]{16,}",
     "github_pat_[A-Za-z0-9_]{20,}",
-    "xox[abprs]-[A-Za-z0-9-]{10,}",
+    "xox[a-z]-[A-Za-z0-9-]{10,}",
     "xapp-[A-Za-z0-9-]{10,}",
     "AIza[0-9A-Za-z_-]{20,}",
+    "(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    // AWS access key ids (long-term AKIA, temporary ASIA, and the other documented prefixes).
+    "(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|AGPA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    // JWTs: base64url header and payload (both JSON objects, so both start with eyJ) and a signature.
+    String.raw`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`,
     "gsk_[A-Za-z0-9]{16,}",
     "pplx-[A-Za-z0-9]{16,}",
     "npm_[A-Za-z0-9]{16,}",
@@ -59,9 +64,11 @@ const RULES: readonly RedactRule[] = [
   {
     // PEM private keys, also when the END line was cut off.
     re: /-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
-    replace: (hit, _m, kind = "") => {
+    replace: (hit, m, kind = "") => {
+      const masked = `-----BEGIN ${kind}PRIVATE KEY-----\n…redacted…\n-----END ${kind}PRIVATE KEY-----`;
+      if (m === masked) return m;
       hit();
-      return `-----BEGIN ${kind}PRIVATE KEY-----\n…redacted…\n-----END ${kind}PRIVATE KEY-----`;
+      return masked;
     },
   },
   {
@@ -106,6 +113,31 @@ const RULES: readonly RedactRule[] = [
   },
   {
     re: PREFIXED_TOKEN,
+    replace: (hit, m) => {
+      hit();
+      return maskSecret(m);
+    },
+  },
+  {
+    // Credentials in URLs: scheme://user:password@host keeps the user, masks the password.
+    re: /\b([a-z][a-z0-9+.-]{1,30}:\/\/)([^\s:/?#@]+):([^\s/?#@]+)@/gi,
+    replace: (hit, m, scheme = "", user = "", pass = "") => {
+      if (isPlaceholder(pass)) return m;
+      hit();
+      return `${scheme}${user}:${maskSecret(pass)}@`;
+    },
+  },
+  {
+    // AWS secret access keys (40 characters) after their usual names, also unquoted in INI files.
+    re: /((?:aws_?)?secret_?access_?key["']?\s*[:=]\s*["']?)([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])/gi,
+    replace: maskGroup(
+      (g) => g[0] ?? "",
+      (g) => g[1] ?? "",
+    ),
+  },
+  {
+    // Discord bot tokens: base64 user id (a snowflake starts M/N/O), timestamp, HMAC.
+    re: /(?<![\w.-])[MNO][A-Za-z\d_-]{23,27}\.[A-Za-z\d_-]{6,7}\.[A-Za-z\d_-]{27,40}(?![\w.-])/g,
     replace: (hit, m) => {
       hit();
       return maskSecret(m);

@@ -5,7 +5,7 @@ import type { SessionEntry } from "../store/types.js";
 /** Channel-level settings the gates read (API.md §3 channels.<name>), with defaults filled. */
 export interface ChannelPolicy {
   allowFrom: string[];
-  dmPolicy: "open" | "allowlist" | "disabled";
+  dmPolicy: "pairing" | "allowlist" | "open" | "disabled";
   owners: string[];
   requireMention: boolean;
   mentionPatterns: string[];

@@ -14,6 +14,7 @@ import { dmAccess } from "./gates/access.js";
 import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
+import { pairCommand } from "./gates/pairing.js";
 import { sessionCommands } from "./gates/session-commands.js";
 
 /**
@@ -21,6 +22,8 @@ import { sessionCommands } from "./gates/session-commands.js";
  * session's lane. Nothing reaches a model before every gate passed. The promise resolves once
  * the message is durably accepted (or deliberately dropped), so adapters may acknowledge it.
  */
+
+const CHAT_CHANNELS: ReadonlySet<string> = new Set(["telegram", "slack", "discord", "whatsapp"]);
 
 export function channelPolicy(config: Config, channel: string): ChannelPolicy {
   const c = (config.channels as Record<string, unknown>)[channel] as
@@ -31,9 +34,11 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
         groups: { requireMention: boolean; mentionPatterns: string[] };
       }>
     | undefined;
+  // The chat channels default to pairing (API.md §7); others (web chat, behind the gateway token) are open.
+  const chat = CHAT_CHANNELS.has(channel);
   return {
-    allowFrom: c?.allowFrom ?? ["*"],
-    dmPolicy: c?.dmPolicy ?? "open",
+    allowFrom: c?.allowFrom ?? (chat ? [] : ["*"]),
+    dmPolicy: c?.dmPolicy ?? (chat ? "pairing" : "open"),
     owners: c?.owners ?? [],
     requireMention: c?.groups?.requireMention ?? true,
     mentionPatterns: c?.groups?.mentionPatterns ?? [],
@@ -179,7 +184,7 @@ export function createRouter(services: Services) {
   };
 
   const pre = compose<InboundCtx>([dedupe]);
-  const post = compose<RoutedCtx>([ownerCommands, dmAccess, sessionCommands, mentionGate]);
+  const post = compose<RoutedCtx>([ownerCommands, pairCommand, dmAccess, sessionCommands, mentionGate]);
 
   async function handleInbound(msg: InboundMessage): Promise<RouteResult> {
     const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };

@@ -6,6 +6,7 @@ import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
 import {
   type AttachmentReceipt,
+  attachmentDigests,
   sanitizeMountPath,
   validateAttachments,
   type WrittenAttachments,
@@ -589,20 +590,8 @@ async function execute(args: SpawnArgs, ctx: ToolContext): Promise<ToolResult> {
   return planned.ok ? applySpawn(planned.plan, ctx) : planned.result;
 }
 
-/** Attachment contents never enter the caller's transcript: each is replaced by its size. */
-export function omitAttachmentContents(args: unknown): unknown {
-  if (!args || typeof args !== "object" || Array.isArray(args)) return args;
-  const a = args as Record<string, unknown>;
-  if (!Array.isArray(a.attachments)) return args;
-  return {
-    ...a,
-    attachments: a.attachments.map((x: unknown) => {
-      if (!x || typeof x !== "object") return { omitted: true };
-      const { content, ...rest } = x as Record<string, unknown>;
-      return { ...rest, content: `[omitted: ${typeof content === "string" ? content.length : 0} chars]` };
-    }),
-  };
-}
+/** Attachment contents never enter the caller's transcript: each becomes `{ name, bytes, sha256 }`. */
+export const omitAttachmentContents = attachmentDigests;
 
 export const sessionsSpawnTool = defineTool({
   name: "sessions_spawn",

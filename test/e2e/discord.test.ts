@@ -38,7 +38,10 @@ beforeAll(async () => {
       },
       tools: { profile: "full" },
       channels: {
-        discord: { accounts: { default: { token: dc.token, apiUrl: dc.apiUrl, gatewayUrl: dc.gatewayUrl } } },
+        discord: {
+          accounts: { default: { token: dc.token, apiUrl: dc.apiUrl, gatewayUrl: dc.gatewayUrl } },
+          allowFrom: ["*"],
+        },
       },
     },
     { listen: true },

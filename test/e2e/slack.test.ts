@@ -28,6 +28,8 @@ beforeAll(async () => {
           accounts: {
             default: { botToken: slack.botToken, signingSecret: SECRET, mode: "http", apiUrl: slack.apiUrl },
           },
+          // These tests are about delivery; DM pairing has its own test (pairing.test.ts).
+          allowFrom: ["*"],
         },
       },
     },

@@ -46,6 +46,8 @@ beforeAll(async () => {
         telegram: {
           accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
           owners: [String(OWNER.id)],
+          // These tests are about delivery; DM pairing has its own test (pairing.test.ts).
+          allowFrom: ["*"],
         },
       },
     },

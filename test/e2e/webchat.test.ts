@@ -18,7 +18,7 @@ beforeAll(async () => {
 afterAll(async () => t?.stop());
 
 function open(visitor: string) {
-  const ws = new WebSocket(`${base.replace("http", "ws")}/webchat/ws?v=${visitor}`);
+  const ws = new WebSocket(`${base.replace("http", "ws")}/webchat/ws?v=${visitor}&token=${t.token}`);
   const frames: Array<Record<string, any>> = [];
   ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
   return { ws, frames, ready: new Promise((r) => ws.once("open", r)) };
@@ -67,7 +67,8 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("web chat in C
     });
     try {
       const page = await browser.newPage();
-      await page.goto(`${base}/`);
+      // The URL `switchboard start` prints: the page takes the token from the fragment.
+      await page.goto(`${base}/#token=${t.token}`);
       await expect.poll(() => page.getByTestId("notice").textContent()).toContain("scripted demo model");
       await page.getByLabel("Message").fill("hi from chromium");
       await page.getByRole("button", { name: "Send" }).click();

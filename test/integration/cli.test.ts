@@ -60,7 +60,9 @@ describe("switchboard CLI", () => {
     t.cleanup();
   });
 
-  it("start logs where it listens, serves RPC for the CLI, and stops cleanly on SIGTERM", async () => {
+  it("start logs where it listens, serves RPC for the CLI, and stops cleanly on SIGTERM", {
+    timeout: 60_000,
+  }, async () => {
     const t = tempDir();
     const child = spawn(process.execPath, [BIN, "start", "--port", "0"], {
       cwd: t.dir,
@@ -91,6 +93,12 @@ describe("switchboard CLI", () => {
     expect(JSON.parse(list.stdout).sessions[0].key).toBe("agent:main:main");
     const hist = await run(["sessions", "history", "main", "--url", url], t.dir);
     expect(hist.stdout).toContain("user: hello cli");
+    // Without --url the CLI finds the gateway (random port) and its generated token in the state dir.
+    expect(out).toContain('"tokenFile":');
+    expect(out).toContain("gateway.token");
+    const auto = await run(["send", "main", "found you"], t.dir);
+    expect(auto.code).toBe(0);
+    expect(auto.stdout).toContain("found you");
 
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
     child.kill("SIGTERM");

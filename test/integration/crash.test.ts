@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startOpenAIFake } from "../fakes/openai.js";
-import { eventually, tempDir } from "../helpers.js";
+import { eventually, rpcOverHttp, tempDir } from "../helpers.js";
 
 /** SIGKILL a gateway mid-turn: after restart the run completes and the reply is delivered exactly once. */
 
@@ -39,15 +39,17 @@ function startGateway(
   });
 }
 
-async function rpc(url: string, method: string, params: Record<string, unknown>) {
-  const res = await fetch(`${url}/rpc`, { method: "POST", body: JSON.stringify({ method, params }) });
-  return (await res.json()) as { ok: boolean; result: any; error?: any };
+/** Set once the test knows its state dir: the gateway's generated token lives there. */
+let stateDir = "";
+function rpc(url: string, method: string, params: Record<string, unknown>) {
+  return rpcOverHttp(url, { stateDir }, method, params);
 }
 
 describe("crash mid-turn", () => {
   it("re-runs the turn after restart and delivers the reply exactly once", { timeout: 90_000 }, async () => {
     const fake = await startOpenAIFake();
     const t = tempDir();
+    stateDir = path.join(t.dir, "state");
     const configPath = path.join(t.dir, "config.json");
     const sentPath = path.join(t.dir, "sent.jsonl");
     writeFileSync(

@@ -25,7 +25,10 @@ afterAll(() => t?.stop());
 async function cli(...args: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await main([...args, "--url", url], { out: (s) => out.push(s), err: (s) => err.push(s) });
+  const code = await main([...args, "--url", url, "--token", t.token ?? ""], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+  });
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
 

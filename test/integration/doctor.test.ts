@@ -175,3 +175,34 @@ describe("switchboard doctor: cron and hooks", () => {
     expect(by("hooks")).toMatchObject({ status: "ok" });
   });
 });
+
+describe("switchboard doctor: DM access", () => {
+  it("warns when dmPolicy open meets dmScope main, and lists pairing approvals from the store", async () => {
+    const file = configFile({
+      channels: {
+        telegram: { accounts: { main: { token: tg.token, apiRoot: tg.apiRoot } }, dmPolicy: "open" },
+        slack: {
+          accounts: {
+            work: { botToken: slack.botToken, signingSecret: "s", mode: "http", apiUrl: slack.apiUrl },
+          },
+        },
+      },
+    });
+    const { loadConfig } = await import("../../src/config/load.js");
+    const { openStore } = await import("../../src/app/index.js");
+    const { PairingStore } = await import("../../src/routing/pairing.js");
+    const { silentLogger } = await import("../../src/log.js");
+    const local = await openStore(loadConfig({ file }), silentLogger());
+    const pairing = new PairingStore(local.store.kv, Date.now);
+    const req = await pairing.request("slack", "work", "U42");
+    await pairing.approve("slack", req?.request.code ?? "");
+    await local.close();
+
+    const checks = await doctorChecks(file);
+    expect(checks.find((c) => c.name === "telegram.dmPolicy")).toMatchObject({ status: "warn" });
+    expect(checks.find((c) => c.name === "telegram.dmPolicy")?.message).toContain("main session");
+    expect(checks.find((c) => c.name === "slack.dmPolicy")).toMatchObject({ status: "ok" });
+    expect(checks.find((c) => c.name === "slack.dmPolicy")?.message).toContain("dmPolicy pairing");
+    expect(checks.find((c) => c.name === "pairing")?.message).toContain("slack:U42");
+  });
+});

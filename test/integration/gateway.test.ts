@@ -18,7 +18,7 @@ async function rpc(
 ) {
   const res = await fetch(`${base}/rpc`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...headers },
+    headers: { "content-type": "application/json", authorization: `Bearer ${app.token}`, ...headers },
     body: JSON.stringify({ id: 7, method, params }),
   });
   return {
@@ -30,7 +30,7 @@ async function rpc(
 beforeAll(async () => {
   const t = tempDir();
   cleanup = t.cleanup;
-  const config = parseConfig({ stateDir: t.dir, gateway: { port: 0 } });
+  const config = parseConfig({ stateDir: t.dir, gateway: { port: 0, maxBodyBytes: 1024 * 1024 } });
   app = await createApp(
     { config, source: null, baseDir: t.dir },
     { logger: silentLogger(), role: "gateway" },
@@ -63,18 +63,19 @@ describe("HTTP surface", () => {
   it("400 for unparseable JSON, never a 5xx", async () => {
     const res = await fetch(`${base}/rpc`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", authorization: `Bearer ${app.token}` },
       body: "{nope",
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INVALID_PARAMS");
   });
 
-  it("bodies over 1 MiB are refused with a 4xx", async () => {
-    const big = JSON.stringify({ method: "health", params: { pad: "x".repeat(1024 * 1024 + 10) } });
+  it("bodies over gateway.maxBodyBytes are refused with a 4xx", async () => {
+    const limit = app.services.config.gateway.maxBodyBytes;
+    const big = JSON.stringify({ method: "health", params: { pad: "x".repeat(limit + 10) } });
     const res = await fetch(`${base}/rpc`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", authorization: `Bearer ${app.token}` },
       body: big,
     });
     expect(res.status).toBe(413);
@@ -204,7 +205,7 @@ describe("a conversation over RPC", () => {
 
 describe("WebSocket", () => {
   it("carries the same frames plus events", async () => {
-    const ws = new WebSocket(`${base.replace("http", "ws")}/ws`);
+    const ws = new WebSocket(`${base.replace("http", "ws")}/ws?token=${app.token}`);
     const frames: Array<Record<string, unknown>> = [];
     await new Promise<void>((resolve, reject) => {
       ws.once("open", () => resolve());

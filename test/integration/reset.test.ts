@@ -111,7 +111,14 @@ describe("reset by command", () => {
 
   it("channels.<name>.commands: owners-only refuses others; off passes the text to the model", async () => {
     const { app } = await setup({
-      channels: { telegram: { accounts: {}, owners: ["7"], commands: { reset: "owners", compact: "off" } } },
+      channels: {
+        telegram: {
+          accounts: {},
+          owners: ["7"],
+          allowFrom: ["42"],
+          commands: { reset: "owners", compact: "off" },
+        },
+      },
     });
     const tg = { channel: "telegram", senderId: "42", peerId: "42" };
     await say(app, "hi", tg);

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
+import { eventually, REDIS_URL, randomPrefix, rpcOverHttp, tempDir } from "../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
 
 /**
@@ -33,9 +33,10 @@ function launch(args: string[], cwd: string): { child: ChildProcess; output: () 
   return { child, output: () => out };
 }
 
-async function rpc(url: string, method: string, params: Record<string, unknown>) {
-  const res = await fetch(`${url}/rpc`, { method: "POST", body: JSON.stringify({ method, params }) });
-  return (await res.json()) as { ok: boolean; result: any; error?: any };
+/** Set once the test knows its state dir: the gateway's generated token lives there. */
+let stateDir = "";
+function rpc(url: string, method: string, params: Record<string, unknown>) {
+  return rpcOverHttp(url, { stateDir }, method, params);
 }
 
 describeRedis("scale-out on Redis", () => {
@@ -43,6 +44,7 @@ describeRedis("scale-out on Redis", () => {
     timeout: 120_000,
   }, async () => {
     const t = tempDir();
+    stateDir = path.join(t.dir, "state");
     const cfg = path.join(t.dir, "switchboard.json5");
     writeFileSync(
       cfg,

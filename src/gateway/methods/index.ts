@@ -4,6 +4,7 @@ import type { RpcDispatcher } from "../rpc.js";
 import { registerChatMethods } from "./chat.js";
 import { registerCronMethods } from "./cron.js";
 import { registerHealthMethods } from "./health.js";
+import { registerPairingMethods } from "./pairing.js";
 import { registerRunMethods } from "./runs.js";
 import { registerReadMethods, registerSessionWriteMethods } from "./sessions.js";
 import { registerSessionResetMethods } from "./sessions-reset.js";
@@ -33,4 +34,5 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   registerChatMethods(rpc, services);
   registerToolMethods(rpc, services, tools);
   if (services.cron) registerCronMethods(rpc, services.cron);
+  registerPairingMethods(rpc, services);
 }

@@ -725,7 +725,14 @@ describe("sessions_spawn: checks before anything is created", () => {
       const file = b.app.services.store.transcripts.locate({ agentId: r.agentId, sessionId: r.sessionId });
       const raw = readFileSync(file, "utf8");
       expect(raw).toContain("notes.txt");
-      expect(raw).toContain("[omitted: 18 chars]");
+      // Each attachment's content is replaced by { name, bytes, sha256 } in the caller's transcript.
+      const call = (await b.transcript(r.key)).find((m) => m.role === "toolCall");
+      const callArgs = JSON.parse((call?.content as { arguments?: string } | undefined)?.arguments ?? "{}");
+      expect(callArgs.attachments[0]).toEqual({
+        name: "notes.txt",
+        bytes: 18,
+        sha256: createHash("sha256").update("SECRET-CONTENT-123").digest("hex"),
+      });
       expect(raw).not.toContain("SECRET-CONTENT-123");
       const relDir = JSON.parse(
         String((await b.transcript(r.key)).find((m) => m.role === "toolResult")?.content ?? "{}"),

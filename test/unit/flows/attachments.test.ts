@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  attachmentDigests,
   invalidNameReason,
   MANIFEST_NAME,
   sanitizeMountPath,
@@ -32,6 +33,12 @@ describe("attachment names", () => {
     ["..", "relative"],
     [MANIFEST_NAME, "reserved"],
     ["x".repeat(256), "longer"],
+    ["invoice\u202Etxt.exe", "bidirectional"],
+    ["isolate\u2066x\u2069", "bidirectional"],
+    ["mark\u200F.txt", "bidirectional"],
+    ["zero\u200Bwidth", "invisible"],
+    ["bom\uFEFF", "invisible"],
+    ["line\u2028sep", "invisible"],
   ])("refuses %j", (name, why) => {
     expect(invalidNameReason(name)).toContain(why);
   });
@@ -43,15 +50,29 @@ describe("attachment names", () => {
 });
 
 describe("strict base64", () => {
-  it("measures valid input without decoding, ignoring line wrapping", () => {
+  it("measures valid input without decoding", () => {
     expect(strictBase64Size("aGVsbG8=")).toBe(5);
-    expect(strictBase64Size("aGVs\nbG8h")).toBe(6);
+    expect(strictBase64Size("aGVsbG8h")).toBe(6);
     expect(strictBase64Size("aGk=")).toBe(2);
     expect(strictBase64Size("YQ==")).toBe(1);
     expect(strictBase64Size("")).toBe(0);
   });
 
-  it.each(["abc", "ab=c", "a===", "!!!!", "aGVsbG8", "aGVsbG8-", "YQ==YQ=="])("refuses %j", (s) => {
+  it.each([
+    "abc",
+    "ab=c",
+    "a===",
+    "!!!!",
+    "aGVsbG8",
+    "aGVsbG8-",
+    "YQ==YQ==",
+    "aGVs\nbG8h",
+    "aGVs\r\nbG8h",
+    "aGVs bG8h",
+    " aGVsbG8h",
+    "aGVsbG8h\n",
+    "aGVs\tbG8h",
+  ])("refuses %j", (s) => {
     expect(strictBase64Size(s)).toBeNull();
   });
 });
@@ -156,6 +177,63 @@ describe("writeAttachments", () => {
     await first.remove();
     expect(existsSync(ws)).toBe(false);
     expect(readdirSync(t.dir)).toEqual([]);
+  });
+});
+
+describe("hostile attachments", () => {
+  it("case-insensitive duplicates are refused with the duplicate code", () => {
+    const v = validateAttachments(
+      [
+        { name: "A.txt", content: "1" },
+        { name: "a.TXT", content: "2" },
+      ],
+      limits,
+    );
+    expect(v).toMatchObject({ ok: false, code: "attachments_duplicate_name" });
+  });
+
+  it("a bidi-control name and base64 with embedded newlines are refused with their codes", () => {
+    expect(validateAttachments([{ name: "a\u202Egnp.exe", content: "x" }], limits)).toMatchObject({
+      ok: false,
+      code: "attachments_invalid_name",
+    });
+    expect(
+      validateAttachments([{ name: "b.bin", content: "aGVs\nbG8h", encoding: "base64" }], limits),
+    ).toMatchObject({ ok: false, code: "attachments_invalid_base64" });
+  });
+
+  it("never writes through a symlinked .switchboard or attachments folder", async () => {
+    for (const link of [".switchboard", path.join(".switchboard", "attachments")]) {
+      const ws = tempDir();
+      const outside = tempDir();
+      cleanups.push(ws.cleanup, outside.cleanup);
+      const linkPath = path.join(ws.dir, link);
+      mkdirSync(path.dirname(linkPath), { recursive: true });
+      symlinkSync(outside.dir, linkPath);
+      await expect(
+        writeAttachments(ws.dir, [{ name: "x.txt", data: Buffer.from("secret") }]),
+      ).rejects.toThrow(/link/);
+      expect(readdirSync(outside.dir)).toEqual([]);
+    }
+  });
+
+  it("the transcript copy carries { name, bytes, sha256 } instead of the content", () => {
+    const sha = (s: string | Buffer) => createHash("sha256").update(s).digest("hex");
+    expect(
+      attachmentDigests({
+        task: "t",
+        attachments: [
+          { name: "n.txt", content: "SECRET-CONTENT" },
+          { name: "b.bin", content: "aGVsbG8=", encoding: "base64" },
+        ],
+      }),
+    ).toEqual({
+      task: "t",
+      attachments: [
+        { name: "n.txt", bytes: 14, sha256: sha("SECRET-CONTENT") },
+        { name: "b.bin", bytes: 5, sha256: sha("hello") },
+      ],
+    });
   });
 });
 

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
 import { subagentSettings } from "../../../src/flows/spawn.js";
@@ -85,14 +86,19 @@ describe("childTaskText", () => {
 });
 
 describe("omitAttachmentContents", () => {
-  it("replaces contents by their size and keeps everything else", () => {
+  it("replaces each attachment by { name, bytes, sha256 } and keeps everything else", () => {
     const out = omitAttachmentContents({
       task: "t",
       attachments: [{ name: "a", content: "SECRET", encoding: "utf8" }, "junk"],
     }) as { task: string; attachments: unknown[] };
     expect(JSON.stringify(out)).not.toContain("SECRET");
     expect(out.task).toBe("t");
-    expect(out.attachments[0]).toEqual({ name: "a", encoding: "utf8", content: "[omitted: 6 chars]" });
+    expect(out.attachments[0]).toEqual({
+      name: "a",
+      bytes: 6,
+      sha256: createHash("sha256").update("SECRET").digest("hex"),
+    });
+    expect(out.attachments[1]).toMatchObject({ name: "", bytes: 0 });
     expect(omitAttachmentContents({ task: "t" })).toEqual({ task: "t" });
   });
 });

@@ -1,0 +1,74 @@
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../../src/log.js";
+import { startTestApp, type TestApp } from "../harness.js";
+
+/**
+ * Secrets a person pastes never come back raw from any history view (sessions.history, the
+ * sessions_history tool, sessions_list with messageLimit — the dashboard reads the same RPC) nor
+ * from a log line.
+ */
+
+const SECRETS = {
+  awsId: "AKIAIOSFODNN7EXAMPLE",
+  awsSecret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+  jwt: "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+  urlPass: "s3cr3tPassw0rd",
+  stripe: "sk_live_51H8abcdefghijklmnopqrstuvWXYZ0123",
+  discord: "MTA5ODc2NTQzMjEwOTg3NjU0Mw.GaBcDe.abcdefghijklmnopqrstuvwxyz0123456789AB",
+};
+const MESSAGE = `here: ${SECRETS.awsId} aws_secret_access_key = ${SECRETS.awsSecret} ${SECRETS.jwt} postgres://app:${SECRETS.urlPass}@db/x ${SECRETS.stripe} ${SECRETS.discord}`;
+/** A part of each secret that masking removes (the first 6 and last 4 characters may stay). */
+const cores = Object.values(SECRETS).map((s) => s.slice(6, -4));
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({
+    models: {
+      default: "s/echo",
+      providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "echo: $1" }] } },
+    },
+  });
+  const sent = await t.rpc("chat.send", { sessionKey: "main", message: MESSAGE, timeoutSeconds: 20 });
+  expect(sent.result.status).toBe("ok");
+});
+afterAll(async () => t?.stop());
+
+function expectClean(value: unknown) {
+  const text = JSON.stringify(value);
+  for (const c of cores) expect(text).not.toContain(c);
+}
+
+describe("redaction in every history view", () => {
+  it("sessions.history", async () => {
+    const h = await t.rpc("sessions.history", { sessionKey: "main" });
+    expect(h.result.messages).toHaveLength(2);
+    expect(h.result.contentRedacted).toBe(true);
+    expectClean(h.result);
+  });
+
+  it("the sessions_history tool and sessions_list with messageLimit", async () => {
+    expectClean(await t.invoke("agent:main:main", "sessions_history", { sessionKey: "main" }));
+    const list = await t.invoke("agent:main:main", "sessions_list", { messageLimit: 5 });
+    expect(JSON.stringify(list)).toContain("echo:");
+    expectClean(list);
+    const rpcList = await t.rpc("sessions.list", { messageLimit: 5 });
+    expectClean(rpcList.result);
+  });
+
+  it("log lines", () => {
+    const lines: string[] = [];
+    const logger = createLogger({
+      level: "info",
+      destination: new Writable({
+        write(chunk, _enc, cb) {
+          lines.push(chunk.toString());
+          cb();
+        },
+      }),
+    });
+    logger.info({ text: MESSAGE }, `inbound ${MESSAGE}`);
+    expect(lines.join("")).toContain("here:");
+    expectClean(lines.join(""));
+  });
+});
