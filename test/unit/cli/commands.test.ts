@@ -76,7 +76,29 @@ describe("against a running gateway", () => {
   const saved = process.env.OPENAI_API_KEY;
   beforeAll(async () => {
     const file = path.join(t.dir, "switchboard.json5");
-    writeFileSync(file, JSON.stringify({ stateDir: path.join(t.dir, "state") }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        stateDir: path.join(t.dir, "state"),
+        models: {
+          default: "rules/cli",
+          providers: {
+            rules: {
+              kind: "scripted",
+              rules: [
+                { match: { exact: "slow" }, reply: "late reply", delayMs: 2500 },
+                {
+                  match: { exact: "list sessions" },
+                  toolCalls: [{ name: "sessions_list", args: {} }],
+                  afterTools: "listed",
+                },
+                { match: { exact: "help" }, reply: "the help text" },
+              ],
+            },
+          },
+        },
+      }),
+    );
     app = await createApp(loadConfig({ file }), { logger: silentLogger(), role: "gateway", port: 0 });
     await app.start();
     url = `http://127.0.0.1:${app.address?.port}`;
@@ -114,10 +136,20 @@ describe("against a running gateway", () => {
     expect(runId).toBeDefined();
     const r = await cli("runs", "wait", String(runId), "--timeout", "10", "--url", url);
     expect(r.code).toBe(0);
-    expect(r.out).toContain("sessions_spawn");
-    expect(r.out.trim().startsWith("{")).toBe(false);
+    expect(r.out.trim()).toBe("the help text");
     const j = await cli("runs", "wait", String(runId), "--url", url, "--json");
     expect(JSON.parse(j.out)).toMatchObject({ runId, status: "ok" });
+  });
+
+  it("send --timeout prints the run id once and the command that waits for it", async () => {
+    const r = await cli("send", "main", "slow", "--timeout", "1", "--url", url);
+    expect(r.code).toBe(2);
+    const runId = /switchboard runs wait (\S+)/.exec(r.err)?.[1];
+    expect(runId).toBeDefined();
+    expect(r.err.split(String(runId)).length - 1).toBe(1);
+    expect(r.err).not.toContain("agent.wait");
+    const w = await cli("runs", "wait", String(runId), "--timeout", "10", "--url", url);
+    expect(w.out.trim()).toBe("late reply");
   });
 
   it("health prints text with the version, and --json the RPC result", async () => {
