@@ -103,15 +103,19 @@ async function portClosed(url: string): Promise<boolean> {
 }
 
 describe("stopping the gateway", () => {
-  it("SIGTERM to `npm start` stops the gateway: the port closes, no process is left, the lock is released", async () => {
-    const { npm, url, stateDir, gatewayPid } = await npmStart();
-    expect((await fetch(new URL("/healthz", url))).ok).toBe(true);
-    npm.kill("SIGTERM");
-    await exited(npm);
-    expect(await gone(gatewayPid)).toBe(true);
-    expect(await portClosed(url)).toBe(true);
-    expect(existsSync(path.join(stateDir, "gateway.lock"))).toBe(false);
-  }, 60_000);
+  it.each(["SIGTERM", "SIGINT"] as const)(
+    "%s to `npm start` stops the gateway: the port closes, no process is left, the lock is released",
+    async (signal) => {
+      const { npm, url, stateDir, gatewayPid } = await npmStart();
+      expect((await fetch(new URL("/healthz", url))).ok).toBe(true);
+      npm.kill(signal);
+      await exited(npm);
+      expect(await gone(gatewayPid)).toBe(true);
+      expect(await portClosed(url)).toBe(true);
+      expect(existsSync(path.join(stateDir, "gateway.lock"))).toBe(false);
+    },
+    60_000,
+  );
 
   it("the gateway stops by itself when the npm process that started it is killed outright", async () => {
     const { npm, url, stateDir, gatewayPid } = await npmStart();
