@@ -1,11 +1,12 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { doctorChecks } from "../../src/cli/doctor.js";
+import { checkRedis, doctorChecks } from "../../src/cli/doctor.js";
 import { FakeSlack } from "../fakes/slack.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import { REDIS_URL, tempDir } from "../helpers.js";
-import { describeRedis } from "../redis.js";
+import { describeRedis, ownRedis } from "../redis.js";
 
 let tg: FakeTelegram;
 let slack: FakeSlack;
@@ -136,5 +137,26 @@ describe("switchboard doctor: cron and hooks", () => {
     expect(by("cron:noacct")?.message).toContain('no account "other"');
     expect(by("cron:past")).toMatchObject({ status: "warn" });
     expect(by("hooks")).toMatchObject({ status: "ok" });
+  });
+});
+
+describeRedis("switchboard doctor: Redis durability", () => {
+  it("is satisfied by appendfsync always and warns on everysec", async () => {
+    const own = await ownRedis();
+    try {
+      const persistence = async () => (await checkRedis(own.url)).find((c) => c.name === "redis.persistence");
+      expect(await persistence()).toMatchObject({
+        status: "ok",
+        message: "appendonly yes, appendfsync always",
+      });
+      const client = new Redis(own.url);
+      await client.config("SET", "appendfsync", "everysec");
+      client.disconnect();
+      const warn = await persistence();
+      expect(warn?.status).toBe("warn");
+      expect(warn?.message).toContain("set appendfsync always");
+    } finally {
+      await own.cleanup();
+    }
   });
 });
