@@ -55,20 +55,20 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
     );
     const aof = ((await client.config("GET", "appendonly")) as string[])[1];
     const save = ((await client.config("GET", "save")) as string[])[1];
-    const fsync = ((await client.config("GET", "appendfsync")) as string[])[1] ?? "?";
+    const fsync = ((await client.config("GET", "appendfsync")) as string[])[1];
     checks.push(
-      aof !== "yes"
-        ? {
-            name: "redis.persistence",
-            status: "warn",
-            message: `appendonly ${aof ?? "?"}, appendfsync ${fsync}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
-          }
-        : fsync === "always"
-          ? { name: "redis.persistence", status: "ok", message: "appendonly yes, appendfsync always" }
+      aof === "yes" && fsync === "always"
+        ? { name: "redis.persistence", status: "ok", message: "appendonly yes, appendfsync always" }
+        : aof === "yes"
+          ? {
+              name: "redis.persistence",
+              status: "warn",
+              message: `appendfsync ${fsync ?? "?"}: a crash of the Redis host can lose the last second of acknowledged messages; set appendfsync always`,
+            }
           : {
               name: "redis.persistence",
               status: "warn",
-              message: `appendonly yes, appendfsync ${fsync}: up to a second of acknowledged work can be lost if the Redis host crashes; appendfsync always closes that window`,
+              message: `appendonly ${aof ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
             },
     );
   } catch (err) {

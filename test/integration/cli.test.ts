@@ -113,7 +113,7 @@ describe("switchboard CLI", () => {
     const offlineList = await run(["sessions", "list", "--json", "--url", url], t.dir);
     expect(JSON.parse(offlineList.stdout).sessions[0].key).toBe("agent:main:main");
     t.cleanup();
-  }, 60_000); // seven node processes one after another: slow on a loaded 2-core machine
+  }); // seven node processes one after another: slow on a loaded 2-core machine
 
   it("commands that need a gateway fail clearly when none runs", async () => {
     const t = tempDir();

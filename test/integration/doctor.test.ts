@@ -1,12 +1,13 @@
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkStateDirPermissions, doctorChecks } from "../../src/cli/doctor.js";
+import { checkRedis, checkStateDirPermissions, doctorChecks } from "../../src/cli/doctor.js";
 import { FakeSlack } from "../fakes/slack.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import { startTestApp } from "../harness.js";
 import { REDIS_URL, tempDir } from "../helpers.js";
-import { describeRedis } from "../redis.js";
+import { describeRedis, ownRedis } from "../redis.js";
 
 let tg: FakeTelegram;
 let slack: FakeSlack;
@@ -204,5 +205,26 @@ describe("switchboard doctor: DM access", () => {
     expect(checks.find((c) => c.name === "slack.dmPolicy")).toMatchObject({ status: "ok" });
     expect(checks.find((c) => c.name === "slack.dmPolicy")?.message).toContain("dmPolicy pairing");
     expect(checks.find((c) => c.name === "pairing")?.message).toContain("slack:U42");
+  });
+});
+
+describeRedis("switchboard doctor: Redis durability", () => {
+  it("is satisfied by appendfsync always and warns on everysec", async () => {
+    const own = await ownRedis();
+    try {
+      const persistence = async () => (await checkRedis(own.url)).find((c) => c.name === "redis.persistence");
+      expect(await persistence()).toMatchObject({
+        status: "ok",
+        message: "appendonly yes, appendfsync always",
+      });
+      const client = new Redis(own.url);
+      await client.config("SET", "appendfsync", "everysec");
+      client.disconnect();
+      const warn = await persistence();
+      expect(warn?.status).toBe("warn");
+      expect(warn?.message).toContain("set appendfsync always");
+    } finally {
+      await own.cleanup();
+    }
   });
 });
