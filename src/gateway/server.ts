@@ -143,7 +143,8 @@ export class GatewayServer {
       }
       return opts.rpc.dispatch(body);
     });
-    if (opts.agentHook) registerAgentHook(app, opts.agentHook);
+    if (opts.agentHook)
+      registerAgentHook(app, { ...opts.agentHook, ...(opts.token ? { gatewayToken: opts.token } : {}) });
     app.post("/hooks/*", async (req, reply) => {
       const path = req.url.split("?")[0] ?? req.url;
       const handler = this.#hooks.get(path);
