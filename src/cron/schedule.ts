@@ -1,10 +1,19 @@
-import { CronExpressionParser } from "cron-parser";
+import { createRequire } from "node:module";
 
 /**
  * Schedules of cron jobs (API.md §7): a cron expression with an IANA time zone, `every` an
  * interval, or `at` one instant. Pure functions over epoch milliseconds; the same cron engine
  * (cron-parser) BullMQ uses, so local previews match what the bullmq driver fires.
  */
+
+// cron-parser (+ luxon) costs ~9 MB of RSS: loaded on first use, so a gateway without cron
+// expressions never pays for it (the idle-memory budget).
+const requireCjs = createRequire(import.meta.url);
+let parser: typeof import("cron-parser")["CronExpressionParser"] | null = null;
+function cronParser(): typeof import("cron-parser")["CronExpressionParser"] {
+  parser ??= (requireCjs("cron-parser") as typeof import("cron-parser")).CronExpressionParser;
+  return parser;
+}
 
 export type Schedule = { cron: string; tz?: string | undefined } | { every: string } | { at: string };
 
@@ -66,7 +75,7 @@ export function scheduleProblems(s: Record<string, unknown>): Array<[string, str
     if (typeof s.tz === "string" && !isValidTimeZone(s.tz))
       out.push(["tz", `unknown IANA time zone "${s.tz}" (e.g. "Europe/Berlin", "UTC")`]);
     try {
-      CronExpressionParser.parse(s.cron, { tz: "UTC" });
+      cronParser().parse(s.cron, { tz: "UTC" });
       if (s.cron.trim().split(/\s+/).length < 5 && !s.cron.trim().startsWith("@"))
         throw new Error("expected 5 fields (minute hour day-of-month month day-of-week)");
     } catch (err) {
@@ -95,7 +104,7 @@ export function scheduleProblems(s: Record<string, unknown>): Array<[string, str
  */
 export function nextTickAfter(s: Schedule, afterMs: number): number | null {
   if ("cron" in s) {
-    const it = CronExpressionParser.parse(s.cron, { currentDate: new Date(afterMs), tz: s.tz ?? "UTC" });
+    const it = cronParser().parse(s.cron, { currentDate: new Date(afterMs), tz: s.tz ?? "UTC" });
     // cron-parser's resolution is one second; skip a tick equal to afterMs.
     for (let i = 0; i < 4; i++) {
       const t = it.next().getTime();

@@ -21,6 +21,8 @@ import { ensureSession } from "../sessions/service.js";
 export interface AgentHookDeps {
   services: Services;
   hooks: HooksConfig;
+  /** The gateway's own token (however it was set): a hook token equal to it is refused. */
+  gatewayToken?: string;
   now?: () => number;
 }
 
@@ -111,6 +113,11 @@ export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): vo
   const token = hooks.token ?? "";
   const perToken = new MinuteLimiter(hooks.ratePerMinute, now);
   const authFailures = new MinuteLimiter(AUTH_FAILURES_PER_MINUTE, now);
+  const sameAsGateway = !!token && !!deps.gatewayToken && safeEqual(token, deps.gatewayToken);
+  if (sameAsGateway)
+    services.logger.error(
+      "hooks: hooks.token equals the gateway token; POST /hooks/agent refuses every request",
+    );
 
   app.post(
     "/hooks/agent",
@@ -120,6 +127,13 @@ export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): vo
       onRequest: async (req, reply) => {
         const ip = req.ip;
         if (!token) return fail(reply, 401, "UNAUTHORIZED", "hooks.token is not configured");
+        if (sameAsGateway)
+          return fail(
+            reply,
+            401,
+            "UNAUTHORIZED",
+            "hooks.token equals the gateway token; set a dedicated hooks.token",
+          );
         if (typeof (req.query as Record<string, unknown>)?.token === "string")
           return fail(
             reply,

@@ -235,7 +235,8 @@ export class GatewayServer {
         });
       return reply.type("application/json; charset=utf-8").send(text);
     });
-    if (opts.agentHook) registerAgentHook(app, opts.agentHook);
+    if (opts.agentHook)
+      registerAgentHook(app, { ...opts.agentHook, ...(opts.token ? { gatewayToken: opts.token } : {}) });
     app.post("/hooks/*", { bodyLimit: opts.maxWebhookBodyBytes ?? 1024 * 1024 }, async (req, reply) => {
       const path = req.url.split("?")[0] ?? req.url;
       const handler = this.#hooks.get(path);

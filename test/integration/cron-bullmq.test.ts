@@ -119,4 +119,45 @@ describeRedis("cron on BullMQ job schedulers", () => {
       await t.stop();
     }
   });
+
+  it("two gateways on one Redis: every tick is one run, one transcript message", async () => {
+    const prefix2 = `${appPrefix}-two`;
+    const cfg = {
+      storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix: prefix2 },
+      queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix: prefix2 },
+      cron: { jobs: [{ id: "beat", schedule: { every: "1s" }, message: "hello" }] },
+    };
+    const a = await startTestApp(cfg);
+    const b = await startTestApp(cfg);
+    try {
+      const runs = await eventually(
+        async () => {
+          const r = (await a.rpc("cron.runs", { id: "beat", limit: 50 })).result.runs;
+          return r.filter((x: { status: string }) => x.status === "ok").length >= 4 ? r : null;
+        },
+        400,
+        25,
+      );
+      const ids = runs.map((r: { runId: string }) => r.runId);
+      expect(new Set(ids).size).toBe(ids.length);
+      // One tick per second across both gateways: no extra tick from the second one's start.
+      const ticks = ids
+        .map((id: string) => Number(/-(\d+)$/.exec(id)?.[1]))
+        .sort((x: number, y: number) => x - y);
+      expect(ticks.slice(1).every((t: number, i: number) => t - (ticks[i] ?? 0) >= 900)).toBe(true);
+      // Let in-flight runs finish, then compare the transcript with the run log.
+      await Promise.all(ids.map((id: string) => a.app.services.pipeline.wait(id, 10_000)));
+      const entry = await a.app.services.store.sessions.get("cron:beat");
+      const msgs = await a.app.services.store.transcripts.readTail(
+        { agentId: "main", sessionId: entry?.sessionId ?? "" },
+        { limit: 500 },
+      );
+      const userRuns = msgs.filter((m) => m.role === "user").map((m) => m.runId);
+      expect(new Set(userRuns).size).toBe(userRuns.length);
+      for (const id of ids) expect(userRuns).toContain(id);
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
+  });
 });
