@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SUMMARY_HEADER } from "../../src/agent/compaction.js";
 import type { ConfigInput } from "../../src/config/index.js";
+import { createLogger } from "../../src/log.js";
 import { ensureSession } from "../../src/sessions/service.js";
 import type { TranscriptMessage, TranscriptRef, Usage } from "../../src/store/types.js";
 import {
@@ -40,6 +41,7 @@ const isSummaryRequest = (r: RecordedRequest) =>
   contentText(r.body.messages?.[0]?.content).startsWith("You compact a chat transcript");
 
 async function setup(opts: {
+  logLines?: string[];
   contextTokens?: number;
   agents?: ConfigInput["agents"];
   extraModels?: Record<string, { contextTokens?: number }>;
@@ -61,7 +63,17 @@ async function setup(opts: {
       tools: { profile: "minimal" },
       ...(opts.agents ? { agents: opts.agents } : {}),
     },
-    { now: () => clock },
+    {
+      now: () => clock,
+      ...(opts.logLines
+        ? {
+            logger: createLogger({
+              level: "warn",
+              destination: { write: (line: string) => void opts.logLines?.push(line) },
+            }),
+          }
+        : {}),
+    },
   );
   const entry = await ensureSession(t.app.services, KEY, { agentId: "main" });
   const ref: TranscriptRef = { agentId: "main", sessionId: entry.sessionId };
@@ -318,7 +330,9 @@ describe("compaction", () => {
   });
 
   it("a failed compaction leaves the session usable: the turn runs on the window", async () => {
+    const logLines: string[] = [];
     const { app, ref } = await setup({
+      logLines,
       contextTokens: 4000,
       agents: { defaults: { compaction: { threshold: 0.5, keepLastTurns: 2 } } },
     });
@@ -336,6 +350,11 @@ describe("compaction", () => {
     const tail = await app.app.services.store.transcripts.readTail(ref, { limit: 100, includeTools: true });
     expect(tail.some((m) => m.role === "compaction")).toBe(false);
     expect(received(requests[1]).at(-1)).toEqual(["user", "still there?"]);
+    // ...and says so in the log.
+    const warned = logLines.map((l) => JSON.parse(l) as { msg: string; sessionKey?: string });
+    expect(
+      warned.find((l) => l.msg === "compaction failed; the session continues with its window"),
+    ).toMatchObject({ sessionKey: KEY });
   });
 
   it("contextTokens on the row is the last prompt's real size as the provider reported it", async () => {
