@@ -43,6 +43,7 @@ const isSummaryRequest = (r: RecordedRequest) =>
 async function setup(opts: {
   logLines?: string[];
   contextTokens?: number;
+  maxOutputTokens?: number;
   agents?: ConfigInput["agents"];
   extraModels?: Record<string, { contextTokens?: number }>;
 }) {
@@ -56,7 +57,13 @@ async function setup(opts: {
             baseUrl: fake.url,
             timeoutMs: 5000,
             maxRetries: 0,
-            models: { m1: { contextTokens: opts.contextTokens ?? 100_000 }, ...(opts.extraModels ?? {}) },
+            models: {
+              m1: {
+                contextTokens: opts.contextTokens ?? 100_000,
+                ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}),
+              },
+              ...(opts.extraModels ?? {}),
+            },
           },
         },
       },
@@ -312,17 +319,18 @@ describe("compaction", () => {
     ]);
   });
 
-  it("the provider's reported prompt size decides, not the char estimate; a cheaper compaction.model is used", async () => {
+  it("the provider's reported prompt size decides, room is left for maxOutputTokens; a cheaper compaction.model is used", async () => {
     const { app, ref } = await setup({
       contextTokens: 10_000,
+      maxOutputTokens: 4000, // threshold 0.8 → 8,000, but the answer needs room: compact above 6,000
       extraModels: { cheap: {} },
       agents: { defaults: { compaction: { threshold: 0.8, keepLastTurns: 1, model: "fake/cheap" } } },
     });
     fake.setDefault(summaryHandler("S2"));
-    // Tiny by characters, but the last call reported a 9,000-token prompt (90% of the window).
+    // Tiny by characters, but the last call reported a 7,000-token prompt.
     await seed(app, ref, [
       ...chatTurn("a"),
-      ...chatTurn("b", 20, { input: 1000, cacheRead: 8000, output: 10 }),
+      ...chatTurn("b", 20, { input: 1000, cacheRead: 6000, output: 10 }),
     ]);
     const { requests } = await send(app, "go on");
     expect(requests.map((r) => r.body.model)).toEqual(["cheap", "m1"]);
