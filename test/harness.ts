@@ -4,7 +4,7 @@
  */
 import { type App, createApp } from "../src/app/index.js";
 import { type ConfigInput, parseConfig } from "../src/config/index.js";
-import { silentLogger } from "../src/log.js";
+import { type Logger, silentLogger } from "../src/log.js";
 import { tempDir } from "./helpers.js";
 
 export interface TestApp {
@@ -28,7 +28,7 @@ export interface TestApp {
 
 export async function startTestApp(
   overrides: Partial<ConfigInput> = {},
-  opts: { listen?: boolean; dir?: string; now?: () => number } = {},
+  opts: { listen?: boolean; dir?: string; now?: () => number; logger?: Logger } = {},
 ): Promise<TestApp> {
   const t = opts.dir ? { dir: opts.dir, cleanup: () => {} } : tempDir();
   const config = parseConfig({
@@ -39,7 +39,7 @@ export async function startTestApp(
   const app = await createApp(
     { config, source: null, baseDir: t.dir },
     {
-      logger: silentLogger(),
+      logger: opts.logger ?? silentLogger(),
       role: "gateway",
       serve: opts.listen ?? false,
       ...(opts.now ? { now: opts.now } : {}),

@@ -133,11 +133,13 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
 export function fitWindow(
   units: Unit[],
   budgetTokens: number,
+  /** Per-unit token estimates when the caller already has them. */
+  costs?: readonly number[],
 ): { messages: ModelMessage[]; dropped: number } {
   let used = 0;
   let start = units.length;
   for (let i = units.length - 1; i >= 0; i--) {
-    const cost = estimateTokens(units[i]);
+    const cost = costs?.[i] ?? estimateTokens(units[i]);
     if (used + cost > budgetTokens && start < units.length) break;
     used += cost;
     start = i;

@@ -127,6 +127,7 @@ export function pruneUnits(
   for (const m of candidates) {
     if (m.content.length <= maxChars || headChars + tailChars >= m.content.length) continue;
     const trimmed = softTrimText(m.content, headChars, tailChars);
+    if (trimmed.length >= m.content.length) continue;
     total -= m.content.length - trimmed.length;
     m.content = trimmed;
     softTrimmed++;

@@ -103,6 +103,8 @@ export class AgentRuntime {
     });
 
     const windowTokens = services.models.contextTokens(modelRef);
+    // Compaction leaves room for the answer: the model's output cap (at most half the window).
+    const reserve = Math.min(services.models.maxOutputTokens?.(modelRef) ?? 0, windowTokens / 2);
     const specsTokens = toolSpecsTokens(specs);
     const pruneCfg = pruningFor(cfg, entry.agentId);
     const compCfg = compactionFor(cfg, entry.agentId);
@@ -152,7 +154,9 @@ export class AgentRuntime {
         if (
           compCfg.enabled &&
           !compactionTried &&
-          (plan.estimate > compCfg.threshold * windowTokens || plan.overBudget || sctx.truncated)
+          (plan.estimate > Math.min(compCfg.threshold * windowTokens, windowTokens - reserve) ||
+            plan.overBudget ||
+            sctx.truncated)
         ) {
           // One automatic attempt per turn; a failure is logged and the window is used as it is.
           compactionTried = true;

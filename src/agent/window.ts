@@ -83,10 +83,12 @@ export function planPrompt(
     units = r.units;
     pruned = r.stats;
   }
-  const unitsTokens = units.reduce((n, u) => n + estimateTokens(u), 0);
+  const costs = units.map((u) => estimateTokens(u));
+  const unitsTokens = costs.reduce((n, c) => n + c, 0);
   const budget = Math.max(512, Math.floor(o.windowTokens * o.budgetRatio) - baseTokens);
-  const { messages, dropped } = fitWindow(units, budget);
-  const sentEstimate = baseTokens + estimateTokens(messages);
+  const { messages, dropped } = fitWindow(units, budget, costs);
+  let sentEstimate = baseTokens;
+  for (let i = dropped; i < costs.length; i++) sentEstimate += costs[i] ?? 0;
 
   let estimate = baseTokens + unitsTokens;
   const anchor = o.anchor ?? usageAnchor(ctx);

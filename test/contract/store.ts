@@ -415,6 +415,14 @@ export function storeContract(name: string, make: StoreFactory): void {
         expect(await driver.transcripts.readTail(ref, { limit: 10, includeTools: true })).toHaveLength(7);
       });
 
+      it("a compaction line (API.md §6) round-trips and is not a tool message", async () => {
+        const content = { summary: "S", fromId: "a", toId: "b", tokensBefore: 10, tokensAfter: 3 };
+        const all = [msg("user", "u1"), msg("compaction", content, { runId: "r1" }), msg("assistant", "a1")];
+        for (const m of all) await driver.transcripts.append(ref, m);
+        expect(await driver.transcripts.readTail(ref, { limit: 10 })).toEqual(all);
+        expect(await driver.transcripts.readTail(ref, { limit: 10, includeTools: true })).toEqual(all);
+      });
+
       it("counts messages, including ones appended after a count", async () => {
         for (let i = 0; i < 7; i++) await driver.transcripts.append(ref, msg("user", `m${i}`));
         expect(await driver.transcripts.count(ref)).toBe(7);

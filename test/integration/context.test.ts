@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SUMMARY_HEADER } from "../../src/agent/compaction.js";
 import type { ConfigInput } from "../../src/config/index.js";
+import { createLogger } from "../../src/log.js";
 import { ensureSession } from "../../src/sessions/service.js";
 import type { TranscriptMessage, TranscriptRef, Usage } from "../../src/store/types.js";
 import {
@@ -40,7 +41,9 @@ const isSummaryRequest = (r: RecordedRequest) =>
   contentText(r.body.messages?.[0]?.content).startsWith("You compact a chat transcript");
 
 async function setup(opts: {
+  logLines?: string[];
   contextTokens?: number;
+  maxOutputTokens?: number;
   agents?: ConfigInput["agents"];
   extraModels?: Record<string, { contextTokens?: number }>;
 }) {
@@ -54,14 +57,30 @@ async function setup(opts: {
             baseUrl: fake.url,
             timeoutMs: 5000,
             maxRetries: 0,
-            models: { m1: { contextTokens: opts.contextTokens ?? 100_000 }, ...(opts.extraModels ?? {}) },
+            models: {
+              m1: {
+                contextTokens: opts.contextTokens ?? 100_000,
+                ...(opts.maxOutputTokens ? { maxOutputTokens: opts.maxOutputTokens } : {}),
+              },
+              ...(opts.extraModels ?? {}),
+            },
           },
         },
       },
       tools: { profile: "minimal" },
       ...(opts.agents ? { agents: opts.agents } : {}),
     },
-    { now: () => clock },
+    {
+      now: () => clock,
+      ...(opts.logLines
+        ? {
+            logger: createLogger({
+              level: "warn",
+              destination: { write: (line: string) => void opts.logLines?.push(line) },
+            }),
+          }
+        : {}),
+    },
   );
   const entry = await ensureSession(t.app.services, KEY, { agentId: "main" });
   const ref: TranscriptRef = { agentId: "main", sessionId: entry.sessionId };
@@ -300,17 +319,18 @@ describe("compaction", () => {
     ]);
   });
 
-  it("the provider's reported prompt size decides, not the char estimate; a cheaper compaction.model is used", async () => {
+  it("the provider's reported prompt size decides, room is left for maxOutputTokens; a cheaper compaction.model is used", async () => {
     const { app, ref } = await setup({
       contextTokens: 10_000,
+      maxOutputTokens: 4000, // threshold 0.8 → 8,000, but the answer needs room: compact above 6,000
       extraModels: { cheap: {} },
       agents: { defaults: { compaction: { threshold: 0.8, keepLastTurns: 1, model: "fake/cheap" } } },
     });
     fake.setDefault(summaryHandler("S2"));
-    // Tiny by characters, but the last call reported a 9,000-token prompt (90% of the window).
+    // Tiny by characters, but the last call reported a 7,000-token prompt.
     await seed(app, ref, [
       ...chatTurn("a"),
-      ...chatTurn("b", 20, { input: 1000, cacheRead: 8000, output: 10 }),
+      ...chatTurn("b", 20, { input: 1000, cacheRead: 6000, output: 10 }),
     ]);
     const { requests } = await send(app, "go on");
     expect(requests.map((r) => r.body.model)).toEqual(["cheap", "m1"]);
@@ -318,7 +338,9 @@ describe("compaction", () => {
   });
 
   it("a failed compaction leaves the session usable: the turn runs on the window", async () => {
+    const logLines: string[] = [];
     const { app, ref } = await setup({
+      logLines,
       contextTokens: 4000,
       agents: { defaults: { compaction: { threshold: 0.5, keepLastTurns: 2 } } },
     });
@@ -336,6 +358,11 @@ describe("compaction", () => {
     const tail = await app.app.services.store.transcripts.readTail(ref, { limit: 100, includeTools: true });
     expect(tail.some((m) => m.role === "compaction")).toBe(false);
     expect(received(requests[1]).at(-1)).toEqual(["user", "still there?"]);
+    // ...and says so in the log.
+    const warned = logLines.map((l) => JSON.parse(l) as { msg: string; sessionKey?: string });
+    expect(
+      warned.find((l) => l.msg === "compaction failed; the session continues with its window"),
+    ).toMatchObject({ sessionKey: KEY });
   });
 
   it("contextTokens on the row is the last prompt's real size as the provider reported it", async () => {

@@ -161,6 +161,14 @@ describe("reset policies, applied when the next message arrives", () => {
     );
     expect(card).toContain(`Session started: ${new Date(clock).toISOString()}`);
     expect(card).toContain(`resets at ${new Date(2026, 11, 2, 4, 0).toISOString()} (daily at 04:00)`);
+    // The last prompt's real size, as the provider reported it (the fake reports about chars / 4).
+    const row = await app.app.services.store.sessions.get(KEY);
+    expect(row?.contextTokens).toBeGreaterThan(0);
+    const shown =
+      (row?.contextTokens ?? 0) < 1000
+        ? String(row?.contextTokens)
+        : `${((row?.contextTokens ?? 0) / 1000).toFixed(1)}k`;
+    expect(card).toContain(`Last prompt: ${shown} tokens`);
 
     clock = new Date(2026, 11, 2, 3, 59).getTime();
     await say(app, "late night");
