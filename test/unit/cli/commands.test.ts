@@ -110,53 +110,87 @@ describe("against a running gateway", () => {
   });
 
   it("sessions list prints a header and shows the main session as `main`", async () => {
-    expect((await cli("send", "main", "hello", "--url", url)).code).toBe(0);
-    const r = await cli("sessions", "list", "--url", url);
+    expect((await cli("send", "main", "hello", "--url", url, "--token", app.token ?? "")).code).toBe(0);
+    const r = await cli("sessions", "list", "--url", url, "--token", app.token ?? "");
     expect(r.code).toBe(0);
     const [header, ...rows] = r.out.trim().split("\n");
     expect(header).toMatch(/^UPDATED\s+KIND\s+CHANNEL\s+KEY/);
     expect(rows.some((row) => /\smain\s*$/.test(row) || /\smain\s{2}/.test(row))).toBe(true);
     expect(r.out).not.toContain("agent:main:main");
-    const json = await cli("sessions", "list", "--url", url, "--json");
+    const json = await cli("sessions", "list", "--url", url, "--token", app.token ?? "", "--json");
     expect(JSON.parse(json.out).sessions[0].key).toBe("agent:main:main");
   });
 
   it("history --tools names the tool of each call and result", async () => {
-    expect((await cli("send", "main", "list sessions", "--url", url)).code).toBe(0);
-    const r = await cli("sessions", "history", "main", "--tools", "--url", url);
+    expect((await cli("send", "main", "list sessions", "--url", url, "--token", app.token ?? "")).code).toBe(
+      0,
+    );
+    const r = await cli("sessions", "history", "main", "--tools", "--url", url, "--token", app.token ?? "");
     expect(r.out).toMatch(/toolCall sessions_list: /);
     expect(r.out).toMatch(/toolResult sessions_list: /);
-    const plain = await cli("sessions", "history", "main", "--url", url);
+    const plain = await cli("sessions", "history", "main", "--url", url, "--token", app.token ?? "");
     expect(plain.out).not.toContain("toolCall");
   });
 
   it("runs wait prints the reply as text (and --json the result)", async () => {
-    const sent = await cli("send", "main", "help", "--timeout", "0", "--url", url);
+    const sent = await cli(
+      "send",
+      "main",
+      "help",
+      "--timeout",
+      "0",
+      "--url",
+      url,
+      "--token",
+      app.token ?? "",
+    );
     const runId = /accepted: run (\S+)/.exec(sent.out)?.[1];
     expect(runId).toBeDefined();
-    const r = await cli("runs", "wait", String(runId), "--timeout", "10", "--url", url);
+    const r = await cli(
+      "runs",
+      "wait",
+      String(runId),
+      "--timeout",
+      "10",
+      "--url",
+      url,
+      "--token",
+      app.token ?? "",
+    );
     expect(r.code).toBe(0);
     expect(r.out.trim()).toBe("the help text");
-    const j = await cli("runs", "wait", String(runId), "--url", url, "--json");
+    const j = await cli("runs", "wait", String(runId), "--url", url, "--token", app.token ?? "", "--json");
     expect(JSON.parse(j.out)).toMatchObject({ runId, status: "ok" });
   });
 
   it("send --timeout prints the run id once and the command that waits for it", async () => {
-    const r = await cli("send", "main", "slow", "--timeout", "1", "--url", url);
+    const r = await cli("send", "main", "slow", "--timeout", "1", "--url", url, "--token", app.token ?? "");
     expect(r.code).toBe(2);
     const runId = /switchboard runs wait (\S+)/.exec(r.err)?.[1];
     expect(runId).toBeDefined();
     expect(r.err.split(String(runId)).length - 1).toBe(1);
     expect(r.err).not.toContain("agent.wait");
-    const w = await cli("runs", "wait", String(runId), "--timeout", "10", "--url", url);
+    const w = await cli(
+      "runs",
+      "wait",
+      String(runId),
+      "--timeout",
+      "10",
+      "--url",
+      url,
+      "--token",
+      app.token ?? "",
+    );
     expect(w.out.trim()).toBe("late reply");
   });
 
   it("health prints text with the version, and --json the RPC result", async () => {
-    const r = await cli("health", "--url", url);
+    const r = await cli("health", "--url", url, "--token", app.token ?? "");
     expect(r.out).toContain(`switchboard ${VERSION}`);
     expect(r.out).toMatch(/storage\s+fs/);
-    expect(JSON.parse((await cli("health", "--url", url, "--json")).out).version).toBe(VERSION);
+    expect(
+      JSON.parse((await cli("health", "--url", url, "--token", app.token ?? "", "--json")).out).version,
+    ).toBe(VERSION);
   });
 
   it("a read-only command needs no model key", async () => {
