@@ -6,7 +6,7 @@ import { retryLoop } from "../retry/index.js";
 import type { ChannelRegistry, Delivery, DeliveryOutcome, DeliveryRequest, Services } from "../services.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { chunkText } from "./chunk.js";
-import { renderMarkdown } from "./format/index.js";
+import { type MarkdownDialect, renderMarkdown } from "./format/index.js";
 
 /**
  * Outbound delivery: route (explicit, then deliveryContext, then lastChannel/lastTo), send
@@ -37,6 +37,21 @@ export function routeOf(entry: SessionEntry): DeliveryContext | null {
     };
   }
   return null;
+}
+
+/**
+ * Chunks the Markdown, then renders each chunk on its own, so a tag or an entity never spans two
+ * messages (the platform would refuse the half). A chunk whose rendering outgrows the limit
+ * (escapes, tags) is cut smaller, a bounded number of times, so adapters need not re-chunk.
+ */
+export function renderChunks(text: string, dialect: MarkdownDialect, limit: number): string[] {
+  const fitChunk = (md: string, depth: number): string[] => {
+    const out = renderMarkdown(md, dialect);
+    if (out.length <= limit || depth >= 4) return out.trim() ? [out] : [];
+    const smaller = Math.max(1, Math.floor(((md.length * limit) / out.length) * 0.9));
+    return chunkText(md, smaller).flatMap((c) => fitChunk(c, depth + 1));
+  };
+  return chunkText(text, limit).flatMap((c) => fitChunk(c, 0));
 }
 
 export class ChannelDelivery implements Delivery {
@@ -81,8 +96,7 @@ export class ChannelDelivery implements Delivery {
       };
     const text = req.text.trim();
     if (!text) return { status: "no-route", reason: "empty text" };
-    const rendered = renderMarkdown(text, adapter.capabilities.markdown);
-    const chunks = chunkText(rendered, adapter.capabilities.textLimit);
+    const chunks = renderChunks(text, adapter.capabilities.markdown, adapter.capabilities.textLimit);
     const ids: string[] = [];
     let duplicates = 0;
     for (const [i, chunk] of chunks.entries()) {

@@ -438,6 +438,18 @@ export class FakeDiscord {
         return void res.end();
       }
       if (method === "POST" && m[2] === "messages") {
+        const content = typeof body?.content === "string" ? body.content : "";
+        // Discord refuses bot content over 2,000 characters (Invalid Form Body, BASE_TYPE_MAX_LENGTH).
+        if (content.length > DISCORD_CONTENT_LIMIT)
+          return json(400, {
+            code: 50_035,
+            message: "Invalid Form Body",
+            errors: {
+              content: {
+                _errors: [{ code: "BASE_TYPE_MAX_LENGTH", message: "Must be 2000 or fewer in length." }],
+              },
+            },
+          });
         const id = snowflake();
         this.sent.push({ id, channelId: ch.id, body: body ?? {} });
         return json(200, {
@@ -500,3 +512,6 @@ function threadPayload(c: FakeChannel): Record<string, unknown> {
     },
   };
 }
+
+/** Message `content` longer than this is refused with 400 Invalid Form Body. */
+export const DISCORD_CONTENT_LIMIT = 2000;

@@ -235,6 +235,8 @@ export class FakeSlack {
       case "chat.postMessage": {
         if (!args.channel) return err("channel_not_found");
         if (!args.text) return err("no_text");
+        // Slack refuses a text past its limit (the adapter must have chunked it).
+        if (args.text.length > SLACK_TEXT_LIMIT) return err("msg_too_long");
         const ts = this.nextTs();
         return ok({
           channel: args.channel,
@@ -308,3 +310,6 @@ export async function postSignedEvent(
   }
   return adapter.handleEvents(headers, raw);
 }
+
+/** `chat.postMessage` answers `msg_too_long` past this many characters of `text`. */
+export const SLACK_TEXT_LIMIT = 40_000;

@@ -2,6 +2,9 @@
  * A loopback Telegram Bot API server for driving the real grammY client in tests.
  * Serves `POST /bot<token>/<method>` with the `{ ok, result }` envelope, `getUpdates` long
  * polling with offset semantics, and records every call. Faults are queued per method.
+ * It refuses what the Bot API refuses: `sendMessage` / `editMessageText` text over 4,096
+ * characters after entity parsing ("message is too long"), empty text, and HTML that does not
+ * parse (unknown or unbalanced tags, bare `<` or `&`: "can't parse entities").
  */
 import { once } from "node:events";
 import http from "node:http";
@@ -231,6 +234,8 @@ export class FakeTelegram {
       case "getUpdates":
         return this.getUpdates(payload, res, reply);
       case "sendMessage": {
+        const refused = refuseText(payload);
+        if (refused) return fail({ code: 400, description: refused });
         if (this.rejectEntities > 0 && payload.parse_mode === "HTML") {
           this.rejectEntities--;
           return fail({
@@ -300,4 +305,72 @@ export class FakeTelegram {
       w();
     }
   }
+}
+
+/** The Bot API's message text limit, counted after entity parsing. */
+export const TELEGRAM_TEXT_LIMIT = 4096;
+
+const HTML_TAGS = new Set([
+  "b",
+  "strong",
+  "i",
+  "em",
+  "u",
+  "ins",
+  "s",
+  "strike",
+  "del",
+  "span",
+  "tg-spoiler",
+  "a",
+  "code",
+  "pre",
+  "blockquote",
+  "tg-emoji",
+]);
+
+/** What Telegram says about a message text, or null when it would accept it. */
+export function refuseText(payload: Record<string, unknown>): string | null {
+  const text = typeof payload.text === "string" ? payload.text : "";
+  let visible = text;
+  if (payload.parse_mode === "HTML") {
+    const parsed = parseTelegramHtml(text);
+    if (typeof parsed !== "string") return `Bad Request: can't parse entities: ${parsed.error}`;
+    visible = parsed;
+  }
+  if (!visible.trim()) return "Bad Request: message text is empty";
+  if (visible.length > TELEGRAM_TEXT_LIMIT) return "Bad Request: message is too long";
+  return null;
+}
+
+/** The text a reader sees, or the parse error, for Telegram's HTML parse mode. */
+export function parseTelegramHtml(html: string): string | { error: string } {
+  const open: string[] = [];
+  let out = "";
+  for (let i = 0; i < html.length; ) {
+    const c = html[i];
+    if (c === "<") {
+      const m = /^<(\/?)([a-zA-Z][a-zA-Z-]*)(\s[^<>]*)?>/.exec(html.slice(i));
+      if (!m) return { error: `unsupported start tag at byte offset ${i}` };
+      const name = (m[2] ?? "").toLowerCase();
+      if (!HTML_TAGS.has(name)) return { error: `unsupported start tag "${name}" at byte offset ${i}` };
+      if (m[1]) {
+        if (open.pop() !== name) return { error: `unexpected end tag at byte offset ${i}` };
+      } else open.push(name);
+      i += m[0].length;
+    } else if (c === "&") {
+      const m = /^&(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);/.exec(html.slice(i));
+      if (!m) return { error: `unsupported entity at byte offset ${i}` };
+      const e = m[1] ?? "";
+      out += e.startsWith("#")
+        ? String.fromCodePoint(Number(e.startsWith("#x") ? `0x${e.slice(2)}` : e.slice(1)))
+        : ({ lt: "<", gt: ">", amp: "&", quot: '"' } as Record<string, string>)[e];
+      i += m[0].length;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  if (open.length) return { error: `can't find end tag corresponding to start tag "${open.at(-1)}"` };
+  return out;
 }
