@@ -39,6 +39,7 @@ export interface ChaosFigures {
 }
 
 const FIXTURE = path.resolve(import.meta.dirname, "../test/fixtures/file-channel-gateway.ts");
+const TOKEN = "chaos-test-token-0123456789abcdef";
 const CHATS = ["agent:main:c1", "agent:main:c2", "agent:main:c3", "agent:main:peer"];
 
 function rng(seed: number): () => number {
@@ -79,7 +80,11 @@ function start(configPath: string, sentPath: string): Promise<{ child: ChildProc
 }
 
 async function rpc(url: string, method: string, params: Record<string, unknown>) {
-  const res = await fetch(`${url}/rpc`, { method: "POST", body: JSON.stringify({ method, params }) });
+  const res = await fetch(`${url}/rpc`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ method, params }),
+  });
   return (await res.json()) as { ok: boolean; result?: any; error?: { code: string; message: string } };
 }
 
@@ -102,7 +107,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosFigures> {
     configPath,
     JSON.stringify({
       stateDir,
-      gateway: { port: 0, host: "127.0.0.1" },
+      gateway: { port: 0, host: "127.0.0.1", auth: { token: TOKEN } },
       tools: { sessions: { visibility: "agent" } },
       // one turn per message, so each acked message has its own reply to look for
       queue: { mode: "followup" },
