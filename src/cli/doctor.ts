@@ -68,7 +68,7 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
           : {
               name: "redis.persistence",
               status: "warn",
-              message: `appendonly ${aof ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
+              message: `appendonly ${aof ?? "?"}, appendfsync ${fsync ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
             },
     );
   } catch (err) {

@@ -420,7 +420,26 @@ export async function applySpawn(
   const runId = seed ? uuidFrom(`${seed}:run`) : randomUUID();
   if (seed) {
     const prior = await services.store.sessions.get(childKey);
-    if (prior?.subagent?.runId === runId) {
+    const asked = await services.store.kv.get<SpawnRequestRecord>(KV_SPAWN_REQUESTS, childKey);
+    if (prior?.subagent?.runId === runId && asked) {
+      // the first attempt may have died before its submit: submitting again is a no-op otherwise
+      await services.pipeline.submitTurn({
+        sessionKey: childKey,
+        agentId: targetAgent,
+        text: asked.text,
+        provenance: {
+          kind: "inter_session",
+          sourceSessionKey: caller.sessionKey,
+          sourceTool: "sessions_spawn",
+          sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
+        },
+        deliver: false,
+        origin: "spawn",
+        extraSystem: asked.extraSystem,
+        timeoutMs: asked.timeoutMs,
+        runId,
+        meta: { spawn: asked.meta },
+      });
       const again: ToolResult = {
         status: "accepted",
         runId,

@@ -1,0 +1,28 @@
+import { describe, expect, it } from "vitest";
+import { runChaos } from "../../bench/chaos.js";
+
+/**
+ * SIGKILL chaos (issue 11), short version of `npm run chaos`: turns, sub-agent spawns and
+ * sessions_send streamed into a gateway process that is killed at random moments and restarted.
+ */
+describe("chaos: SIGKILL the gateway at random moments (fs store + local queue)", () => {
+  it("loses no acked message, writes no transcript line twice, announces every spawn exactly once", {
+    timeout: 90_000,
+  }, async () => {
+    const f = await runChaos({ kills: 3, lifeMs: [400, 900], concurrency: 12, seed: 11 });
+    expect(f.kills).toBe(3);
+    expect(f.acked).toBeGreaterThan(20);
+    expect(f.spawns).toBeGreaterThan(0);
+    expect({
+      lost: f.lost,
+      dupLines: f.dupLines,
+      badAnnounces: f.badAnnounces,
+      details: f.details.filter((d) => !d.startsWith("posted")),
+    }).toEqual({
+      lost: 0,
+      dupLines: 0,
+      badAnnounces: 0,
+      details: [],
+    });
+  });
+});
