@@ -25,6 +25,16 @@ export interface TurnOutcome extends TurnResult {
   yielded?: boolean;
 }
 
+/** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
+export interface TurnStreaming {
+  /** false: the provider is called without streaming and no `run.delta` is emitted. Default true. */
+  enabled?: boolean;
+  /** Called with each delta after the bus event (a channel's streaming editor). */
+  onDelta?: (text: string) => void;
+  /** A tool step began after text had streamed: that text was a preamble, not the reply. */
+  onReset?: () => void;
+}
+
 function addUsage(a: Usage, b: Usage): Usage {
   const out: Usage = { input: a.input + b.input, output: a.output + b.output };
   const cr = (a.cacheRead ?? 0) + (b.cacheRead ?? 0);
@@ -59,7 +69,7 @@ export class AgentRuntime {
     return full;
   }
 
-  async runTurn(job: TurnJob, ctx: JobContext): Promise<TurnOutcome> {
+  async runTurn(job: TurnJob, ctx: JobContext, streaming: TurnStreaming = {}): Promise<TurnOutcome> {
     const { services } = this;
     const cfg = services.config;
     let entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
@@ -120,6 +130,14 @@ export class AgentRuntime {
     let reply = "";
     let yielded = false;
     let outcome: TurnOutcome | null = null;
+    const stream = streaming.enabled !== false;
+    let streamedThisStep = false;
+    const onTextDelta = (text: string) => {
+      if (!text) return;
+      streamedThisStep = true;
+      services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text });
+      streaming.onDelta?.(text);
+    };
 
     try {
       for (let step = 0; ; step++) {
@@ -187,11 +205,17 @@ export class AgentRuntime {
           tools: specs,
           signal: ctx.signal,
           ...(entry.thinkingLevel ? { thinking: entry.thinkingLevel } : {}),
+          ...(stream ? { onTextDelta } : {}),
         });
         // The real prompt size as the provider reports it (cached tokens included); else the estimate.
         const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
         lastPrompt = reported > 0 ? reported : plan.sentEstimate;
         anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: lastPrompt } : undefined;
+        if (streamedThisStep && res.toolCalls.length > 0) {
+          services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text: "", reset: true });
+          streaming.onReset?.();
+        }
+        streamedThisStep = false;
         const price = cfg.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
         const priced = priceUsage(res.usage, price);
         usage = addUsage(usage, priced);
