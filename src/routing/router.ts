@@ -58,6 +58,35 @@ export interface RouteResult {
   runId?: string;
 }
 
+/** The agent and session key an inbound message maps to, before thread bindings (pure). */
+export function inboundSessionKey(
+  config: Config,
+  msg: InboundMessage,
+): { agentId: string; matchedBy: string; sessionKey: string } {
+  const { agentId, matchedBy } = resolveAgent(config, msg);
+  // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
+  const firstAccount = Object.keys(
+    (config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts ?? {},
+  )[0];
+  const dmScope =
+    msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
+      ? "per-account-channel-peer"
+      : config.session.dmScope;
+  const sessionKey = buildSessionKey({
+    agentId,
+    channel: msg.channel,
+    accountId: msg.accountId,
+    chatType: msg.chatType,
+    peerId: msg.chatType === "direct" ? msg.senderId || msg.peerId : msg.peerId,
+    ...(msg.threadId ? { threadId: msg.threadId } : {}),
+    ...(msg.topicId ? { topicId: msg.topicId } : {}),
+    dmScope,
+    identityLinks: config.session.identityLinks,
+    scope: config.session.scope,
+  });
+  return { agentId, matchedBy, sessionKey };
+}
+
 export function createRouter(services: Services) {
   const { config } = services;
 
@@ -109,27 +138,7 @@ export function createRouter(services: Services) {
         entry: bound,
         matchedBy: "thread-binding",
       };
-    const { agentId, matchedBy } = resolveAgent(config, msg);
-    // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
-    const firstAccount = Object.keys(
-      (config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts ?? {},
-    )[0];
-    const dmScope =
-      msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
-        ? "per-account-channel-peer"
-        : config.session.dmScope;
-    const sessionKey = buildSessionKey({
-      agentId,
-      channel: msg.channel,
-      accountId: msg.accountId,
-      chatType: msg.chatType,
-      peerId: msg.chatType === "direct" ? msg.senderId || msg.peerId : msg.peerId,
-      ...(msg.threadId ? { threadId: msg.threadId } : {}),
-      ...(msg.topicId ? { topicId: msg.topicId } : {}),
-      dmScope,
-      identityLinks: config.session.identityLinks,
-      scope: config.session.scope,
-    });
+    const { agentId, matchedBy, sessionKey } = inboundSessionKey(config, msg);
     // The entry is created only once a message passes the gates (dropped messages leave no session).
     const entry = await services.store.sessions.get(sessionKey);
     return { ...ctx, agentId, sessionKey, entry, matchedBy };
