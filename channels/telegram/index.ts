@@ -16,7 +16,12 @@ import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.j
 import type { Logger } from "../../src/log.js";
 import { toSwitchboardError } from "./errors.js";
 import { telegramUpdateToInbound } from "./inbound.js";
-import { createTelegramTopic, editTelegramMessage, sendTelegramMessage, sendTelegramTyping } from "./outbound.js";
+import {
+  createTelegramTopic,
+  editTelegramMessage,
+  sendTelegramMessage,
+  sendTelegramTyping,
+} from "./outbound.js";
 import {
   type ResolvedTelegramChannelConfig,
   type TelegramChannelConfig,

@@ -448,7 +448,9 @@ export const channelsSchema = z
         ...channelLiveness("final"),
       })
       .optional(),
-    webchat: z.strictObject({ enabled: z.boolean().default(true), ...channelLiveness("partial") }).prefault({}),
+    webchat: z
+      .strictObject({ enabled: z.boolean().default(true), ...channelLiveness("partial") })
+      .prefault({}),
   })
   .prefault({});
 

@@ -72,7 +72,13 @@ const platforms: Record<string, () => Promise<Platform>> = {
   slack: async () => {
     const fake = await FakeSlack.start();
     const adapter = createSlackChannel(
-      { accountId: "default", botToken: fake.botToken, apiUrl: fake.apiUrl, mode: "socket", appToken: fake.appToken },
+      {
+        accountId: "default",
+        botToken: fake.botToken,
+        apiUrl: fake.apiUrl,
+        mode: "socket",
+        appToken: fake.appToken,
+      },
       { logger: silentLogger() },
     );
     return {
@@ -130,7 +136,10 @@ for (const [name, start] of Object.entries(platforms)) {
     }
 
     it("posts one preview, edits it at the bounded rate, and ends with exactly the final text", async () => {
-      const stream = await delivery.openStream({ sessionKey: "agent:main:main", idempotencyKey: "reply:run-1" });
+      const stream = await delivery.openStream({
+        sessionKey: "agent:main:main",
+        idempotencyKey: "reply:run-1",
+      });
       expect(stream).not.toBeNull();
       if (!stream) return;
       await streamTurn(stream);
@@ -150,13 +159,19 @@ for (const [name, start] of Object.entries(platforms)) {
     });
 
     it("a retried turn edits the message it already posted; nothing is posted twice", async () => {
-      const first = await delivery.openStream({ sessionKey: "agent:main:main", idempotencyKey: "reply:run-2" });
+      const first = await delivery.openStream({
+        sessionKey: "agent:main:main",
+        idempotencyKey: "reply:run-2",
+      });
       if (!first) throw new Error("no stream");
       await streamTurn(first);
       await first.close(); // the attempt dies mid-turn
       expect(p.posts()).toBe(1);
 
-      const again = await delivery.openStream({ sessionKey: "agent:main:main", idempotencyKey: "reply:run-2" });
+      const again = await delivery.openStream({
+        sessionKey: "agent:main:main",
+        idempotencyKey: "reply:run-2",
+      });
       if (!again) throw new Error("no stream");
       await streamTurn(again);
       const res = await again.finish(FINAL);
@@ -165,14 +180,20 @@ for (const [name, start] of Object.entries(platforms)) {
       expect(p.edits().at(-1)?.text).toBe(FINAL);
 
       // And a third attempt that streams nothing still leaves one message with the final text.
-      const third = await delivery.openStream({ sessionKey: "agent:main:main", idempotencyKey: "reply:run-2" });
+      const third = await delivery.openStream({
+        sessionKey: "agent:main:main",
+        idempotencyKey: "reply:run-2",
+      });
       const res3 = await third?.finish(FINAL);
       expect(res3?.status).toBe("sent");
       expect(p.posts()).toBe(1);
     });
 
     it("a quick reply (finished within the first interval) is posted once and never edited", async () => {
-      const stream = await delivery.openStream({ sessionKey: "agent:main:main", idempotencyKey: "reply:run-3" });
+      const stream = await delivery.openStream({
+        sessionKey: "agent:main:main",
+        idempotencyKey: "reply:run-3",
+      });
       if (!stream) throw new Error("no stream");
       for (const piece of PIECES) stream.push(piece);
       await stream.finish(FINAL);
@@ -207,7 +228,10 @@ describe("streaming config", () => {
     try {
       const channels = new AdapterRegistry();
       channels.add(
-        createTelegramChannel({ accountId: "default", token: fake.token, apiRoot: fake.apiRoot }, { logger: silentLogger() }),
+        createTelegramChannel(
+          { accountId: "default", token: fake.token, apiRoot: fake.apiRoot },
+          { logger: silentLogger() },
+        ),
       );
       const config = parseConfig({
         channels: { telegram: { accounts: { default: { token: fake.token } }, streaming: "final" } },

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_FAILURE_TEXT } from "../../src/config/schema.js";
-import { FakeTelegram } from "../fakes/telegram.js";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { FakeTelegram } from "../fakes/telegram.js";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 
@@ -85,7 +85,11 @@ describe("a turn that feels alive", () => {
   });
 
   it("a model that drops mid-reply ends typing and posts one short line; the cause is on the run", async () => {
-    oa.enqueue({ text: "This answer starts but never finishes because the link drops", dropAfterEvents: 4, chunkDelayMs: 20 });
+    oa.enqueue({
+      text: "This answer starts but never finishes because the link drops",
+      dropAfterEvents: 4,
+      chunkDelayMs: 20,
+    });
     const typing: boolean[] = [];
     const offTyping = t.app.services.bus.on("run.typing", (d) => typing.push(d.on));
     const finished = new Promise<{ status: string; error?: string }>((resolve) => {
@@ -110,7 +114,9 @@ describe("a turn that feels alive", () => {
       10,
     );
     expect(line.payload.text).toBe("Sorry — that reply broke off. Try again?");
-    const later = toUser().slice(before).filter((c) => c.method === "sendMessage" && c.ok);
+    const later = toUser()
+      .slice(before)
+      .filter((c) => c.method === "sendMessage" && c.ok);
     expect(later.filter((c) => String(c.payload.text).includes("broke off"))).toHaveLength(1);
     for (const c of later) {
       expect(String(c.payload.text)).not.toMatch(/at .*\.ts|Error:|HTTP|ECONN/);

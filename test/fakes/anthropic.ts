@@ -83,13 +83,19 @@ interface StreamedMessage {
 }
 
 /** The Messages stream: message_start, one block per text/tool use with its deltas, message_delta, message_stop. */
-async function streamMessage(res: ServerResponse, reply: FakeAnthropicReply, m: StreamedMessage): Promise<void> {
+async function streamMessage(
+  res: ServerResponse,
+  reply: FakeAnthropicReply,
+  m: StreamedMessage,
+): Promise<void> {
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers });
   const pause = () =>
     reply.chunkDelayMs ? new Promise((r) => setTimeout(r, reply.chunkDelayMs)) : Promise.resolve();
   const event = async (type: string, data: Record<string, unknown>) => {
     if (res.destroyed) return;
-    await new Promise<void>((r) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, () => r()));
+    await new Promise<void>((r) =>
+      res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, () => r()),
+    );
     await pause();
   };
   await event("message_start", {
@@ -119,18 +125,28 @@ async function streamMessage(res: ServerResponse, reply: FakeAnthropicReply, m: 
         res.destroy();
         return;
       }
-      await event("content_block_delta", { index, delta: { type: "text_delta", text: m.text.slice(at, at + size) } });
+      await event("content_block_delta", {
+        index,
+        delta: { type: "text_delta", text: m.text.slice(at, at + size) },
+      });
       sent++;
     }
     await event("content_block_stop", { index });
     index++;
   }
   for (const t of m.toolUses) {
-    await event("content_block_start", { index, content_block: { type: "tool_use", id: t.id, name: t.name, input: {} } });
+    await event("content_block_start", {
+      index,
+      content_block: { type: "tool_use", id: t.id, name: t.name, input: {} },
+    });
     const json = JSON.stringify(t.input);
     const half = Math.ceil(json.length / 2);
     for (const part of [json.slice(0, half), json.slice(half)]) {
-      if (part) await event("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: part } });
+      if (part)
+        await event("content_block_delta", {
+          index,
+          delta: { type: "input_json_delta", partial_json: part },
+        });
     }
     await event("content_block_stop", { index });
     index++;

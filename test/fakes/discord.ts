@@ -434,8 +434,19 @@ export class FakeDiscord {
       if (!msg) return error(404, 10_008, "Unknown Message");
       const content = String(body?.content ?? "");
       msg.body = { ...msg.body, content };
-      this.edits.push({ channelId: edit[1] as string, messageId: edit[2] as string, content, at: Date.now() });
-      return json(200, { id: msg.id, channel_id: msg.channelId, content, author: userPayload(this.bot), type: 0 });
+      this.edits.push({
+        channelId: edit[1] as string,
+        messageId: edit[2] as string,
+        content,
+        at: Date.now(),
+      });
+      return json(200, {
+        id: msg.id,
+        channel_id: msg.channelId,
+        content,
+        author: userPayload(this.bot),
+        type: 0,
+      });
     }
     const m = /^\/channels\/(\d+)(?:\/(messages|typing|threads))?$/.exec(path);
     const ch = m ? this.channels.get(m[1] as string) : undefined;

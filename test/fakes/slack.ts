@@ -258,7 +258,12 @@ export class FakeSlack {
         const k = `${args.channel}:${args.ts}`;
         if (!this.texts.has(k)) return err("message_not_found");
         this.texts.set(k, args.text ?? "");
-        this.updates.push({ channel: args.channel ?? "", ts: args.ts ?? "", text: args.text ?? "", at: Date.now() });
+        this.updates.push({
+          channel: args.channel ?? "",
+          ts: args.ts ?? "",
+          text: args.text ?? "",
+          at: Date.now(),
+        });
         return ok({ channel: args.channel, ts: args.ts, text: args.text });
       }
       case "assistant.threads.setStatus":

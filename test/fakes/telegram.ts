@@ -266,7 +266,8 @@ export class FakeTelegram {
       case "editMessageText": {
         const k = `${payload.chat_id}:${payload.message_id}`;
         const before = this.texts.get(k);
-        if (before === undefined) return fail({ code: 400, description: "Bad Request: message to edit not found" });
+        if (before === undefined)
+          return fail({ code: 400, description: "Bad Request: message to edit not found" });
         if (before === String(payload.text))
           return fail({
             code: 400,

@@ -283,7 +283,8 @@ export function createAnthropicProvider(
       // Once text has reached the caller a retry would repeat it: only retry before the first delta.
       let emitted = 0;
       const attempt = async (signal: AbortSignal): Promise<ModelResponse> => {
-        if (!req.onTextDelta) return fromAnthropicMessage(await client.messages.create(body, { signal }), req.model);
+        if (!req.onTextDelta)
+          return fromAnthropicMessage(await client.messages.create(body, { signal }), req.model);
         const stream = await client.messages.create({ ...body, stream: true }, { signal });
         const acc = new AnthropicStreamAccumulator();
         for await (const ev of stream) {

@@ -16,7 +16,8 @@ export type Failure =
   | { kind: "timeout"; timeoutMs?: number };
 
 /** Reasons that mean the server was reached and then went away (not "unreachable"). */
-const BROKEN_CONNECTION = /ECONNRESET|EPIPE|socket hang up|other side closed|terminated|premature close|UND_ERR_SOCKET/i;
+const BROKEN_CONNECTION =
+  /ECONNRESET|EPIPE|socket hang up|other side closed|terminated|premature close|UND_ERR_SOCKET/i;
 
 /**
  * An error thrown while reading a streamed body (undici's `TypeError: terminated`, a reset socket)

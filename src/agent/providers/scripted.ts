@@ -160,7 +160,8 @@ export function createScriptedProvider(
         text = text ? `${text}\n\n${DEMO_MARKER}` : DEMO_MARKER;
       }
       // Word-sized deltas, as a real model streams; their concatenation is `text`.
-      if (text && req.onTextDelta) for (const piece of text.match(/\S+\s*|\s+/g) ?? []) req.onTextDelta(piece);
+      if (text && req.onTextDelta)
+        for (const piece of text.match(/\S+\s*|\s+/g) ?? []) req.onTextDelta(piece);
       const inputChars = req.system.length + req.messages.reduce((n, m) => n + messageChars(m), 0);
       const outputChars = text.length + a.toolCalls.reduce((n, c) => n + c.arguments.length, 0);
       return {

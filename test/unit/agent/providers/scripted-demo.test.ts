@@ -1,14 +1,20 @@
 import { describe, expect, it } from "vitest";
-import { createScriptedProvider, fallbackReply } from "../../../../src/agent/providers/scripted.js";
 import { renderUserContent } from "../../../../src/agent/prompt.js";
+import { createScriptedProvider, fallbackReply } from "../../../../src/agent/providers/scripted.js";
 import { formatAnnounce } from "../../../../src/flows/announce.js";
-import { childTaskText } from "../../../../src/tools/sessions-spawn.js";
 import { silentLogger } from "../../../../src/log.js";
+import { childTaskText } from "../../../../src/tools/sessions-spawn.js";
 
 describe("scripted demo: sub-agent tasks and announces read like a model's", () => {
   it("answers a sub-agent task with a short result, not an echo of its prompt", () => {
     const prompt = renderUserContent(
-      childTaskText({ depth: 1, maxDepth: 1, requesterKey: "main", mode: "run", task: "find three cafés near the station" }),
+      childTaskText({
+        depth: 1,
+        maxDepth: 1,
+        requesterKey: "main",
+        mode: "run",
+        task: "find three cafés near the station",
+      }),
       { kind: "inter_session", sourceSessionKey: "main" },
     );
     const reply = fallbackReply(prompt);

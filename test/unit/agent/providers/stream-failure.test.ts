@@ -87,12 +87,23 @@ describe("anthropic streams", () => {
   const provider = () =>
     createAnthropicProvider(
       "an",
-      { kind: "anthropic", apiKey: "sk-ant-test", baseUrl: fake.url, models: {}, timeoutMs: 5000, maxRetries: 0 },
+      {
+        kind: "anthropic",
+        apiKey: "sk-ant-test",
+        baseUrl: fake.url,
+        models: {},
+        timeoutMs: 5000,
+        maxRetries: 0,
+      },
       silentLogger(),
     );
 
   it("asks for a stream and delivers text deltas whose concatenation is the text", async () => {
-    fake.enqueue({ text: "Hello from a streamed Claude reply.", chunkChars: 5, usage: { input: 7, output: 9 } });
+    fake.enqueue({
+      text: "Hello from a streamed Claude reply.",
+      chunkChars: 5,
+      usage: { input: 7, output: 9 },
+    });
     const deltas: string[] = [];
     const res = await provider().complete(request({ onTextDelta: (d) => deltas.push(d) }));
     expect(fake.requests[0]?.body.stream).toBe(true);
@@ -104,9 +115,14 @@ describe("anthropic streams", () => {
   });
 
   it("assembles tool input from input_json_delta fragments", async () => {
-    fake.enqueue({ text: "Looking.", toolUses: [{ id: "toolu_1", name: "sessions_list", input: { limit: 5, kinds: ["main"] } }] });
+    fake.enqueue({
+      text: "Looking.",
+      toolUses: [{ id: "toolu_1", name: "sessions_list", input: { limit: 5, kinds: ["main"] } }],
+    });
     const res = await provider().complete(request({ onTextDelta: () => {} }));
-    expect(res.toolCalls).toEqual([{ id: "toolu_1", name: "sessions_list", arguments: '{"limit":5,"kinds":["main"]}' }]);
+    expect(res.toolCalls).toEqual([
+      { id: "toolu_1", name: "sessions_list", arguments: '{"limit":5,"kinds":["main"]}' },
+    ]);
     expect(res.stopReason).toBe("tool_calls");
   });
 
