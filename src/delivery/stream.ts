@@ -103,12 +103,20 @@ export class StreamingReply implements ReplyStream {
     };
   }
 
+  /** One write; the next may start an interval after this one completed (so the platform sees the gap). */
   async #flush(): Promise<void> {
+    try {
+      await this.#write();
+    } finally {
+      this.#nextAt = Math.max(this.#nextAt, this.#now() + this.deps.intervalMs);
+    }
+  }
+
+  async #write(): Promise<void> {
     if (this.#closed || this.#disabled) return;
     const text = this.#preview();
     if (!text || text === this.#shown) return;
     const { adapter, outbox, logger } = this.deps;
-    this.#nextAt = this.#now() + this.deps.intervalMs;
     try {
       if (this.#messageId === undefined) {
         const id = `${this.key}#0`;
@@ -163,6 +171,9 @@ export class StreamingReply implements ReplyStream {
 
   async finish(text: string): Promise<DeliveryOutcome> {
     await this.#settle();
+    // The final edit keeps the same spacing as the previews (at most one interval of waiting).
+    const wait = this.#nextAt - this.#now();
+    if (this.#messageId !== undefined && wait > 0) await new Promise((r) => setTimeout(r, wait));
     return this.deps.finalize(text, this.#messageId, this.#shown);
   }
 
