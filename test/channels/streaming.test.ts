@@ -109,6 +109,7 @@ for (const [name, start] of Object.entries(platforms)) {
       delivery = new ChannelDelivery(
         { store, config: parseConfig({}), channels, logger: silentLogger() },
         undefined,
+        undefined,
         INTERVAL,
       );
       await store.sessions.put({

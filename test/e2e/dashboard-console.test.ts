@@ -87,6 +87,39 @@ function answerNext(page: Page, answer: boolean | string): void {
 }
 
 describe.runIf(enabled)("dashboard console", () => {
+  it("transcript: newest at the bottom, scrolled there, tool arguments pretty-printed once; filter works", {
+    timeout: 60_000,
+  }, async () => {
+    const page = await open();
+    await page.locator('.row[data-key="agent:main:main"]').click();
+    const tr = page.getByTestId("transcript");
+    await expect.poll(() => tr.locator(".msg").count(), { timeout: 20_000 }).toBeGreaterThan(2);
+    const texts = await tr.locator(".msg").allTextContents();
+    const h = await t.rpc<{ messages: Array<{ content: unknown }> }>("sessions.history", {
+      sessionKey: "agent:main:main",
+      limit: 100,
+      includeTools: true,
+    });
+    const newest = h.result?.messages.at(-1)?.content;
+    expect(texts.some((x) => x.includes("spawn count the sheep"))).toBe(true);
+    expect(texts.at(-1)).toContain(typeof newest === "string" ? newest.slice(0, 40) : "");
+    const call = tr.locator('.msg[data-role="toolCall"] pre').first();
+    const args = (await call.textContent()) ?? "";
+    expect(args).toContain('"task": "count the sheep"');
+    expect(args).not.toContain('\\"');
+    const atBottom = await page.evaluate(
+      `(() => { const t = document.getElementById("transcript"); return t.scrollHeight - t.scrollTop - t.clientHeight < 4; })()`,
+    );
+    expect(atBottom).toBe(true);
+    expect(await page.getByTestId("timeline").locator('[data-testid="run"]').count()).toBeGreaterThan(0);
+
+    await page.getByTestId("filter").fill("sheep");
+    await expect.poll(() => page.locator(`.row[data-key="${childKey}"]`).count()).toBe(1);
+    await page.getByTestId("filter").fill("no-such-session-xyz");
+    await expect.poll(() => page.locator(".row").count()).toBe(0);
+    await page.close();
+  });
+
   it("shows lineage, status, task and parent; actions confirm and go through the RPC", {
     timeout: 90_000,
   }, async () => {
@@ -155,39 +188,6 @@ describe.runIf(enabled)("dashboard console", () => {
     await expect
       .poll(() => page.locator("#notice").textContent(), { timeout: 10_000 })
       .toContain("Reset agent:main:main");
-    await page.close();
-  });
-
-  it("transcript: newest at the bottom, scrolled there, tool arguments pretty-printed once; filter works", {
-    timeout: 60_000,
-  }, async () => {
-    const page = await open();
-    await page.locator('.row[data-key="agent:main:main"]').click();
-    const tr = page.getByTestId("transcript");
-    await expect.poll(() => tr.locator(".msg").count(), { timeout: 20_000 }).toBeGreaterThan(2);
-    const texts = await tr.locator(".msg").allTextContents();
-    const h = await t.rpc<{ messages: Array<{ content: unknown }> }>("sessions.history", {
-      sessionKey: "agent:main:main",
-      limit: 100,
-      includeTools: true,
-    });
-    const newest = h.result?.messages.at(-1)?.content;
-    expect(texts.some((x) => x.includes("spawn count the sheep"))).toBe(true);
-    expect(texts.at(-1)).toContain(typeof newest === "string" ? newest.slice(0, 40) : "");
-    const call = tr.locator('.msg[data-role="toolCall"] pre').first();
-    const args = (await call.textContent()) ?? "";
-    expect(args).toContain('"task": "count the sheep"');
-    expect(args).not.toContain('\\"');
-    const atBottom = await page.evaluate(
-      `(() => { const t = document.getElementById("transcript"); return t.scrollHeight - t.scrollTop - t.clientHeight < 4; })()`,
-    );
-    expect(atBottom).toBe(true);
-    expect(await page.getByTestId("timeline").locator('[data-testid="run"]').count()).toBeGreaterThan(0);
-
-    await page.getByTestId("filter").fill("sheep");
-    await expect.poll(() => page.locator(`.row[data-key="${childKey}"]`).count()).toBe(1);
-    await page.getByTestId("filter").fill("no-such-session-xyz");
-    await expect.poll(() => page.locator(".row").count()).toBe(0);
     await page.close();
   });
 
