@@ -31,6 +31,7 @@ beforeAll(async () => {
     channels: {
       telegram: {
         accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
+        allowFrom: ["*"],
         failureText: "Sorry — that reply broke off. Try again?",
       },
     },
