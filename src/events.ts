@@ -7,6 +7,13 @@ export interface GatewayEvents {
   "message.appended": { sessionKey: string; message: TranscriptMessage };
   "run.started": { run: RunRecord };
   "run.finished": { run: RunRecord };
+  /**
+   * Streamed reply text, in order; the concatenation equals the final reply. `reset: true` (with
+   * empty text) marks a tool step: the text streamed before it was a preamble, and the final reply
+   * is the concatenation of the deltas after the last reset.
+   */
+  "run.delta": { runId: string; sessionKey: string; text: string; reset?: true };
+  "run.typing": { runId: string; sessionKey: string; on: boolean };
 }
 
 export type GatewayEventName = keyof GatewayEvents;

@@ -41,6 +41,20 @@ export interface DeliveryRequest {
   route?: { channel: string; to: string; accountId?: string; threadId?: string };
   /** Skip the send policy (owner command confirmations). */
   bypassPolicy?: boolean;
+  /** `failure`: a failed turn's line to the person (rendered as an error where the chat can). */
+  kind?: "reply" | "failure";
+}
+
+/** A reply streamed into the chat as an edited preview (src/delivery/stream.ts). */
+export interface ReplyStream {
+  /** Appends streamed text; the preview is edited at the channel's bounded rate. */
+  push(delta: string): void;
+  /** The text so far was a tool-step preamble: the preview restarts from empty. */
+  reset(): void;
+  /** The final text: the preview becomes exactly it (more chunks are posted when it is long). */
+  finish(text: string): Promise<DeliveryOutcome>;
+  /** Stops editing, leaving the preview as it is (a failed or aborted turn). */
+  close(): Promise<void>;
 }
 
 export type DeliveryOutcome =
@@ -52,6 +66,11 @@ export type DeliveryOutcome =
 
 export interface Delivery {
   deliver(req: DeliveryRequest): Promise<DeliveryOutcome>;
+  /**
+   * A streaming preview for the session's chat, or null when the channel does not edit, its
+   * `streaming` is not "partial", there is no route, or the send policy denies.
+   */
+  openStream?(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null>;
 }
 
 export interface Services {

@@ -4,6 +4,7 @@ import type {
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
+  EditMessage,
   InboundHandler,
   OutboundMessage,
 } from "../../src/channels/types.js";
@@ -47,6 +48,8 @@ export class DiscordChannel implements ChannelAdapter {
     markdown: "discord",
     // Public threads under server text channels; DMs answer NOT_SUPPORTED.
     createThread: true,
+    // About 5 writes per 5 s per channel; discord.js queues and waits out 429s on top.
+    streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
   };
 
   private readonly log: Logger;
@@ -128,6 +131,10 @@ export class DiscordChannel implements ChannelAdapter {
 
   async sendTyping(to: string, threadId?: string): Promise<void> {
     await this.outbound.typing(to, threadId);
+  }
+
+  async edit(msg: EditMessage): Promise<void> {
+    await this.outbound.edit(msg);
   }
 
   async createThread(to: string, title: string): Promise<{ threadId: string }> {

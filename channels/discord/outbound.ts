@@ -8,7 +8,7 @@ import {
   Routes,
 } from "discord.js";
 import { z } from "zod";
-import type { OutboundMessage } from "../../src/channels/types.js";
+import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { chunkText } from "../../src/delivery/chunk.js";
 import { NotSupportedError, SwitchboardError } from "../../src/errors.js";
 import { toSwitchboardError } from "./errors.js";
@@ -83,6 +83,19 @@ export class DiscordOutbound {
       }
     }
     return ids;
+  }
+
+  /** `PATCH /channels/{id}/messages/{id}` with the new content (streaming previews). */
+  async edit(msg: EditMessage): Promise<void> {
+    const content = msg.format === "plain" ? escapeMarkdown(msg.text) : msg.text;
+    const body = { content: content.slice(0, this.opts.textLimit), allowed_mentions: { parse: ["users"] } };
+    try {
+      await this.withTarget(msg.to, msg.threadId, (id) =>
+        this.rest.patch(Routes.channelMessage(id, msg.messageId), { body }),
+      );
+    } catch (err) {
+      throw toSwitchboardError(err, "edit message");
+    }
   }
 
   async typing(to: string, threadId?: string): Promise<void> {

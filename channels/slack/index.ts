@@ -3,6 +3,7 @@ import type {
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
+  EditMessage,
   InboundHandler,
   OutboundMessage,
   WebhookHeaders,
@@ -14,7 +15,7 @@ import { toSwitchboardError } from "./errors.js";
 import { type SlackInboundContext, slackEventToInbound } from "./inbound.js";
 import { slackLogger } from "./logger.js";
 import { SlackDirectory } from "./lookup.js";
-import { createSlackThread, postSlackMessage, setSlackThreadStatus } from "./outbound.js";
+import { createSlackThread, postSlackMessage, setSlackThreadStatus, updateSlackMessage } from "./outbound.js";
 import { DispatchReceiver } from "./receiver.js";
 import { RecentKeys } from "./recent.js";
 import { eventsEnvelopeSchema, header, verifySlackSignature } from "./signature.js";
@@ -54,6 +55,8 @@ export class SlackChannel implements ChannelAdapter {
     markdown: "slack-mrkdwn",
     // A thread is the replies under a message: createThread posts the title as that message.
     createThread: true,
+    // chat.update is Tier 3 (about 50 a minute).
+    streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
   };
 
   private readonly log: Logger;
@@ -133,6 +136,12 @@ export class SlackChannel implements ChannelAdapter {
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
     return { messageIds: await postSlackMessage(this.client, msg, this.capabilities.textLimit) };
+  }
+
+  async edit(msg: EditMessage): Promise<void> {
+    // chat.update needs the conversation: a DM peer (user id) maps to the DM seen on inbound.
+    const channel = /^[UW]/.test(msg.to) ? (this.directory.dmChannelOf(msg.to) ?? msg.to) : msg.to;
+    await updateSlackMessage(this.client, channel, msg, this.capabilities.textLimit);
   }
 
   /** Best effort, and only inside a thread (Slack has no bot typing indicator elsewhere). */

@@ -1,5 +1,5 @@
 import type { webApi } from "@slack/bolt";
-import type { OutboundMessage } from "../../src/channels/types.js";
+import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { chunkText } from "../../src/delivery/chunk.js";
 import { escapeSlack } from "../../src/delivery/format/index.js";
 import { toSwitchboardError } from "./errors.js";
@@ -34,6 +34,21 @@ export async function postSlackMessage(
     }
   }
   return ids;
+}
+
+/** `chat.update` of a message the bot posted (streaming previews); `channel` is a conversation id. */
+export async function updateSlackMessage(
+  client: WebClient,
+  channel: string,
+  msg: EditMessage,
+  textLimit: number,
+): Promise<void> {
+  const text = (msg.format === "native" ? msg.text : escapeSlack(msg.text)).slice(0, textLimit);
+  try {
+    await client.chat.update({ channel, ts: msg.messageId, text });
+  } catch (err) {
+    throw toSwitchboardError(err, "chat.update");
+  }
 }
 
 /**

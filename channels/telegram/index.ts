@@ -5,6 +5,7 @@ import type {
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
+  EditMessage,
   InboundHandler,
   InboundMessage,
   OutboundMessage,
@@ -15,7 +16,12 @@ import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.j
 import type { Logger } from "../../src/log.js";
 import { toSwitchboardError } from "./errors.js";
 import { telegramUpdateToInbound } from "./inbound.js";
-import { createTelegramTopic, sendTelegramMessage, sendTelegramTyping } from "./outbound.js";
+import {
+  createTelegramTopic,
+  editTelegramMessage,
+  sendTelegramMessage,
+  sendTelegramTyping,
+} from "./outbound.js";
 import {
   type ResolvedTelegramChannelConfig,
   type TelegramChannelConfig,
@@ -51,6 +57,8 @@ export class TelegramChannel implements ChannelAdapter {
     markdown: "telegram-html",
     // Forum supergroups only; elsewhere createThread answers NOT_SUPPORTED.
     createThread: true,
+    // Flood control: about one message a second per chat, 20 a minute in a group.
+    streaming: { editIntervalMs: 1000, groupEditIntervalMs: 3000 },
   };
 
   private readonly bot: Bot;
@@ -134,6 +142,10 @@ export class TelegramChannel implements ChannelAdapter {
 
   async sendTyping(to: string, threadId?: string): Promise<void> {
     await sendTelegramTyping(this.bot.api, to, threadId);
+  }
+
+  async edit(msg: EditMessage): Promise<void> {
+    await editTelegramMessage(this.bot.api, msg, this.log);
   }
 
   async createThread(to: string, title: string): Promise<{ threadId: string }> {

@@ -1,5 +1,6 @@
 import type { Api } from "grammy";
-import type { OutboundMessage } from "../../src/channels/types.js";
+import { GrammyError } from "grammy";
+import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { chunkText } from "../../src/delivery/chunk.js";
 import { telegramHtmlToPlain } from "../../src/delivery/format/index.js";
 import { InvalidParamsError } from "../../src/errors.js";
@@ -54,6 +55,33 @@ export async function sendTelegramMessage(
     }
   }
   return ids;
+}
+
+/**
+ * Replaces a message's text (streaming previews). "message is not modified" is success; markup
+ * Telegram rejects is resent as the plain text a reader would see.
+ */
+export async function editTelegramMessage(api: Api, msg: EditMessage, logger: Logger): Promise<void> {
+  const id = messageId(msg.messageId);
+  const edit = async (text: string, html: boolean) => {
+    try {
+      await api.editMessageText(msg.to, id, text, html ? { parse_mode: "HTML" } : {});
+    } catch (err) {
+      if (err instanceof GrammyError && /message is not modified/i.test(err.description)) return;
+      throw err;
+    }
+  };
+  try {
+    await edit(msg.text, msg.format === "native");
+  } catch (err) {
+    if (msg.format !== "native" || !isEntityParseError(err)) throw toSwitchboardError(err, "editMessageText");
+    logger.warn({ to: msg.to }, "telegram rejected the HTML markup of an edit; editing as plain text");
+    try {
+      await edit(telegramHtmlToPlain(msg.text), false);
+    } catch (err2) {
+      throw toSwitchboardError(err2, "editMessageText");
+    }
+  }
 }
 
 export async function sendTelegramTyping(api: Api, to: string, threadId?: string): Promise<void> {

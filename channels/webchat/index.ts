@@ -3,6 +3,7 @@ import {
   type ChannelAdapter,
   type ChannelCapabilities,
   type ChannelStatus,
+  type EditMessage,
   type InboundHandler,
   inboundMessageSchema,
   type OutboundMessage,
@@ -22,6 +23,8 @@ import {
 export type { WebchatChannelConfig, WebchatChannelDeps, WebchatSocket } from "./types.js";
 
 const VISITOR_RE = /^[A-Za-z0-9_-]{8,64}$/;
+/** Streamed messages whose last text is remembered (the newest ones). */
+const SHOWN_KEPT = 500;
 
 /**
  * The built-in web chat. Each browser is a visitor with a stable id (kept in localStorage); its
@@ -35,13 +38,19 @@ export class WebchatChannel implements ChannelAdapter {
     textLimit: 8000,
     threads: false,
     typing: true,
-    markdown: "plain",
+    // The page renders Markdown itself (marked + DOMPurify), so text goes out as the model wrote it.
+    markdown: "markdown",
     createThread: false,
+    // Edits are frames on a local socket: every delta goes out as it arrives.
+    streaming: { editIntervalMs: 0, groupEditIntervalMs: 0 },
   };
   private onInbound: InboundHandler | undefined;
   private readonly sockets = new Map<string, Set<WebchatSocket>>();
   private readonly backlog = new Map<string, string[]>();
+  /** The last text of each streamed message (by id), so an edit that only appends is sent as a delta. */
+  private readonly shown = new Map<string, string>();
   private readonly log: Logger;
+  private readonly history: WebchatChannelDeps["history"];
 
   constructor(
     private readonly config: ResolvedWebchatChannelConfig,
@@ -49,6 +58,7 @@ export class WebchatChannel implements ChannelAdapter {
   ) {
     this.accountId = config.accountId;
     this.log = deps.logger;
+    this.history = deps.history;
   }
 
   async start(onInbound: InboundHandler): Promise<void> {
@@ -93,8 +103,7 @@ export class WebchatChannel implements ChannelAdapter {
         ...(this.config.notice ? { notice: this.config.notice } : {}),
       }),
     );
-    for (const frame of this.backlog.get(visitorId) ?? []) socket.send(frame);
-    this.backlog.delete(visitorId);
+    void this.greet(socket, visitorId);
     socket.on("close", () => {
       set.delete(socket);
       if (set.size === 0) this.sockets.delete(visitorId);
@@ -107,6 +116,30 @@ export class WebchatChannel implements ChannelAdapter {
           socket.send(JSON.stringify({ type: "error", code: "INTERNAL", message: "frame failed" }));
       });
     });
+  }
+
+  /**
+   * After hello: the session's recent history (on every open and reconnect), then what was
+   * kept while the visitor was away. With history, kept replies are already in it; only kept
+   * failure lines are sent on top.
+   */
+  private async greet(socket: WebchatSocket, visitorId: string): Promise<void> {
+    const kept = this.backlog.get(visitorId) ?? [];
+    this.backlog.delete(visitorId);
+    let withHistory = false;
+    if (this.history) {
+      try {
+        const messages = await this.history(visitorId);
+        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: "history", messages }));
+        withHistory = true;
+      } catch (err) {
+        this.log.warn({ err: errorMessage(err) }, "webchat: history not loaded");
+      }
+    }
+    for (const frame of kept) {
+      if (withHistory && !frame.includes('"kind":"failure"')) continue;
+      if (socket.readyState === socket.OPEN) socket.send(frame);
+    }
   }
 
   private async onFrame(socket: WebchatSocket, visitorId: string, raw: string): Promise<void> {
@@ -189,7 +222,14 @@ export class WebchatChannel implements ChannelAdapter {
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
     const id = randomUUID();
-    const frame = JSON.stringify({ type: "message", id, role: "assistant", text: msg.text });
+    const frame = JSON.stringify({
+      type: "message",
+      id,
+      role: "assistant",
+      text: msg.text,
+      ...(msg.kind === "failure" ? { kind: "failure" } : {}),
+    });
+    this.remember(id, msg.text);
     if (!this.push(msg.to, frame)) {
       const list = this.backlog.get(msg.to) ?? [];
       list.push(frame);
@@ -199,8 +239,39 @@ export class WebchatChannel implements ChannelAdapter {
     return { messageIds: [id] };
   }
 
+  /** A streamed message grows: only the new text travels when the edit appends; otherwise the whole text. */
+  async edit(msg: EditMessage): Promise<void> {
+    const before = this.shown.get(msg.messageId);
+    const frame =
+      before !== undefined && msg.text.startsWith(before)
+        ? { type: "delta", id: msg.messageId, text: msg.text.slice(before.length) }
+        : { type: "message", id: msg.messageId, role: "assistant", text: msg.text };
+    if (frame.type === "delta" && frame.text === "") return;
+    this.remember(msg.messageId, msg.text);
+    if (!this.push(msg.to, JSON.stringify(frame)) && frame.type === "message") {
+      const list = this.backlog.get(msg.to) ?? [];
+      list.push(JSON.stringify(frame));
+      while (list.length > this.config.backlogPerVisitor) list.shift();
+      this.backlog.set(msg.to, list);
+    }
+  }
+
+  private remember(id: string, text: string): void {
+    this.shown.delete(id);
+    this.shown.set(id, text);
+    while (this.shown.size > SHOWN_KEPT) {
+      const oldest = this.shown.keys().next().value;
+      if (oldest === undefined) break;
+      this.shown.delete(oldest);
+    }
+  }
+
   async sendTyping(to: string): Promise<void> {
-    this.push(to, JSON.stringify({ type: "typing" }));
+    this.push(to, JSON.stringify({ type: "typing", on: true }));
+  }
+
+  async stopTyping(to: string): Promise<void> {
+    this.push(to, JSON.stringify({ type: "typing", on: false }));
   }
 }
 

@@ -15,8 +15,18 @@ export const webchatChannelConfigSchema = z.strictObject({
 export type WebchatChannelConfig = z.input<typeof webchatChannelConfigSchema>;
 export type ResolvedWebchatChannelConfig = z.output<typeof webchatChannelConfigSchema>;
 
+/** One line of the visitor's conversation, as the page shows it on open and on reconnect. */
+export interface WebchatHistoryItem {
+  id: string;
+  role: "user" | "assistant";
+  text: string;
+  at: number;
+}
+
 export interface WebchatChannelDeps {
   logger: Logger;
+  /** The visitor's session, newest last (the gateway reads it from the store). */
+  history?: (visitorId: string) => Promise<WebchatHistoryItem[]>;
 }
 
 /** The part of a WebSocket the adapter uses (the gateway passes `ws` sockets). */

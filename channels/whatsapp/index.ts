@@ -197,6 +197,17 @@ export class WhatsAppChannel implements ChannelAdapter {
     }
   }
 
+  /** "paused": the turn ended (also on failure, when no message follows to end "composing"). */
+  async stopTyping(to: string): Promise<void> {
+    const jid = toJid(to);
+    if (!this.typingIn.delete(jid)) return;
+    try {
+      await this.connected("typing").sendPresenceUpdate("paused", jid);
+    } catch (err) {
+      this.log.debug({ err: errorMessage(err) }, "whatsapp paused presence failed");
+    }
+  }
+
   // ------------------------------------------------------------------------------ connection
 
   private async begin(): Promise<void> {

@@ -25,36 +25,14 @@ export interface TurnOutcome extends TurnResult {
   yielded?: boolean;
 }
 
-/** What every step of one turn uses (built once by `#setup`). */
-interface TurnSetup {
-  ref: TranscriptRef;
-  modelRef: string;
-  resolved: ReturnType<Services["models"]["resolve"]>;
-  caller: ToolCaller;
-  specs: ReturnType<ToolRegistry["specs"]>;
-  system: string;
-  windowTokens: number;
-  /** Room compaction leaves for the answer: the model's output cap (at most half the window). */
-  reserve: number;
-  specsTokens: number;
-  pruneCfg: ReturnType<typeof pruningFor>;
-  compCfg: ReturnType<typeof compactionFor>;
-  maxSteps: number;
-}
-
-/** What the steps of one turn change as they go. */
-interface TurnState {
-  entry: SessionEntry;
-  /** Once a call of this turn pruned, the rest of the turn prunes too. */
-  pruning: boolean;
-  compactionTried: boolean;
-  anchor: UsageAnchor | undefined;
-  lastPrompt: number;
-  usage: Usage;
-  lastContext: number;
-  reply: string;
-  yielded: boolean;
-  outcome: TurnOutcome | null;
+/** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
+export interface TurnStreaming {
+  /** false: the provider is called without streaming and no `run.delta` is emitted. Default true. */
+  enabled?: boolean;
+  /** Called with each delta after the bus event (a channel's streaming editor). */
+  onDelta?: (text: string) => void;
+  /** A tool step began after text had streamed: that text was a preamble, not the reply. */
+  onReset?: () => void;
 }
 
 function addUsage(a: Usage, b: Usage): Usage {
@@ -91,16 +69,19 @@ export class AgentRuntime {
     return full;
   }
 
-  async runTurn(job: TurnJob, ctx: JobContext): Promise<TurnOutcome> {
+  async runTurn(job: TurnJob, ctx: JobContext, streaming: TurnStreaming = {}): Promise<TurnOutcome> {
     const { services } = this;
-    const entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+    const cfg = services.config;
+    let entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
+    const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
     if (job.meta?.command === "compact") return this.#compactCommand(job, ctx, entry);
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
+      const id = `${m.runId}:in`;
       await this.append(ref, entry.key, {
-        id: `${m.runId}:in`,
+        id,
         role: "user",
         content: m.text,
         runId: job.runId,
@@ -108,55 +89,16 @@ export class AgentRuntime {
       });
     }
 
-    // 2. Model, tools and system prompt; then the steps until a final answer.
+    // 2. Model.
     let modelRef: string;
-    let resolved: TurnSetup["resolved"];
+    let resolved: ReturnType<Services["models"]["resolve"]>;
     try {
       modelRef = services.models.modelFor(entry.agentId, entry);
       resolved = services.models.resolve(modelRef);
     } catch (err) {
       return { status: "error", error: errorMessage(err) };
     }
-    const setup = this.#setup(job, entry, { ref, modelRef, resolved });
-    const st: TurnState = {
-      entry,
-      pruning: false,
-      compactionTried: false,
-      anchor: undefined,
-      lastPrompt: 0,
-      usage: { input: 0, output: 0 },
-      lastContext: 0,
-      reply: "",
-      yielded: false,
-      outcome: null,
-    };
-    try {
-      for (let step = 0; ; step++) {
-        if ((await this.#step(job, ctx, setup, st, step)) === "done") break;
-      }
-    } catch (err) {
-      st.outcome = this.#failure(err, ctx, st.entry, job);
-    }
 
-    // 3. The outcome, and the session's usage counters.
-    const final: TurnOutcome = st.outcome ?? { status: "ok", reply: st.reply };
-    if (final.status === "ok") final.reply = st.reply;
-    final.usage = st.usage;
-    final.model = setup.modelRef;
-    if (st.yielded) final.yielded = true;
-    await this.#recordUsage(st, final, setup.modelRef);
-    return final;
-  }
-
-  /** What every step of the turn uses: the resolved model, the caller's tools, the system prompt. */
-  #setup(
-    job: TurnJob,
-    entry: SessionEntry,
-    model: Pick<TurnSetup, "ref" | "modelRef" | "resolved">,
-  ): TurnSetup {
-    const { services } = this;
-    const cfg = services.config;
-    const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
     const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
     const specs = this.tools.specs(services, caller);
     const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance
@@ -169,184 +111,186 @@ export class AgentRuntime {
       ...(interSource ? { callerAgentId: agentOfKey(interSource) ?? undefined } : {}),
       extra: job.messages.map((m) => m.extraSystem ?? "").filter(Boolean),
     });
-    const windowTokens = services.models.contextTokens(model.modelRef);
-    return {
-      ...model,
-      caller,
-      specs,
-      system,
-      windowTokens,
-      // Compaction leaves room for the answer: the model's output cap (at most half the window).
-      reserve: Math.min(services.models.maxOutputTokens?.(model.modelRef) ?? 0, windowTokens / 2),
-      specsTokens: toolSpecsTokens(specs),
-      pruneCfg: pruningFor(cfg, entry.agentId),
-      compCfg: compactionFor(cfg, entry.agentId),
-      maxSteps: agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps,
-    };
-  }
 
-  /** One model call and its tool calls. "done" once there is a final answer, a yield or a stop. */
-  async #step(
-    job: TurnJob,
-    ctx: JobContext,
-    setup: TurnSetup,
-    st: TurnState,
-    step: number,
-  ): Promise<"done" | "next"> {
-    const { services } = this;
-    const { ref, modelRef, resolved } = setup;
-    if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-    for (const [i, s] of ctx.takeSteering().entries()) {
-      await this.append(ref, st.entry.key, {
-        id: stepId(job.runId, step, `steer${i}`),
-        role: "user",
-        content: `[Steering from the requester] ${s}`,
-        runId: job.runId,
-        provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
-      });
-    }
-    const plan = await this.#plan(job, ctx, setup, st, step);
-    if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-    const res = await resolved.provider.complete({
-      model: resolved.model,
-      system: plan.system,
-      messages: plan.messages as ModelMessage[],
-      tools: setup.specs,
-      signal: ctx.signal,
-      ...(st.entry.thinkingLevel ? { thinking: st.entry.thinkingLevel } : {}),
-    });
-    // The real prompt size as the provider reports it (cached tokens included); else the estimate.
-    const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
-    st.lastPrompt = reported > 0 ? reported : plan.sentEstimate;
-    st.anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: st.lastPrompt } : undefined;
-    const price = services.config.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
-    const priced = priceUsage(res.usage, price);
-    st.usage = addUsage(st.usage, priced);
-    st.lastContext = res.usage.input + res.usage.output;
-
-    if (res.text || res.toolCalls.length === 0) {
-      await this.append(ref, st.entry.key, {
-        id: stepId(job.runId, step, "a"),
-        role: "assistant",
-        content: res.text,
-        runId: job.runId,
-        usage: priced,
-        model: modelRef,
-      });
-      st.reply = res.text;
-    }
-    if (res.toolCalls.length === 0) return "done";
-    if (step >= setup.maxSteps) {
-      st.outcome = {
-        status: "error",
-        error: `stopped after ${setup.maxSteps} tool steps (agents.defaults.maxToolSteps)`,
-      };
-      return "done";
-    }
-    for (const [j, call] of res.toolCalls.entries()) {
-      const effectId = stepId(job.runId, step, `c${j}`);
-      await this.append(ref, st.entry.key, {
-        id: effectId,
-        role: "toolCall",
-        content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
-        toolCallId: call.id,
-        toolName: call.name,
-        runId: job.runId,
-      });
-      const result = await this.#execTool(call.name, call.arguments, setup.caller, ctx, effectId, () => {
-        st.yielded = true;
-      });
-      await this.append(ref, st.entry.key, {
-        id: stepId(job.runId, step, `r${j}`),
-        role: "toolResult",
-        content: JSON.stringify(result),
-        toolCallId: call.id,
-        toolName: call.name,
-        runId: job.runId,
-      });
-    }
-    return st.yielded ? "done" : "next";
-  }
-
-  /** The prompt of one step: the window, pruned once due, compacted once per turn when too big. */
-  async #plan(job: TurnJob, ctx: JobContext, setup: TurnSetup, st: TurnState, step: number) {
-    const { services } = this;
-    const { ref, system, specsTokens, windowTokens, reserve, pruneCfg, compCfg } = setup;
-    // On a re-run, what this run wrote at this step or later is not context for this step:
-    // the model sees what the first attempt saw, so a deterministic model repeats itself
-    // and every append below is a no-op.
-    const load = async () => {
-      const c = await loadSessionContext(services.store.transcripts, ref, st.entry);
-      const messages = windowAt(c.messages, job.runId, step);
-      return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
-    };
-    let sctx = await load();
+    const windowTokens = services.models.contextTokens(modelRef);
+    // Compaction leaves room for the answer: the model's output cap (at most half the window).
+    const reserve = Math.min(services.models.maxOutputTokens?.(modelRef) ?? 0, windowTokens / 2);
+    const specsTokens = toolSpecsTokens(specs);
+    const pruneCfg = pruningFor(cfg, entry.agentId);
+    const compCfg = compactionFor(cfg, entry.agentId);
+    const maxSteps = agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps;
     // Once a call of this turn pruned, the rest of the turn prunes too (one stable prefix per turn).
-    st.pruning ||= pruningDue(pruneCfg, lastModelCallAt(sctx), services.now());
-    const planOpts = {
-      system,
-      specsTokens,
-      windowTokens,
-      budgetRatio: services.config.agents.defaults.contextBudgetRatio,
-      pruning: st.pruning ? pruneCfg : null,
+    let pruning = false;
+    let compactionTried = false;
+    let anchor: UsageAnchor | undefined;
+    let lastPrompt = 0;
+
+    let usage: Usage = { input: 0, output: 0 };
+    let lastContext = 0;
+    let reply = "";
+    let yielded = false;
+    let outcome: TurnOutcome | null = null;
+    const stream = streaming.enabled !== false;
+    let streamedThisStep = false;
+    const onTextDelta = (text: string) => {
+      if (!text) return;
+      streamedThisStep = true;
+      services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text });
+      streaming.onDelta?.(text);
     };
-    let plan = planPrompt(sctx, { ...planOpts, anchor: st.anchor });
-    if (
-      compCfg.enabled &&
-      !st.compactionTried &&
-      (plan.estimate > Math.min(compCfg.threshold * windowTokens, windowTokens - reserve) ||
-        plan.overBudget ||
-        sctx.truncated)
-    ) {
-      // One automatic attempt per turn; a failure is logged and the window is used as it is.
-      st.compactionTried = true;
-      const done = await compactSession(services, {
-        entry: st.entry,
-        ref,
-        context: sctx,
-        sessionModel: setup.modelRef,
-        config: compCfg,
-        runId: job.runId,
-        estimate: plan.estimate,
-        system,
-        specsTokens,
-        signal: ctx.signal,
-      });
-      if (done.ok) {
-        st.entry = done.entry;
-        sctx = await load();
-        st.anchor = undefined;
-        plan = planPrompt(sctx, planOpts);
+
+    try {
+      for (let step = 0; ; step++) {
+        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
+        for (const [i, s] of ctx.takeSteering().entries()) {
+          await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, `steer${i}`),
+            role: "user",
+            content: `[Steering from the requester] ${s}`,
+            runId: job.runId,
+            provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
+          });
+        }
+        // On a re-run, what this run wrote at this step or later is not context for this step:
+        // the model sees what the first attempt saw, so a deterministic model repeats itself
+        // and every append below is a no-op.
+        const load = async () => {
+          const c = await loadSessionContext(services.store.transcripts, ref, entry);
+          const messages = windowAt(c.messages, job.runId, step);
+          return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
+        };
+        let sctx = await load();
+        pruning ||= pruningDue(pruneCfg, lastModelCallAt(sctx), services.now());
+        const planOpts = {
+          system,
+          specsTokens,
+          windowTokens,
+          budgetRatio: cfg.agents.defaults.contextBudgetRatio,
+          pruning: pruning ? pruneCfg : null,
+        };
+        let plan = planPrompt(sctx, { ...planOpts, anchor });
+        if (
+          compCfg.enabled &&
+          !compactionTried &&
+          (plan.estimate > Math.min(compCfg.threshold * windowTokens, windowTokens - reserve) ||
+            plan.overBudget ||
+            sctx.truncated)
+        ) {
+          // One automatic attempt per turn; a failure is logged and the window is used as it is.
+          compactionTried = true;
+          const done = await compactSession(services, {
+            entry,
+            ref,
+            context: sctx,
+            sessionModel: modelRef,
+            config: compCfg,
+            runId: job.runId,
+            estimate: plan.estimate,
+            system,
+            specsTokens,
+            signal: ctx.signal,
+          });
+          if (done.ok) {
+            entry = done.entry;
+            sctx = await load();
+            anchor = undefined;
+            plan = planPrompt(sctx, planOpts);
+          }
+        }
+        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
+        const res = await resolved.provider.complete({
+          model: resolved.model,
+          system: plan.system,
+          messages: plan.messages as ModelMessage[],
+          tools: specs,
+          signal: ctx.signal,
+          ...(entry.thinkingLevel ? { thinking: entry.thinkingLevel } : {}),
+          ...(stream ? { onTextDelta } : {}),
+        });
+        // The real prompt size as the provider reports it (cached tokens included); else the estimate.
+        const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
+        lastPrompt = reported > 0 ? reported : plan.sentEstimate;
+        anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: lastPrompt } : undefined;
+        if (streamedThisStep && res.toolCalls.length > 0) {
+          services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text: "", reset: true });
+          streaming.onReset?.();
+        }
+        streamedThisStep = false;
+        const price = cfg.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
+        const priced = priceUsage(res.usage, price);
+        usage = addUsage(usage, priced);
+        lastContext = res.usage.input + res.usage.output;
+
+        if (res.text || res.toolCalls.length === 0) {
+          await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, "a"),
+            role: "assistant",
+            content: res.text,
+            runId: job.runId,
+            usage: priced,
+            model: modelRef,
+          });
+          reply = res.text;
+        }
+        if (res.toolCalls.length === 0) break;
+        if (step >= maxSteps) {
+          outcome = {
+            status: "error",
+            error: `stopped after ${maxSteps} tool steps (agents.defaults.maxToolSteps)`,
+          };
+          break;
+        }
+        for (const [j, call] of res.toolCalls.entries()) {
+          const effectId = stepId(job.runId, step, `c${j}`);
+          await this.append(ref, entry.key, {
+            id: effectId,
+            role: "toolCall",
+            content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
+            toolCallId: call.id,
+            toolName: call.name,
+            runId: job.runId,
+          });
+          const result = await this.#execTool(call.name, call.arguments, caller, ctx, effectId, () => {
+            yielded = true;
+          });
+          await this.append(ref, entry.key, {
+            id: stepId(job.runId, step, `r${j}`),
+            role: "toolResult",
+            content: JSON.stringify(result),
+            toolCallId: call.id,
+            toolName: call.name,
+            runId: job.runId,
+          });
+        }
+        if (yielded) break;
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) {
+        const reason = ctx.signal.reason;
+        const status =
+          (reason instanceof SwitchboardError && reason.code === "TIMEOUT") ||
+          (reason instanceof Error && reason.message === "timeout")
+            ? "timeout"
+            : "aborted";
+        outcome = { status, error: status === "timeout" ? "run timed out" : "run aborted" };
+      } else {
+        services.logger.warn({ err, sessionKey: entry.key, runId: job.runId }, "turn failed");
+        outcome = { status: "error", error: errorMessage(err) };
       }
     }
-    return plan;
-  }
 
-  /** A thrown step: aborted or timed out by the caller, or a failure (logged). */
-  #failure(err: unknown, ctx: JobContext, entry: SessionEntry, job: TurnJob): TurnOutcome {
-    if (ctx.signal.aborted) {
-      const reason = ctx.signal.reason;
-      const status =
-        (reason instanceof SwitchboardError && reason.code === "TIMEOUT") ||
-        (reason instanceof Error && reason.message === "timeout")
-          ? "timeout"
-          : "aborted";
-      return { status, error: status === "timeout" ? "run timed out" : "run aborted" };
-    }
-    this.services.logger.warn({ err, sessionKey: entry.key, runId: job.runId }, "turn failed");
-    return { status: "error", error: errorMessage(err) };
-  }
+    const final: TurnOutcome = outcome ?? { status: "ok", reply };
+    if (final.status === "ok") final.reply = reply;
+    final.usage = usage;
+    final.model = modelRef;
+    if (yielded) final.yielded = true;
 
-  /** The session's counters after the turn (SEMANTICS §5), announced on the bus. */
-  async #recordUsage(st: TurnState, final: TurnOutcome, modelRef: string): Promise<void> {
-    const { services } = this;
-    const { entry, usage } = st;
     const updated = await services.store.sessions.patch(entry.key, {
       updatedAt: services.now(),
       lastModel: modelRef,
       // contextTokens: the last prompt's real size (issue 17); totalTokens: input + output (SEMANTICS §5).
-      ...(st.lastPrompt > 0 ? { contextTokens: st.lastPrompt } : {}),
-      contextUsedTokens: st.lastContext,
+      ...(lastPrompt > 0 ? { contextTokens: lastPrompt } : {}),
+      contextUsedTokens: lastContext,
       totalTokens: (entry.inputTokens ?? 0) + usage.input + (entry.outputTokens ?? 0) + usage.output,
       inputTokens: (entry.inputTokens ?? 0) + usage.input,
       outputTokens: (entry.outputTokens ?? 0) + usage.output,
@@ -354,7 +298,11 @@ export class AgentRuntime {
       abortedLastRun: final.status === "aborted" || final.status === "timeout",
       systemSent: true,
     });
-    if (updated) services.bus.emit("session.updated", { entry: updated });
+    if (updated) {
+      entry = updated;
+      services.bus.emit("session.updated", { entry });
+    }
+    return final;
   }
 
   /** `/compact [instructions]`: a forced compaction in the session's lane; the reply says what happened. */

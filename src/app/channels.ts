@@ -1,5 +1,9 @@
 import path from "node:path";
-import { createWebchatChannel, type WebchatChannel } from "../../channels/webchat/index.js";
+import {
+  createWebchatChannel,
+  type WebchatChannel,
+  type WebchatChannelDeps,
+} from "../../channels/webchat/index.js";
 import type { ChannelAdapter, WebhookHeaders } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
@@ -76,10 +80,11 @@ export function createWebchat(
   config: LoadedConfig["config"],
   logger: Logger,
   demo: boolean,
+  history?: WebchatChannelDeps["history"],
 ): WebchatChannel | null {
   if (!config.channels.webchat.enabled) return null;
   return createWebchatChannel(
     { ...(demo ? { notice: DEMO_NOTICE } : {}) },
-    { logger: logger.child({ channel: "webchat" }) },
+    { logger: logger.child({ channel: "webchat" }), ...(history ? { history } : {}) },
   );
 }

@@ -24,6 +24,7 @@ import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
 import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
 import { createRpc, createServer, healthOf } from "./server.js";
+import { webchatHistory } from "./webchat-history.js";
 
 /**
  * The composition root: turns validated config into concrete drivers (`drivers.ts`: store,
@@ -109,7 +110,9 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     ? await createChannels(config, logger, { stateDir: drivers.stateDir, baseDir: loaded.baseDir })
     : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
-  const webchat = gateway ? createWebchat(config, logger, models.demo) : null;
+  const webchat = gateway
+    ? createWebchat(config, logger, models.demo, webchatHistory(services, "default"))
+    : null;
   if (webchat) {
     adapters.push(webchat);
     channels.add(webchat);

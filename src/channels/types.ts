@@ -45,14 +45,26 @@ export interface OutboundMessage {
   text: string;
   format: "plain" | "native";
   replyToMessageId?: string;
+  /** A failed turn's short line to the person (the web chat shows it as an error with a retry). */
+  kind?: "reply" | "failure";
+}
+
+/** Replaces the text of a message this adapter sent (streaming previews). */
+export interface EditMessage extends OutboundMessage {
+  messageId: string;
 }
 
 export interface ChannelCapabilities {
   textLimit: number;
   threads: boolean;
   typing: boolean;
-  markdown: "telegram-html" | "slack-mrkdwn" | "discord" | "whatsapp" | "plain";
+  markdown: "telegram-html" | "slack-mrkdwn" | "discord" | "whatsapp" | "markdown" | "plain";
   createThread: boolean;
+  /**
+   * Streaming previews (with `edit`): the least time between two edits of one message, in
+   * direct chats and in groups, from the platform's rate limits.
+   */
+  streaming?: { editIntervalMs: number; groupEditIntervalMs: number };
 }
 
 export type ChannelStatus = "stopped" | "starting" | "connected" | "reconnecting" | "error" | "needs-login";
@@ -72,6 +84,13 @@ export interface ChannelAdapter {
   /** Returns the platform message id(s). Throws SwitchboardError (RATE_LIMITED with retryAfterMs…). */
   send(msg: OutboundMessage): Promise<{ messageIds: string[] }>;
   sendTyping?(to: string, threadId?: string): Promise<void>;
+  /** Ends a typing indicator that does not expire by itself (WhatsApp `paused`). */
+  stopTyping?(to: string, threadId?: string): Promise<void>;
+  /**
+   * Replaces a sent message's text. An unchanged text is a success (Telegram's "message is not
+   * modified"). Throws RATE_LIMITED with retryAfterMs when the platform says to slow down.
+   */
+  edit?(msg: EditMessage): Promise<void>;
   /** Creates a thread under `to` and returns its id (thread-bound sub-agents). */
   createThread?(to: string, title: string): Promise<{ threadId: string }>;
   /** `qr`: a device-link code to scan while `needs-login` (WhatsApp); health and the dashboard show it. */

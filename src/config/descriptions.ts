@@ -170,3 +170,12 @@ for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
   CONFIG_DESCRIPTIONS[`channels.${ch}.commands.reset`] ??= "Who may use /new and /reset: all, owners or off.";
   CONFIG_DESCRIPTIONS[`channels.${ch}.commands.compact`] ??= "Who may use /compact: all, owners or off.";
 }
+
+// How a turn in progress shows in each chat (streaming previews, typing, the failure line).
+for (const ch of ["telegram", "slack", "discord", "whatsapp", "webchat"]) {
+  CONFIG_DESCRIPTIONS[`channels.${ch}.streaming`] ??=
+    "partial: edit one preview message as the reply streams; final: post the finished reply once; off: the model does not stream.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.typing`] ??= "Show the typing indicator while a turn runs.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.failureText`] ??=
+    "The short line a failed turn posts to the chat (the cause goes to the log and dashboard).";
+}

@@ -368,6 +368,21 @@ const channelCommon = {
   commands: channelCommandsSchema,
 };
 
+/** What a failed turn posts to the chat: short and non-technical (the cause goes to the log and dashboard). */
+export const DEFAULT_FAILURE_TEXT = "Sorry, I couldn't finish that reply. Please try again in a moment.";
+
+/**
+ * How a channel shows a turn in progress (API.md §7): `streaming` "partial" edits a preview
+ * message as text arrives, "final" posts the finished reply once (the model still streams to
+ * `/ws`), "off" asks the model not to stream; `typing` shows the platform's indicator;
+ * `failureText` is the line a failed turn posts.
+ */
+const channelLiveness = (streaming: "partial" | "off" | "final") => ({
+  streaming: z.enum(["partial", "off", "final"]).default(streaming),
+  typing: z.boolean().default(true),
+  failureText: z.string().trim().min(1).max(500).default(DEFAULT_FAILURE_TEXT),
+});
+
 export const channelsSchema = z
   .strictObject({
     telegram: z
@@ -383,6 +398,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        ...channelLiveness("partial"),
       })
       .optional(),
     slack: z
@@ -398,6 +414,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        ...channelLiveness("partial"),
       })
       .optional(),
     discord: z
@@ -411,6 +428,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        ...channelLiveness("partial"),
         /** Per-channel overrides of session.threadBindings (unset fields inherit). */
         threadBindings: z
           .strictObject({
@@ -427,11 +445,14 @@ export const channelsSchema = z
         accounts: z.record(z.string(), z.strictObject({ authDir: z.string().optional() })),
         ...channelCommon,
         allowFrom: z.array(z.string()).default([]),
+        ...channelLiveness("final"),
       })
       .optional(),
-    webchat: z.strictObject({ enabled: z.boolean().default(true) }).default({ enabled: true }),
+    webchat: z
+      .strictObject({ enabled: z.boolean().default(true), ...channelLiveness("partial") })
+      .prefault({}),
   })
-  .default({ webchat: { enabled: true } });
+  .prefault({});
 
 // ─── cron and hooks (API.md §7) ──────────────────────────────────────────────────────────────
 

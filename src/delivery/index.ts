@@ -1,12 +1,21 @@
 import type { ChannelAdapter } from "../channels/types.js";
+import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
 import { retryLoop } from "../retry/index.js";
-import type { ChannelRegistry, Delivery, DeliveryOutcome, DeliveryRequest, Services } from "../services.js";
+import type {
+  ChannelRegistry,
+  Delivery,
+  DeliveryOutcome,
+  DeliveryRequest,
+  ReplyStream,
+  Services,
+} from "../services.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { chunkText } from "./chunk.js";
 import { type MarkdownDialect, renderMarkdown } from "./format/index.js";
+import { StreamingReply } from "./stream.js";
 
 /**
  * Outbound delivery: route (explicit, then deliveryContext, then lastChannel/lastTo), send
@@ -54,6 +63,20 @@ export function renderChunks(text: string, dialect: MarkdownDialect, limit: numb
   return chunkText(text, limit).flatMap((c) => fitChunk(c, 0));
 }
 
+interface Target {
+  entry: SessionEntry;
+  route: DeliveryContext;
+  adapter: ChannelAdapter;
+}
+
+/** A channel's `streaming` setting (API.md §7); the web chat and unknown channels stream. */
+export function streamingMode(config: Config, channel: string): "partial" | "off" | "final" {
+  const ch = (config.channels as Record<string, { streaming?: "partial" | "off" | "final" } | undefined>)[
+    channel
+  ];
+  return ch?.streaming ?? "partial";
+}
+
 export class ChannelDelivery implements Delivery {
   constructor(
     private readonly services: Pick<Services, "store" | "config"> & {
@@ -62,10 +85,50 @@ export class ChannelDelivery implements Delivery {
     },
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
     private readonly leaseMs: number = DEFAULT_LEASE_MS,
+    /** Overrides every channel's edit interval (tests). */
+    private readonly editIntervalMs?: number,
   ) {}
 
   async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
-    const { store, config, logger } = this.services;
+    const target = await this.#target(req);
+    if ("status" in target) return target;
+    return this.#post(target, req.text, req.idempotencyKey, { kind: req.kind ?? "reply" });
+  }
+
+  async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
+    const target = await this.#target(req);
+    if ("status" in target) return null;
+    const { adapter, route, entry } = target;
+    const caps = adapter.capabilities.streaming;
+    if (!adapter.edit || !caps || streamingMode(this.services.config, route.channel) !== "partial")
+      return null;
+    const group = (entry.chatType ?? chatTypeOfKey(entry.key)) !== "direct";
+    const intervalMs = this.editIntervalMs ?? (group ? caps.groupEditIntervalMs : caps.editIntervalMs);
+    return new StreamingReply(
+      {
+        outbox: this.services.store.outbox,
+        leaseMs: this.leaseMs,
+        logger: this.services.logger,
+        adapter,
+        route,
+        intervalMs,
+        finalize: (text, firstMessageId, shown) =>
+          this.#post(target, text, req.idempotencyKey, {
+            kind: "reply",
+            editFirst: true,
+            ...(firstMessageId ? { firstMessageId } : {}),
+            shown,
+          }),
+      },
+      req.idempotencyKey,
+    );
+  }
+
+  /** Route, send policy and adapter of a request, or why there is none. */
+  async #target(
+    req: Pick<DeliveryRequest, "sessionKey" | "route" | "bypassPolicy">,
+  ): Promise<Target | Exclude<DeliveryOutcome, { status: "sent" } | { status: "duplicate" }>> {
+    const { store, config } = this.services;
     const entry = await store.sessions.get(req.sessionKey);
     if (!entry) return { status: "no-route", reason: `session ${req.sessionKey} does not exist` };
     const route = req.route ?? routeOf(entry);
@@ -94,40 +157,72 @@ export class ChannelDelivery implements Delivery {
         status: "no-route",
         reason: `channel ${route.channel} (account ${route.accountId ?? "default"}) is not running`,
       };
-    const text = req.text.trim();
+    return { entry, route, adapter };
+  }
+
+  /**
+   * Renders, chunks and posts `text`, one outbox key per chunk. With `editFirst` (a streamed
+   * reply), chunk 0 replaces the preview — `firstMessageId`, or the message an earlier attempt
+   * posted under the same key — instead of being posted.
+   */
+  async #post(
+    target: Target,
+    rawText: string,
+    key: string,
+    opts: { kind: "reply" | "failure"; editFirst?: boolean; firstMessageId?: string; shown?: string },
+  ): Promise<DeliveryOutcome> {
+    const { store, logger } = this.services;
+    const { adapter, route, entry } = target;
+    const text = rawText.trim();
     if (!text) return { status: "no-route", reason: "empty text" };
     const chunks = renderChunks(text, adapter.capabilities.markdown, adapter.capabilities.textLimit);
     const ids: string[] = [];
     let duplicates = 0;
+    const base = {
+      accountId: route.accountId ?? adapter.accountId,
+      to: route.to,
+      ...(route.threadId ? { threadId: route.threadId } : {}),
+      format: adapter.capabilities.markdown === "plain" ? ("plain" as const) : ("native" as const),
+      ...(opts.kind === "failure" ? { kind: "failure" as const } : {}),
+    };
     for (const [i, chunk] of chunks.entries()) {
-      const id = `${req.idempotencyKey}#${i}`;
-      // At-least-once: a short lease while sending, the long mark only once the platform said yes.
-      const lease = await this.#lease(id);
-      if (lease === "done") {
-        duplicates++;
-        continue;
-      }
-      if (lease === "busy") {
-        return { status: "failed", error: `${route.channel}: chunk ${id} is being sent by another worker` };
-      }
-      if (lease === "expired") {
-        logger.warn(
-          { idempotencyKey: id, sessionKey: entry.key, channel: route.channel },
-          "delivery: an earlier send of this chunk was interrupted before its mark; sending again (the chat may show it twice)",
-        );
+      const id = `${key}#${i}`;
+      let editId = i === 0 && opts.editFirst ? opts.firstMessageId : undefined;
+      if (editId === undefined) {
+        // At-least-once: a short lease while sending, the long mark only once the platform said yes.
+        const lease = await this.#lease(id);
+        if (lease === "done") {
+          // A streamed reply's first chunk replaces the preview an earlier attempt posted.
+          const prior = i === 0 && opts.editFirst && adapter.edit ? await store.outbox.get(id) : null;
+          editId = prior?.state === "done" ? prior.messageIds?.[0] : undefined;
+          if (editId === undefined) {
+            duplicates++;
+            continue;
+          }
+        } else if (lease === "busy") {
+          return { status: "failed", error: `${route.channel}: chunk ${id} is being sent by another worker` };
+        } else if (lease === "expired") {
+          logger.warn(
+            { idempotencyKey: id, sessionKey: entry.key, channel: route.channel },
+            "delivery: an earlier send of this chunk was interrupted before its mark; sending again (the chat may show it twice)",
+          );
+        }
       }
       try {
-        const res = await this.#sendWithRetry(adapter, {
-          accountId: route.accountId ?? adapter.accountId,
-          to: route.to,
-          ...(route.threadId ? { threadId: route.threadId } : {}),
-          text: chunk,
-          format: adapter.capabilities.markdown === "plain" ? "plain" : "native",
-        });
+        if (editId !== undefined && adapter.edit) {
+          const messageId = editId;
+          if (chunk !== opts.shown || opts.firstMessageId === undefined)
+            await this.#withRetry(
+              () => adapter.edit?.({ ...base, text: chunk, messageId }) ?? Promise.resolve(),
+            );
+          ids.push(messageId);
+          continue;
+        }
+        const res = await this.#withRetry(() => adapter.send({ ...base, text: chunk }));
         await store.outbox.complete(id, res, OUTBOX_TTL_MS);
         ids.push(...res.messageIds);
       } catch (err) {
-        await store.outbox.release(id);
+        if (editId === undefined) await store.outbox.release(id);
         logger.warn({ err, sessionKey: entry.key, channel: route.channel }, "delivery failed");
         return { status: "failed", error: `${route.channel}: ${errorMessage(err)}` };
       }
@@ -148,11 +243,9 @@ export class ChannelDelivery implements Delivery {
     }
   }
 
-  async #sendWithRetry(
-    adapter: ChannelAdapter,
-    msg: Parameters<ChannelAdapter["send"]>[0],
-  ): Promise<{ messageIds: string[] }> {
-    return retryLoop(() => adapter.send(msg), {
+  /** A send or edit, retried when the platform rate-limits (bounded). */
+  async #withRetry<T>(op: () => Promise<T>): Promise<T> {
+    return retryLoop(op, {
       delayFor: (err, attempt) =>
         err instanceof RateLimitedError && attempt < MAX_RATE_LIMIT_RETRIES
           ? Math.min(MAX_RETRY_WAIT_MS, Math.max(0, err.retryAfterMs))

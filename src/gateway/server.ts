@@ -5,6 +5,7 @@ import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson, safeStringify } from "../json-limits.js";
 import type { Logger } from "../log.js";
+import { registerAssets } from "./assets.js";
 import { dashboardPage } from "./dashboard.js";
 import { cronPanelPage } from "./dashboard-cron.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
@@ -180,6 +181,7 @@ export class GatewayServer {
   #routes(): void {
     const { app, opts } = this;
     app.get("/healthz", async () => ({ ok: true }));
+    registerAssets(app);
     app.get("/", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");
       return (opts.page ?? landingPage)();

@@ -58,56 +58,11 @@ export interface RouteResult {
   runId?: string;
 }
 
-/** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
-function bindingSettings(
+/** The agent and session key an inbound message maps to, before thread bindings (pure). */
+export function inboundSessionKey(
   config: Config,
-  channel: string,
-): { enabled: boolean; idleHours: number; maxAgeHours: number } {
-  const perChannel = (
-    config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
-  )[channel]?.threadBindings;
-  return { ...config.session.threadBindings, ...(perChannel ?? {}) };
-}
-
-/** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
-async function boundSession(services: Pick<Services, "config" | "store" | "now">, msg: InboundMessage) {
-  const threadId = msg.threadId ?? msg.topicId;
-  if (!threadId) return null;
-  const key = threadBindingKey(msg.channel, msg.accountId, threadId);
-  const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(THREAD_BINDINGS_NS, key);
-  if (!bound) return null;
-  const settings = bindingSettings(services.config, msg.channel);
-  const entry = await services.store.sessions.get(bound.sessionKey);
-  const now = services.now();
-  const hour = 3600_000;
-  const expired =
-    !settings.enabled ||
-    !entry ||
-    entry.archivedAt !== undefined ||
-    (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
-    (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
-  if (expired) {
-    // An ended binding releases the thread: later messages there get an ordinary thread session.
-    await services.store.kv.delete(THREAD_BINDINGS_NS, key);
-    return null;
-  }
-  return entry;
-}
-
-/** Agent (bindings) and session key of a message: a bound thread routes to its child session. */
-async function route(ctx: InboundCtx): Promise<RoutedCtx> {
-  const { msg, services } = ctx;
-  const { config } = services;
-  // A bound thread routes to its child session (no mention needed inside it).
-  const bound = await boundSession(services, msg);
-  if (bound)
-    return {
-      ...ctx,
-      agentId: bound.agentId,
-      sessionKey: bound.key,
-      entry: bound,
-      matchedBy: "thread-binding",
-    };
+  msg: InboundMessage,
+): { agentId: string; matchedBy: string; sessionKey: string } {
   const { agentId, matchedBy } = resolveAgent(config, msg);
   // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
   const firstAccount = Object.keys(
@@ -129,63 +84,113 @@ async function route(ctx: InboundCtx): Promise<RoutedCtx> {
     identityLinks: config.session.identityLinks,
     scope: config.session.scope,
   });
-  // The entry is created only once a message passes the gates (dropped messages leave no session).
-  const entry = await services.store.sessions.get(sessionKey);
-  return { ...ctx, agentId, sessionKey, entry, matchedBy };
-}
-
-/** A message that passed every gate: the session is created or reset, its route recorded, the turn submitted. */
-async function accepted(ctx: RoutedCtx): Promise<RouteResult> {
-  const { msg, services } = ctx;
-  const { config } = services;
-  let entry = ctx.entry ?? (await ensureRouted(ctx));
-  // session.reset policies apply when the next message arrives (never to bound sub-agent threads).
-  if (ctx.entry && ctx.matchedBy !== "thread-binding" && entry.spawnedBy === undefined) {
-    const due = resetDue(
-      resetRuleFor(config, msg.channel, entry.chatType ?? msg.chatType),
-      entry,
-      services.now(),
-    );
-    if (due) entry = (await resetSession(services, entry.key, due))?.entry ?? entry;
-  }
-  const delivery: DeliveryContext = {
-    channel: msg.channel,
-    to: msg.peerId,
-    accountId: msg.accountId,
-    ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-  };
-  const updated = await services.store.sessions.patch(ctx.sessionKey, {
-    lastChannel: msg.channel,
-    lastTo: msg.peerId,
-    lastAccountId: msg.accountId,
-    lastThreadId: delivery.threadId,
-    deliveryContext: delivery,
-    updatedAt: services.now(),
-    lastInteractionAt: services.now(),
-  });
-  if (updated) services.bus.emit("session.updated", { entry: updated });
-  const blocked = sendBlocked(services, updated ?? entry);
-  if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
-  const run = await services.pipeline.submitTurn({
-    sessionKey: ctx.sessionKey,
-    agentId: ctx.agentId,
-    text: msg.text,
-    provenance: {
-      kind: "external_user",
-      channel: msg.channel,
-      senderId: msg.senderId,
-      ...(msg.senderName ? { senderName: msg.senderName } : {}),
-    },
-    deliver: true,
-    origin: "inbound",
-    // derived from the platform message: a redelivery resubmits the same run, which is ignored
-    runId: uuidFrom(inboundDedupeId(msg)),
-  });
-  return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
+  return { agentId, matchedBy, sessionKey };
 }
 
 export function createRouter(services: Services) {
   const { config } = services;
+
+  /** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
+  function bindingSettings(channel: string): { enabled: boolean; idleHours: number; maxAgeHours: number } {
+    const perChannel = (
+      config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
+    )[channel]?.threadBindings;
+    return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+  }
+
+  /** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
+  async function boundSession(msg: InboundMessage) {
+    const threadId = msg.threadId ?? msg.topicId;
+    if (!threadId) return null;
+    const key = threadBindingKey(msg.channel, msg.accountId, threadId);
+    const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(
+      THREAD_BINDINGS_NS,
+      key,
+    );
+    if (!bound) return null;
+    const settings = bindingSettings(msg.channel);
+    const entry = await services.store.sessions.get(bound.sessionKey);
+    const now = services.now();
+    const hour = 3600_000;
+    const expired =
+      !settings.enabled ||
+      !entry ||
+      entry.archivedAt !== undefined ||
+      (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
+      (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
+    if (expired) {
+      // An ended binding releases the thread: later messages there get an ordinary thread session.
+      await services.store.kv.delete(THREAD_BINDINGS_NS, key);
+      return null;
+    }
+    return entry;
+  }
+
+  async function route(ctx: InboundCtx): Promise<RoutedCtx> {
+    const { msg } = ctx;
+    // A bound thread routes to its child session (no mention needed inside it).
+    const bound = await boundSession(msg);
+    if (bound)
+      return {
+        ...ctx,
+        agentId: bound.agentId,
+        sessionKey: bound.key,
+        entry: bound,
+        matchedBy: "thread-binding",
+      };
+    const { agentId, matchedBy, sessionKey } = inboundSessionKey(config, msg);
+    // The entry is created only once a message passes the gates (dropped messages leave no session).
+    const entry = await services.store.sessions.get(sessionKey);
+    return { ...ctx, agentId, sessionKey, entry, matchedBy };
+  }
+
+  const accepted = async (ctx: RoutedCtx): Promise<RouteResult> => {
+    const { msg } = ctx;
+    let entry = ctx.entry ?? (await ensureRouted(ctx));
+    // session.reset policies apply when the next message arrives (never to bound sub-agent threads).
+    if (ctx.entry && ctx.matchedBy !== "thread-binding" && entry.spawnedBy === undefined) {
+      const due = resetDue(
+        resetRuleFor(config, msg.channel, entry.chatType ?? msg.chatType),
+        entry,
+        services.now(),
+      );
+      if (due) entry = (await resetSession(services, entry.key, due))?.entry ?? entry;
+    }
+    const delivery: DeliveryContext = {
+      channel: msg.channel,
+      to: msg.peerId,
+      accountId: msg.accountId,
+      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+    };
+    const updated = await services.store.sessions.patch(ctx.sessionKey, {
+      lastChannel: msg.channel,
+      lastTo: msg.peerId,
+      lastAccountId: msg.accountId,
+      lastThreadId: delivery.threadId,
+      deliveryContext: delivery,
+      updatedAt: services.now(),
+      lastInteractionAt: services.now(),
+    });
+    if (updated) services.bus.emit("session.updated", { entry: updated });
+    const blocked = sendBlocked(services, updated ?? entry);
+    if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+    const run = await services.pipeline.submitTurn({
+      sessionKey: ctx.sessionKey,
+      agentId: ctx.agentId,
+      text: msg.text,
+      provenance: {
+        kind: "external_user",
+        channel: msg.channel,
+        senderId: msg.senderId,
+        ...(msg.senderName ? { senderName: msg.senderName } : {}),
+      },
+      deliver: true,
+      origin: "inbound",
+      // derived from the platform message: a redelivery resubmits the same run, which is ignored
+      runId: uuidFrom(inboundDedupeId(msg)),
+    });
+    return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
+  };
 
   const pre = compose<InboundCtx>([dedupe]);
   const post = compose<RoutedCtx>([ownerCommands, pairCommand, dmAccess, sessionCommands, mentionGate]);

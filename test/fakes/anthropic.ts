@@ -1,5 +1,6 @@
 /**
- * A loopback Anthropic Messages API for tests: `POST /v1/messages` (non-streaming) and
+ * A loopback Anthropic Messages API for tests: `POST /v1/messages` (JSON, or SSE with
+ * `stream: true`: text in `chunkChars`-sized deltas, tool input as `input_json_delta`s) and
  * `GET /v1/models`. Replies come from a queue, else the last user text is echoed. Use `url` as
  * the provider's `baseUrl` (the SDK appends `/v1/...`).
  */
@@ -19,6 +20,12 @@ export interface FakeAnthropicReply {
   status?: number;
   error?: string;
   headers?: Record<string, string>;
+  /** Streaming only: characters per text delta (default 4). */
+  chunkChars?: number;
+  /** Streaming only: wait this long between events. */
+  chunkDelayMs?: number;
+  /** Streaming only: destroy the connection after this many text deltas (a reply cut off mid-way). */
+  dropAfterChunks?: number;
 }
 
 export interface AnthropicRequestBody {
@@ -65,6 +72,92 @@ function lastUserText(body: AnthropicRequestBody): string {
 }
 
 export const anthropicEchoHandler: FakeAnthropicHandler = (req) => ({ text: lastUserText(req.body) });
+
+interface StreamedMessage {
+  id: string;
+  model: string;
+  text: string;
+  toolUses: Array<{ type: string; id: string; name: string; input: Record<string, unknown> }>;
+  usage: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
+  stopReason: string;
+}
+
+/** The Messages stream: message_start, one block per text/tool use with its deltas, message_delta, message_stop. */
+async function streamMessage(
+  res: ServerResponse,
+  reply: FakeAnthropicReply,
+  m: StreamedMessage,
+): Promise<void> {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers });
+  const pause = () =>
+    reply.chunkDelayMs ? new Promise((r) => setTimeout(r, reply.chunkDelayMs)) : Promise.resolve();
+  const event = async (type: string, data: Record<string, unknown>) => {
+    if (res.destroyed) return;
+    await new Promise<void>((r) =>
+      res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, () => r()),
+    );
+    await pause();
+  };
+  await event("message_start", {
+    message: {
+      id: m.id,
+      type: "message",
+      role: "assistant",
+      model: m.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: {
+        input_tokens: m.usage.input,
+        output_tokens: 1,
+        cache_read_input_tokens: m.usage.cacheRead ?? 0,
+        cache_creation_input_tokens: m.usage.cacheWrite ?? 0,
+      },
+    },
+  });
+  let index = 0;
+  if (m.text) {
+    await event("content_block_start", { index, content_block: { type: "text", text: "" } });
+    const size = Math.max(1, reply.chunkChars ?? 4);
+    let sent = 0;
+    for (let at = 0; at < m.text.length; at += size) {
+      if (reply.dropAfterChunks !== undefined && sent >= reply.dropAfterChunks) {
+        res.destroy();
+        return;
+      }
+      await event("content_block_delta", {
+        index,
+        delta: { type: "text_delta", text: m.text.slice(at, at + size) },
+      });
+      sent++;
+    }
+    await event("content_block_stop", { index });
+    index++;
+  }
+  for (const t of m.toolUses) {
+    await event("content_block_start", {
+      index,
+      content_block: { type: "tool_use", id: t.id, name: t.name, input: {} },
+    });
+    const json = JSON.stringify(t.input);
+    const half = Math.ceil(json.length / 2);
+    for (const part of [json.slice(0, half), json.slice(half)]) {
+      if (part)
+        await event("content_block_delta", {
+          index,
+          delta: { type: "input_json_delta", partial_json: part },
+        });
+    }
+    await event("content_block_stop", { index });
+    index++;
+  }
+  await event("message_delta", {
+    delta: { stop_reason: m.stopReason, stop_sequence: null },
+    usage: { output_tokens: m.usage.output },
+  });
+  await event("message_stop", {});
+  res.end();
+}
 
 export async function startAnthropicFake(): Promise<AnthropicFake> {
   const requests: RecordedAnthropicRequest[] = [];
@@ -113,12 +206,6 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
         error: { type: "not_found_error", message: `no route ${path}` },
       });
     }
-    if (body.stream) {
-      return send(res, 400, {
-        type: "error",
-        error: { type: "invalid_request_error", message: "fake: no streaming" },
-      });
-    }
     const next = queue.shift() ?? fallback;
     const reply = typeof next === "function" ? next(rec) : next;
     if (reply.delayMs) {
@@ -162,6 +249,17 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
       input: Math.ceil(JSON.stringify(body.messages ?? []).length / 4),
       output: Math.ceil((text + JSON.stringify(toolUses.map((t) => t.input))).length / 4),
     };
+    if (body.stream) {
+      await streamMessage(res, reply, {
+        id: `msg_fake_${++seq}`,
+        model: reply.model ?? body.model ?? "claude-fake",
+        text,
+        toolUses,
+        usage: u,
+        stopReason: reply.stopReason ?? (toolUses.length > 0 ? "tool_use" : "end_turn"),
+      });
+      return;
+    }
     send(
       res,
       200,

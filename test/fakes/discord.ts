@@ -71,6 +71,8 @@ export class FakeDiscord {
   readonly calls: RestCall[] = [];
   readonly sent: SentMessage[] = [];
   readonly typing: string[] = [];
+  /** Message edits (`PATCH /channels/{id}/messages/{id}`) in order, with when they arrived. */
+  readonly edits: Array<{ channelId: string; messageId: string; content: string; at: number }> = [];
   /** IDENTIFY payloads received (token removed). */
   readonly identifies: Array<Record<string, unknown>> = [];
   /** Sessions that identified, by id (for RESUME). */
@@ -425,6 +427,26 @@ export class FakeDiscord {
       if (!user) return error(400, 50_035, "Invalid Form Body");
       const id = this.dmChannelOf(user);
       return json(200, { id, type: 1, recipients: [userPayload(user)], last_message_id: null });
+    }
+    const edit = /^\/channels\/(\d+)\/messages\/(\d+)$/.exec(path);
+    if (edit && method === "PATCH") {
+      const msg = this.sent.find((s) => s.channelId === edit[1] && s.id === edit[2]);
+      if (!msg) return error(404, 10_008, "Unknown Message");
+      const content = String(body?.content ?? "");
+      msg.body = { ...msg.body, content };
+      this.edits.push({
+        channelId: edit[1] as string,
+        messageId: edit[2] as string,
+        content,
+        at: Date.now(),
+      });
+      return json(200, {
+        id: msg.id,
+        channel_id: msg.channelId,
+        content,
+        author: userPayload(this.bot),
+        type: 0,
+      });
     }
     const m = /^\/channels\/(\d+)(?:\/(messages|typing|threads))?$/.exec(path);
     const ch = m ? this.channels.get(m[1] as string) : undefined;

@@ -33,6 +33,8 @@ export interface FakeChatReply {
   chunkDelayMs?: number;
   /** Streaming only: send this many SSE events, then hold the connection open without ending it. */
   stallAfterEvents?: number;
+  /** Streaming only: send this many SSE events, then destroy the connection (dropped mid-reply). */
+  dropAfterEvents?: number;
   /** Answer with this HTTP status and an OpenAI-style error body instead of a completion. */
   status?: number;
   /** Error message for `status`. */
@@ -277,9 +279,16 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     }
     for (const [i, e] of events.entries()) {
       if (reply.stallAfterEvents !== undefined && i >= reply.stallAfterEvents) return;
+      if (reply.dropAfterEvents !== undefined && i >= reply.dropAfterEvents) {
+        res.socket?.destroy();
+        return;
+      }
       if (i > 0 && reply.chunkDelayMs && !(await wait(reply.chunkDelayMs, res))) return;
       if (res.destroyed) return;
-      res.write(`data: ${JSON.stringify(e)}\n\n`);
+      // Before a deliberate drop, each event is flushed so the client really saw it.
+      if (reply.dropAfterEvents !== undefined)
+        await new Promise<void>((r) => res.write(`data: ${JSON.stringify(e)}\n\n`, () => r()));
+      else res.write(`data: ${JSON.stringify(e)}\n\n`);
     }
     res.end("data: [DONE]\n\n");
   }

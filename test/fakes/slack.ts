@@ -40,6 +40,10 @@ export class FakeSlack {
   readonly botId = "BBOT";
   readonly teamId = "T0001";
   readonly calls: SlackCall[] = [];
+  /** The current text of each posted message, by `channel:ts` (chat.update replaces it). */
+  readonly texts = new Map<string, string>();
+  /** chat.update calls in order, with when they arrived. */
+  readonly updates: Array<{ channel: string; ts: string; text: string; at: number }> = [];
   readonly users = new Map<string, { name: string; real_name?: string; display_name?: string }>();
   readonly conversations = new Map<string, Conversation>();
   /** Envelope ids the Socket Mode client acknowledged. */
@@ -238,6 +242,7 @@ export class FakeSlack {
         // Slack refuses a text past its limit (the adapter must have chunked it).
         if (args.text.length > SLACK_TEXT_LIMIT) return err("msg_too_long");
         const ts = this.nextTs();
+        this.texts.set(`${args.channel}:${ts}`, args.text);
         return ok({
           channel: args.channel,
           ts,
@@ -250,6 +255,18 @@ export class FakeSlack {
             thread_ts: args.thread_ts,
           },
         });
+      }
+      case "chat.update": {
+        const k = `${args.channel}:${args.ts}`;
+        if (!this.texts.has(k)) return err("message_not_found");
+        this.texts.set(k, args.text ?? "");
+        this.updates.push({
+          channel: args.channel ?? "",
+          ts: args.ts ?? "",
+          text: args.text ?? "",
+          at: Date.now(),
+        });
+        return ok({ channel: args.channel, ts: args.ts, text: args.text });
       }
       case "assistant.threads.setStatus":
         return ok({});

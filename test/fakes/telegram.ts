@@ -15,6 +15,8 @@ export interface TelegramCall {
   payload: Record<string, unknown>;
   /** Whether the fake answered `ok: true`. */
   ok?: boolean;
+  /** When the fake received it (ms since epoch). */
+  at?: number;
 }
 
 export interface FakeUser {
@@ -49,6 +51,7 @@ export class FakeTelegram {
   private updates: Array<Record<string, unknown> & { update_id: number }> = [];
   private nextUpdateId = 1;
   private nextMessageId = 100;
+  private readonly texts = new Map<string, string>();
   private nextTopicId = 500;
   private waiters = new Set<() => void>();
   private callWaiters = new Set<() => void>();
@@ -144,6 +147,11 @@ export class FakeTelegram {
     return { release: () => release() };
   }
 
+  /** The current text of a message the bot sent (after its edits). */
+  textOf(chatId: string | number, messageId: string | number): string | undefined {
+    return this.texts.get(`${chatId}:${messageId}`);
+  }
+
   sentMessages(): Array<{ chat_id: string; text: string; parse_mode?: string; message_thread_id?: number }> {
     return this.calls
       .filter((c) => c.method === "sendMessage" && c.ok === true)
@@ -196,7 +204,7 @@ export class FakeTelegram {
     const method = m[2] as string;
     const raw = Buffer.concat(chunks).toString("utf8");
     const payload = (raw ? JSON.parse(raw) : {}) as Record<string, unknown>;
-    const call: TelegramCall = { method, payload };
+    const call: TelegramCall = { method, payload, at: Date.now() };
     this.calls.push(call);
     const reply = (result: unknown): void => {
       call.ok = true;
@@ -247,8 +255,10 @@ export class FakeTelegram {
           id: Number(payload.chat_id),
           type: Number(payload.chat_id) > 0 ? "private" : "supergroup",
         };
+        const messageId = this.nextMessageId++;
+        this.texts.set(`${payload.chat_id}:${messageId}`, String(payload.text));
         return reply({
-          message_id: this.nextMessageId++,
+          message_id: messageId,
           date: 1_700_000_000,
           chat,
           from: { id: BOT.id, is_bot: true, first_name: BOT.first_name, username: BOT.username },
@@ -256,6 +266,25 @@ export class FakeTelegram {
           ...(payload.message_thread_id
             ? { message_thread_id: payload.message_thread_id, is_topic_message: true }
             : {}),
+        });
+      }
+      case "editMessageText": {
+        const k = `${payload.chat_id}:${payload.message_id}`;
+        const before = this.texts.get(k);
+        if (before === undefined)
+          return fail({ code: 400, description: "Bad Request: message to edit not found" });
+        if (before === String(payload.text))
+          return fail({
+            code: 400,
+            description:
+              "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+          });
+        this.texts.set(k, String(payload.text));
+        return reply({
+          message_id: Number(payload.message_id),
+          date: 1_700_000_000,
+          chat: { id: Number(payload.chat_id), type: Number(payload.chat_id) > 0 ? "private" : "supergroup" },
+          text: payload.text,
         });
       }
       case "createForumTopic":

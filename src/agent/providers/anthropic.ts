@@ -9,6 +9,7 @@ import type {
   Message,
   MessageCreateParamsNonStreaming,
   MessageParam,
+  RawMessageStreamEvent,
   Tool,
 } from "@anthropic-ai/sdk/resources/messages";
 import type { ProviderConfig } from "../../config/schema.js";
@@ -17,10 +18,12 @@ import type { Logger } from "../../log.js";
 import type { Usage } from "../../store/types.js";
 import {
   connectionReason,
+  describeStreamBreak,
   type Failure,
   type FailureContext,
   failureSummary,
   failureToError,
+  midReply,
   redact,
   retryDecisionFor,
   safeUrl,
@@ -38,7 +41,8 @@ import {
 import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
- * Anthropic Messages API (non-streaming). Deliberately outside: extended thinking (its signed
+ * Anthropic Messages API; streamed (raw Messages stream events) when the caller wants text
+ * deltas. Deliberately outside: extended thinking (its signed
  * thinking blocks would have to round-trip through the transcript, which ModelMessage does not
  * carry), so `thinking` is ignored here.
  */
@@ -140,6 +144,72 @@ export function fromAnthropicMessage(m: Message, requestedModel: string): ModelR
   return { text, toolCalls, usage: mapAnthropicUsage(m.usage), stopReason, model: m.model || requestedModel };
 }
 
+/**
+ * Assembles a Messages stream: text blocks stream as deltas, tool input arrives as
+ * `input_json_delta` fragments per block index. `message_delta` usage is cumulative (last wins).
+ */
+export class AnthropicStreamAccumulator {
+  private text = "";
+  private readonly tools = new Map<number, { id: string; name: string; json: string }>();
+  private usage: Usage = { input: 0, output: 0 };
+  private stop: string | null = null;
+  private model = "";
+
+  /** Feeds one event; returns the text delta it carried (empty when none). */
+  push(ev: RawMessageStreamEvent): string {
+    switch (ev.type) {
+      case "message_start":
+        this.model = ev.message.model;
+        this.usage = mapAnthropicUsage(ev.message.usage);
+        return "";
+      case "content_block_start":
+        if (ev.content_block.type === "tool_use")
+          this.tools.set(ev.index, { id: ev.content_block.id, name: ev.content_block.name, json: "" });
+        return "";
+      case "content_block_delta":
+        if (ev.delta.type === "text_delta") {
+          this.text += ev.delta.text;
+          return ev.delta.text;
+        }
+        if (ev.delta.type === "input_json_delta") {
+          const t = this.tools.get(ev.index);
+          if (t) t.json += ev.delta.partial_json;
+        }
+        return "";
+      case "message_delta": {
+        if (ev.delta.stop_reason) this.stop = ev.delta.stop_reason;
+        const u = ev.usage;
+        this.usage = {
+          ...this.usage,
+          output: u.output_tokens ?? this.usage.output,
+          ...(typeof u.input_tokens === "number" ? { input: u.input_tokens } : {}),
+          ...(u.cache_read_input_tokens ? { cacheRead: u.cache_read_input_tokens } : {}),
+          ...(u.cache_creation_input_tokens ? { cacheWrite: u.cache_creation_input_tokens } : {}),
+        };
+        return "";
+      }
+      default:
+        return "";
+    }
+  }
+
+  result(requestedModel: string): ModelResponse {
+    const toolCalls: ToolCall[] = [...this.tools.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, t]) => ({ id: t.id, name: t.name, arguments: t.json.trim() === "" ? "{}" : t.json }));
+    const stop = this.stop;
+    const stopReason: ModelResponse["stopReason"] =
+      toolCalls.length > 0 || stop === "tool_use"
+        ? "tool_calls"
+        : stop === "end_turn" || stop === "stop_sequence"
+          ? "stop"
+          : stop === "max_tokens"
+            ? "length"
+            : "other";
+    return { text: this.text, toolCalls, usage: this.usage, stopReason, model: this.model || requestedModel };
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors and the provider
 
@@ -192,9 +262,9 @@ export function createAnthropicProvider(
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey];
 
-  function toError(err: unknown, ctx: FailureContext): unknown {
+  function toError(err: unknown, ctx: FailureContext, emittedChars = 0): unknown {
     if (err instanceof SwitchboardError) return err;
-    const failure = describeAnthropicError(err);
+    const failure = midReply(describeAnthropicError(err) ?? describeStreamBreak(err), emittedChars);
     if (failure) return failureToError(ctx, failure, err);
     return new SwitchboardError(
       "INTERNAL",
@@ -210,31 +280,39 @@ export function createAnthropicProvider(
       const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
       const maxTokens = cfg.models[req.model]?.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
       const body = toAnthropicRequest(req, maxTokens);
+      // Once text has reached the caller a retry would repeat it: only retry before the first delta.
+      let emitted = 0;
+      const attempt = async (signal: AbortSignal): Promise<ModelResponse> => {
+        if (!req.onTextDelta)
+          return fromAnthropicMessage(await client.messages.create(body, { signal }), req.model);
+        const stream = await client.messages.create({ ...body, stream: true }, { signal });
+        const acc = new AnthropicStreamAccumulator();
+        for await (const ev of stream) {
+          const d = acc.push(ev);
+          if (d) {
+            emitted += d.length;
+            req.onTextDelta(d);
+          }
+        }
+        if (signal.aborted) throw signal.reason;
+        return acc.result(req.model);
+      };
       try {
-        const res = await withRetry(
-          () =>
-            withTimeout(cfg.timeoutMs, req.signal, async (signal) =>
-              fromAnthropicMessage(await client.messages.create(body, { signal }), req.model),
+        return await withRetry(() => withTimeout(cfg.timeoutMs, req.signal, attempt), {
+          policy,
+          signal: req.signal,
+          ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
+          ...(tuning.random ? { random: tuning.random } : {}),
+          classify: (err) => (emitted > 0 ? { retry: false } : retryDecisionFor(describeAnthropicError(err))),
+          onRetry: ({ retry, delayMs, err }) =>
+            log.warn(
+              { retry, delayMs, model: req.model, err: failureSummary(describeAnthropicError(err)) },
+              "model call failed; retrying",
             ),
-          {
-            policy,
-            signal: req.signal,
-            ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
-            ...(tuning.random ? { random: tuning.random } : {}),
-            classify: (err) => retryDecisionFor(describeAnthropicError(err)),
-            onRetry: ({ retry, delayMs, err }) =>
-              log.warn(
-                { retry, delayMs, model: req.model, err: failureSummary(describeAnthropicError(err)) },
-                "model call failed; retrying",
-              ),
-          },
-        );
-        // Not streamed: the whole text is one delta, so delta consumers still see the answer.
-        if (res.text && req.onTextDelta) req.onTextDelta(res.text);
-        return res;
+        });
       } catch (err) {
         if (req.signal?.aborted) throw req.signal.reason;
-        throw toError(err, ctx);
+        throw toError(err, ctx, emitted);
       }
     },
     async ping() {

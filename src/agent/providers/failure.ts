@@ -11,7 +11,37 @@ import type { RetryDecision } from "./retry.js";
 export type Failure =
   | { kind: "status"; status: number; message: string; headers?: { get(name: string): string | null } }
   | { kind: "connection"; message: string }
+  /** The server answered, then the connection broke: mid-reply when text had already arrived. */
+  | { kind: "dropped"; message: string; afterChars: number }
   | { kind: "timeout"; timeoutMs?: number };
+
+/** Reasons that mean the server was reached and then went away (not "unreachable"). */
+const BROKEN_CONNECTION =
+  /ECONNRESET|EPIPE|socket hang up|other side closed|terminated|premature close|UND_ERR_SOCKET/i;
+
+/**
+ * An error thrown while reading a streamed body (undici's `TypeError: terminated`, a reset socket)
+ * is a connection that broke after the answer began; undefined for anything else.
+ */
+export function describeStreamBreak(err: unknown): Failure | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const reason = connectionReason(err);
+  if (!BROKEN_CONNECTION.test(`${err.message} ${reason}`)) return undefined;
+  return { kind: "dropped", message: reason, afterChars: 0 };
+}
+
+/**
+ * Refines a connection failure by what had happened: text already streamed, or a reset from a
+ * server that was reached, is a dropped connection, never "unreachable".
+ */
+export function midReply(f: Failure | undefined, emittedChars: number): Failure | undefined {
+  if (!f) return f;
+  if (f.kind === "dropped") return { ...f, afterChars: emittedChars };
+  if (f.kind !== "connection") return f;
+  if (emittedChars > 0 || BROKEN_CONNECTION.test(f.message))
+    return { kind: "dropped", message: f.message, afterChars: emittedChars };
+  return f;
+}
 
 export interface FailureContext {
   providerId: string;
@@ -25,6 +55,7 @@ export interface FailureContext {
 export function retryDecisionFor(f: Failure | undefined): RetryDecision {
   if (!f) return { retry: false };
   if (f.kind === "connection" || f.kind === "timeout") return { retry: true };
+  if (f.kind === "dropped") return { retry: f.afterChars === 0 };
   if (f.status === 408 || f.status === 429 || f.status >= 500) {
     const retryAfterMs = parseRetryAfterMs(f.headers);
     return retryAfterMs === undefined ? { retry: true } : { retry: true, retryAfterMs };
@@ -35,7 +66,7 @@ export function retryDecisionFor(f: Failure | undefined): RetryDecision {
 /** A short, secret-free label for logs: `HTTP 503`, `connection`, `timeout`. */
 export function failureSummary(f: Failure | undefined): string {
   if (!f) return "unknown";
-  return f.kind === "status" ? `HTTP ${f.status}` : f.kind;
+  return f.kind === "status" ? `HTTP ${f.status}` : f.kind === "dropped" ? "dropped" : f.kind;
 }
 
 /** A URL fit for an error message: no credentials, query or fragment. */
@@ -72,22 +103,34 @@ export function failureToError(ctx: FailureContext, f: Failure, cause?: unknown)
   const where = safeUrl(ctx.baseUrl);
   const details: Record<string, unknown> = { provider: ctx.providerId };
   if (ctx.model) details.model = ctx.model;
+  if (f.kind === "dropped") {
+    const what =
+      f.afterChars > 0
+        ? `dropped the connection mid-reply (after ${f.afterChars} characters of text)`
+        : "closed the connection before answering";
+    return new SwitchboardError(
+      "UNAVAILABLE",
+      `${p} ${what} at ${where} (${redact(f.message, ctx.secrets)}); the server or a proxy in between cut the response`,
+      { details: { ...details, baseUrl: where, failure: "dropped", afterChars: f.afterChars }, cause },
+    );
+  }
   if (f.kind === "timeout") {
     return new SwitchboardError(
       "TIMEOUT",
       `${p} did not answer within ${f.timeoutMs ?? "the configured"} ms at ${where}; raise models.providers.${ctx.providerId}.timeoutMs or check the server`,
-      { details: { ...details, baseUrl: where, timeoutMs: f.timeoutMs }, cause },
+      { details: { ...details, baseUrl: where, timeoutMs: f.timeoutMs, failure: "timeout" }, cause },
     );
   }
   if (f.kind === "connection") {
     return new SwitchboardError(
       "UNAVAILABLE",
       `${p} is unreachable at ${where} (${redact(f.message, ctx.secrets)}); check models.providers.${ctx.providerId}.baseUrl and that the server is running`,
-      { details: { ...details, baseUrl: where }, cause },
+      { details: { ...details, baseUrl: where, failure: "unreachable" }, cause },
     );
   }
   const status = f.status;
   details.status = status;
+  details.failure = "status";
   if (status === 401 || status === 403) {
     // The server's text and the SDK error are left out on purpose: auth errors often echo part of the key.
     return new SwitchboardError(

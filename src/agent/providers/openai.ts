@@ -4,10 +4,12 @@ import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import {
   connectionReason,
+  describeStreamBreak,
   type Failure,
   type FailureContext,
   failureSummary,
   failureToError,
+  midReply,
   redact,
   retryDecisionFor,
   safeUrl,
@@ -78,9 +80,9 @@ export function createOpenAIProvider(
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey ?? "", ...Object.values(cfg.headers ?? {})].filter((s) => s.length > 0);
 
-  function toError(err: unknown, ctx: FailureContext): unknown {
+  function toError(err: unknown, ctx: FailureContext, emittedChars = 0): unknown {
     if (err instanceof SwitchboardError) return err;
-    const failure = describeOpenAIError(err);
+    const failure = midReply(describeOpenAIError(err) ?? describeStreamBreak(err), emittedChars);
     if (failure) return failureToError(ctx, failure, err);
     return new SwitchboardError(
       "INTERNAL",
@@ -120,9 +122,9 @@ export function createOpenAIProvider(
     async complete(req) {
       const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
       // Once text has reached the caller a retry would repeat it: only retry before the first delta.
-      let emitted = false;
+      let emitted = 0;
       const onDelta = (d: string) => {
-        emitted = true;
+        emitted += d.length;
         req.onTextDelta?.(d);
       };
       try {
@@ -133,7 +135,10 @@ export function createOpenAIProvider(
             signal: req.signal,
             ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
             ...(tuning.random ? { random: tuning.random } : {}),
-            classify: (err) => (emitted ? { retry: false } : retryDecisionFor(describeOpenAIError(err))),
+            classify: (err) =>
+              emitted > 0
+                ? { retry: false }
+                : retryDecisionFor(midReply(describeOpenAIError(err) ?? describeStreamBreak(err), 0)),
             onRetry: ({ retry, delayMs, err }) =>
               log.warn(
                 { retry, delayMs, model: req.model, err: failureSummary(describeOpenAIError(err)) },
@@ -144,7 +149,7 @@ export function createOpenAIProvider(
       } catch (err) {
         // Abort is the caller's own decision: hand back its reason, as fetch does.
         if (req.signal?.aborted) throw req.signal.reason;
-        throw toError(err, ctx);
+        throw toError(err, ctx, emitted);
       }
     },
     async ping() {

@@ -62,6 +62,39 @@ function latestToolResults(messages: ModelMessage[]): Array<Extract<ModelMessage
   return out;
 }
 
+const TASK_RE = /\[Subagent Task\]:\s*([\s\S]+?)\s*$/;
+const ANNOUNCE_RE = /^\[Sub-agent completion\] (.+)$/m;
+const ENVELOPE_RE = /^\[Inter-session message\][^\n]*\n[^\n]*\n\n/;
+
+function firstLine(s: string, max: number): string {
+  const line = s.split("\n").find((l) => l.trim() !== "") ?? "";
+  return truncate(line.trim(), max);
+}
+
+/**
+ * What the demo says when no rule matches: a sub-agent task gets a short stand-in result, a
+ * completion report is summarised in one line, and anything else is echoed without the
+ * inter-session envelope the runtime wraps around routed messages.
+ */
+export function fallbackReply(message: string): string {
+  const task = TASK_RE.exec(message)?.[1];
+  if (task) {
+    const t = truncate(task.replace(/\s+/g, " "), 120);
+    return `Done: “${t}”. I looked into it and the short answer is ready — this is the scripted demo model, so the result is a stand-in; a real model would put its findings here.`;
+  }
+  if (message.startsWith("[Sub-agent completion]")) {
+    const headers = [...message.matchAll(new RegExp(ANNOUNCE_RE, "gm"))].map((m) => m[1] ?? "");
+    const label = headers.find((h) => !h.startsWith("from ")) ?? "a sub-agent";
+    const status = /^Status: (\S+)/m.exec(message)?.[1] ?? "ok";
+    const result = /^Result: ([\s\S]*?)(?:\nNotes:|$)/m.exec(message)?.[1] ?? "";
+    const said = result ? firstLine(result, 200) : "(no output)";
+    return status === "ok"
+      ? `The sub-agent for “${truncate(label, 80)}” finished: ${said}`
+      : `The sub-agent for “${truncate(label, 80)}” ended with status ${status}.`;
+  }
+  return `You said: ${message.replace(ENVELOPE_RE, "")}`;
+}
+
 export function createScriptedProvider(
   id: string,
   cfg: ScriptedProviderConfig,
@@ -104,7 +137,7 @@ export function createScriptedProvider(
       const lines = results.map((r) => `${r.name}: ${truncate(r.content, RESULT_PREVIEW_CHARS)}`);
       return { text: `Tool results:\n${lines.join("\n")}`, toolCalls: [], delayMs };
     }
-    if (!hit) return { text: `You said: ${message}`, toolCalls: [], delayMs };
+    if (!hit) return { text: fallbackReply(message), toolCalls: [], delayMs };
     const toolCalls = (hit.rule.toolCalls ?? []).map((c, i) => ({
       // Unique within a transcript and stable across re-runs of the same turn.
       id: `scripted_${messages.length}_${i}`,
@@ -126,7 +159,9 @@ export function createScriptedProvider(
       if (demo && stopReason === "stop" && !EXACT_TOKENS.has(text.trim())) {
         text = text ? `${text}\n\n${DEMO_MARKER}` : DEMO_MARKER;
       }
-      if (text && req.onTextDelta) req.onTextDelta(text);
+      // Word-sized deltas, as a real model streams; their concatenation is `text`.
+      if (text && req.onTextDelta)
+        for (const piece of text.match(/\S+\s*|\s+/g) ?? []) req.onTextDelta(piece);
       const inputChars = req.system.length + req.messages.reduce((n, m) => n + messageChars(m), 0);
       const outputChars = text.length + a.toolCalls.reduce((n, c) => n + c.arguments.length, 0);
       return {

@@ -14,7 +14,7 @@ import { whatsappText } from "./whatsapp.js";
 
 export type MarkdownDialect = ChannelCapabilities["markdown"];
 
-const DIALECTS: Record<Exclude<MarkdownDialect, "discord">, Dialect> = {
+const DIALECTS: Record<Exclude<MarkdownDialect, "discord" | "markdown">, Dialect> = {
   "telegram-html": telegramHtml,
   "slack-mrkdwn": slackMrkdwn,
   whatsapp: whatsappText,
@@ -23,7 +23,8 @@ const DIALECTS: Record<Exclude<MarkdownDialect, "discord">, Dialect> = {
 
 export function renderMarkdown(md: string, dialect: MarkdownDialect): string {
   // Discord renders Markdown itself; only line endings are normalised.
-  if (dialect === "discord") return md.replace(/\r\n?/g, "\n");
+  // Discord and the web chat (which renders and sanitises in the browser) take Markdown as is.
+  if (dialect === "discord" || dialect === "markdown") return md.replace(/\r\n?/g, "\n");
   return renderBlocks(parseMarkdown(md), DIALECTS[dialect]);
 }
 

@@ -3,6 +3,7 @@ import type { Services } from "../../services.js";
 import type { RpcDispatcher } from "../rpc.js";
 import { registerChatMethods } from "./chat.js";
 import { registerCronMethods } from "./cron.js";
+import { registerDashboardMethods } from "./dashboard.js";
 import { registerHealthMethods } from "./health.js";
 import { registerPairingMethods } from "./pairing.js";
 import { registerRunMethods } from "./runs.js";
@@ -33,6 +34,7 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   registerRunMethods(rpc, services);
   registerChatMethods(rpc, services);
   registerToolMethods(rpc, services, tools);
+  registerDashboardMethods(rpc, services);
   if (services.cron) registerCronMethods(rpc, services.cron);
   registerPairingMethods(rpc, services);
 }

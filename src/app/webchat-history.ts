@@ -1,0 +1,43 @@
+import type { WebchatHistoryItem } from "../../channels/webchat/types.js";
+import { inboundMessageSchema } from "../channels/types.js";
+import { inboundSessionKey } from "../routing/router.js";
+import type { Services } from "../services.js";
+
+/** How many recent messages the web chat shows on open and reconnect. */
+export const WEBCHAT_HISTORY_LIMIT = 60;
+
+/**
+ * A web chat visitor's recent conversation, as the page shows it: the session their messages
+ * route to, its user and assistant lines (no tool traffic, no routed inter-session data).
+ */
+export function webchatHistory(
+  services: Pick<Services, "config" | "store">,
+  accountId: string,
+): (visitorId: string) => Promise<WebchatHistoryItem[]> {
+  return async (visitorId) => {
+    const msg = inboundMessageSchema.parse({
+      channel: "webchat",
+      accountId,
+      chatType: "direct",
+      peerId: visitorId,
+      senderId: visitorId,
+      text: "",
+      messageId: "history",
+    });
+    const { sessionKey } = inboundSessionKey(services.config, msg);
+    const entry = await services.store.sessions.get(sessionKey);
+    if (!entry) return [];
+    const tail = await services.store.transcripts.readTail(
+      { agentId: entry.agentId, sessionId: entry.sessionId },
+      { limit: WEBCHAT_HISTORY_LIMIT * 2, includeTools: false },
+    );
+    const out: WebchatHistoryItem[] = [];
+    for (const m of tail) {
+      if (typeof m.content !== "string" || m.content.trim() === "") continue;
+      if (m.role === "assistant") out.push({ id: m.id, role: "assistant", text: m.content, at: m.timestamp });
+      else if (m.role === "user" && (!m.provenance || m.provenance.kind === "external_user"))
+        out.push({ id: m.id, role: "user", text: m.content, at: m.timestamp });
+    }
+    return out.slice(-WEBCHAT_HISTORY_LIMIT);
+  };
+}
