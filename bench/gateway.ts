@@ -42,8 +42,17 @@ async function freePort(): Promise<number> {
 }
 
 /** A minimal OpenAI-compatible model: a fixed reply after MODEL_DELAY_MS (JSON or SSE). */
-async function startModel(): Promise<{ url: string; server: Server; calls: () => number }> {
+interface Model {
+  url: string;
+  server: Server;
+  calls: () => number;
+  /** performance.now() of each streamed reply's first chunk, by the reply's text. */
+  firstChunkAt: Map<string, number>;
+}
+
+async function startModel(): Promise<Model> {
   let calls = 0;
+  const firstChunkAt = new Map<string, number>();
   const server = createServer((req, res) => {
     let body = "";
     req.setEncoding("utf8");
@@ -70,18 +79,25 @@ async function startModel(): Promise<{ url: string; server: Server; calls: () =>
           return;
         }
         res.writeHead(200, { "content-type": "text/event-stream" });
+        // A user message "delta:<n>" is answered "d<n>" in two chunks 10 ms apart, its first chunk timed.
+        const tag = /"delta:(\d+)"/.exec(body)?.[1];
         const chunk = (delta: Record<string, unknown>, finish: string | null, u?: unknown) =>
           `data: ${JSON.stringify({ id: `c${calls}`, object: "chat.completion.chunk", created: 0, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }], ...(u ? { usage: u } : {}) })}\n\n`;
-        res.write(chunk({ role: "assistant", content: "po" }, null));
-        res.write(chunk({ content: "ng" }, null));
-        res.write(chunk({}, "stop", usage));
-        res.end("data: [DONE]\n\n");
+        const rest = () => {
+          res.write(chunk({ content: tag === undefined ? "ng" : "." }, null));
+          res.write(chunk({}, "stop", usage));
+          res.end("data: [DONE]\n\n");
+        };
+        res.write(chunk({ role: "assistant", content: tag === undefined ? "po" : `d${tag}` }, null));
+        if (tag === undefined) return rest();
+        firstChunkAt.set(`d${tag}`, performance.now());
+        setTimeout(rest, 10);
       }, MODEL_DELAY_MS);
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/v1`, server, calls: () => calls };
+  return { url: `http://127.0.0.1:${port}/v1`, server, calls: () => calls, firstChunkAt };
 }
 
 function cpuTicks(pid: number): number {
@@ -181,7 +197,41 @@ interface Setup {
   workers: number;
 }
 
-async function runSetup(setup: Setup, model: { url: string }, floorMs: number, seconds: number) {
+/**
+ * Time to first delta: a /ws client sees `run.delta` for a streamed reply; the overhead is its
+ * arrival minus the moment the model wrote its first chunk (both clocks are this process's).
+ */
+async function firstDeltaOverhead(url: string, model: Model, turns: number): Promise<number[]> {
+  const { WebSocket } = await import("ws");
+  const ws = new WebSocket(`${url.replace("http", "ws")}/ws?token=${TOKEN}`);
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  const seen = new Map<string, number>();
+  ws.on("message", (data: Buffer) => {
+    const at = performance.now();
+    const frame = JSON.parse(data.toString()) as { event?: string; data?: { text?: string } };
+    const text = frame.event === "run.delta" ? frame.data?.text : undefined;
+    const tag = text ? /d\d+/.exec(text)?.[0] : undefined;
+    if (tag && !seen.has(tag)) seen.set(tag, at);
+  });
+  const out: number[] = [];
+  for (let i = 0; i < turns; i++) {
+    await rpc(url, "chat.send", {
+      sessionKey: "agent:main:bench:stream",
+      message: `delta:${i}`,
+      timeoutSeconds: 30,
+    });
+    const chunkAt = model.firstChunkAt.get(`d${i}`);
+    const deltaAt = seen.get(`d${i}`);
+    if (chunkAt !== undefined && deltaAt !== undefined) out.push(deltaAt - chunkAt);
+  }
+  ws.close();
+  return out;
+}
+
+async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: number) {
   const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-gw-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -219,6 +269,13 @@ async function runSetup(setup: Setup, model: { url: string }, floorMs: number, s
       `${setup.name}: 100 sequential turns, one session: median ${fmt(seqP50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
         `minus the model's own ${fmt(seqP50 - floorMs)} ms [≤ 1.5]; CPU/turn ${fmt(seqCpuMs)} ms ` +
         `[≤ ${setup.workers > 0 ? "2.0 gateway + worker" : "1.0"}]`,
+    );
+
+    const deltas = await firstDeltaOverhead(url, model, 30);
+    out(
+      deltas.length > 0
+        ? `${setup.name}: first delta after the model's first chunk (streamed, over /ws): median ${fmt(quantile(deltas, 0.5))} ms, p95 ${fmt(quantile(deltas, 0.95))} ms [≤ 1]`
+        : `${setup.name}: first delta: no run.delta seen over /ws (streaming off?)`,
     );
 
     const fresh: number[] = [];
