@@ -318,10 +318,9 @@ export class AgentRuntime {
     }
     const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
     const specsTokens = toolSpecsTokens(this.tools.specs(services, caller));
+    const agentPrompt = services.config.agents.list.find((a) => a.id === entry.agentId)?.systemPrompt;
     const system = buildSystemPrompt({
-      ...(services.config.agents.list.find((a) => a.id === entry.agentId)?.systemPrompt
-        ? { agentPrompt: services.config.agents.list.find((a) => a.id === entry.agentId)?.systemPrompt }
-        : {}),
+      ...(agentPrompt ? { agentPrompt } : {}),
       agentId: entry.agentId,
       sessionKey: entry.key,
       channel: deriveChannel(entry.key, entry),
@@ -351,7 +350,9 @@ export class AgentRuntime {
     });
     if (!done.ok) {
       if (done.nothingToCompact) return { status: "ok", reply: "Nothing to compact yet." };
-      return { status: "error", error: done.reason, reply: `Compaction failed: ${done.reason}` };
+      // The chat hears about it (only "ok" replies are delivered); the session is unchanged.
+      const why = done.reason.charAt(0).toUpperCase() + done.reason.slice(1);
+      return { status: "ok", reply: `${why}; the conversation continues unchanged.` };
     }
     const c = done.content;
     return {

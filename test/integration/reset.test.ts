@@ -254,4 +254,18 @@ describe("/compact from a chat", () => {
     await say(app, "next");
     expect(contentText(fake.chatRequests().at(-1)?.body.messages?.[0]?.content)).toContain("SUMMARY");
   });
+
+  it("a /compact that fails says so in the chat and changes nothing", async () => {
+    const { app, ch } = await setup();
+    for (const w of ["a", "b", "c", "d", "e"]) await say(app, `turn ${w}`);
+    fake.setDefault((r) =>
+      contentText(r.body.messages?.[0]?.content).startsWith("You compact a chat transcript")
+        ? { status: 500, error: "down" }
+        : echoHandler(r),
+    );
+    await say(app, "/compact");
+    await app.app.services.pipeline.wait(`compact:memory:default:m${seq}`, 10_000);
+    expect(ch.texts().at(-1)).toMatch(/^Compaction failed: .*; the conversation continues unchanged\.$/);
+    expect((await app.app.services.store.sessions.get(KEY))?.compactionCount).toBeUndefined();
+  });
 });
