@@ -63,12 +63,12 @@ export async function checkRedis(url: string, timeoutMs = 2000): Promise<Check[]
           ? {
               name: "redis.persistence",
               status: "warn",
-              message: `appendfsync ${fsync ?? "?"}: a crash of the Redis host can lose the last second of acknowledged messages; set appendfsync always`,
+              message: `appendonly yes, appendfsync ${fsync ?? "?"}: a crash of the Redis host can lose the last second of acknowledged messages; set appendfsync always`,
             }
           : {
               name: "redis.persistence",
               status: "warn",
-              message: `appendonly ${aof ?? "?"}, appendfsync ${fsync ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes`,
+              message: `appendonly ${aof ?? "?"}, appendfsync ${fsync ?? "?"}, save "${save ?? ""}": a Redis restart can lose accepted messages; set appendonly yes and appendfsync always`,
             },
     );
   } catch (err) {

@@ -4,7 +4,7 @@ import { createApp } from "../app/index.js";
 import { envLogLevel } from "../config/load.js";
 import { SwitchboardError } from "../errors.js";
 import { createLogger, type Logger } from "../log.js";
-import { banner, generatedToken, textLogStream } from "./banner.js";
+import { banner, textLogStream } from "./banner.js";
 import { type Io, load, numberFlag } from "./context.js";
 
 /**
@@ -123,7 +123,7 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
         role,
         url,
         webchat: role === "gateway" && services.config.channels.webchat.enabled,
-        generatedToken: generatedToken(services.stateDir, services.config.gateway.auth.token),
+        generatedToken: services.config.gateway.auth.token ? null : app.token,
         tokenConfigured: Boolean(services.config.gateway.auth.token),
         storage,
         queue,
