@@ -5,6 +5,7 @@ import type { HooksConfig } from "../config/schema.js";
 import { uuidFrom } from "../cron/service.js";
 import { errorMessage, formatIssues, isConnectionError, SwitchboardError } from "../errors.js";
 import type { hookDeliverSchema } from "../flows/hook.js";
+import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import type { Services } from "../services.js";
 import { AGENT_ID_RE, classifyKind, isReservedKey, normalizeKey, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession } from "../sessions/service.js";
@@ -187,13 +188,9 @@ export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): vo
       },
     },
     async (req, reply) => {
-      let raw: unknown;
-      try {
-        raw = JSON.parse(typeof req.body === "string" ? req.body : "");
-      } catch {
-        return fail(reply, 400, "INVALID_PARAMS", "body is not valid JSON");
-      }
-      const parsed = bodySchema.safeParse(raw);
+      const json = parseGuardedJson(typeof req.body === "string" ? req.body : "", DEFAULT_MAX_JSON_DEPTH);
+      if (!json.ok) return fail(reply, 400, "INVALID_PARAMS", `body is ${json.message}`);
+      const parsed = bodySchema.safeParse(json.value);
       if (!parsed.success)
         return fail(reply, 400, "INVALID_PARAMS", formatIssues(parsed.error.issues, "body."));
       const body = parsed.data;

@@ -94,6 +94,9 @@ describe("POST /hooks/agent", () => {
     expect(unknown.status).toBe(400);
     expect(unknown.body.error.message).toContain("bogus");
     expect((await post(t, "{not json")).status).toBe(400);
+    const deep = await post(t, `{"message":"x","name":${"[".repeat(500)}${"]".repeat(500)}}`);
+    expect(deep.status).toBe(400);
+    expect(deep.body.error.message).toContain("nested deeper");
     const key = await post(t, { message: "x", sessionKey: "agent:main:main" });
     expect(key.status).toBe(400);
     expect(key.body.error.message).toContain("body.sessionKey");
