@@ -80,7 +80,7 @@ async function startModel(): Promise<Model> {
         }
         res.writeHead(200, { "content-type": "text/event-stream" });
         // A user message "delta:<n>" is answered "d<n>" in two chunks 10 ms apart, its first chunk timed.
-        const tag = /"delta:(\d+)"/.exec(body)?.[1];
+        const tag = [...body.matchAll(/"delta:(\d+)"/g)].at(-1)?.[1]; // the newest user message
         const chunk = (delta: Record<string, unknown>, finish: string | null, u?: unknown) =>
           `data: ${JSON.stringify({ id: `c${calls}`, object: "chat.completion.chunk", created: 0, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }], ...(u ? { usage: u } : {}) })}\n\n`;
         const rest = () => {
