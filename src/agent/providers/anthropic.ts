@@ -123,6 +123,13 @@ export function mapAnthropicUsage(u: Message["usage"] | undefined): Usage {
   return usage;
 }
 
+/** Anthropic's stop_reason as ours; any tool call makes it "tool_calls". One rule for stream and message. */
+function stopReasonOf(stop: string | null | undefined, hasToolCalls: boolean): ModelResponse["stopReason"] {
+  if (hasToolCalls || stop === "tool_use") return "tool_calls";
+  if (stop === "end_turn" || stop === "stop_sequence") return "stop";
+  return stop === "max_tokens" ? "length" : "other";
+}
+
 export function fromAnthropicMessage(m: Message, requestedModel: string): ModelResponse {
   let text = "";
   const toolCalls: ToolCall[] = [];
@@ -132,15 +139,7 @@ export function fromAnthropicMessage(m: Message, requestedModel: string): ModelR
       toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
     }
   }
-  const stop = m.stop_reason;
-  const stopReason: ModelResponse["stopReason"] =
-    toolCalls.length > 0 || stop === "tool_use"
-      ? "tool_calls"
-      : stop === "end_turn" || stop === "stop_sequence"
-        ? "stop"
-        : stop === "max_tokens"
-          ? "length"
-          : "other";
+  const stopReason = stopReasonOf(m.stop_reason, toolCalls.length > 0);
   return { text, toolCalls, usage: mapAnthropicUsage(m.usage), stopReason, model: m.model || requestedModel };
 }
 
@@ -197,15 +196,7 @@ export class AnthropicStreamAccumulator {
     const toolCalls: ToolCall[] = [...this.tools.entries()]
       .sort(([a], [b]) => a - b)
       .map(([, t]) => ({ id: t.id, name: t.name, arguments: t.json.trim() === "" ? "{}" : t.json }));
-    const stop = this.stop;
-    const stopReason: ModelResponse["stopReason"] =
-      toolCalls.length > 0 || stop === "tool_use"
-        ? "tool_calls"
-        : stop === "end_turn" || stop === "stop_sequence"
-          ? "stop"
-          : stop === "max_tokens"
-            ? "length"
-            : "other";
+    const stopReason = stopReasonOf(this.stop, toolCalls.length > 0);
     return { text: this.text, toolCalls, usage: this.usage, stopReason, model: this.model || requestedModel };
   }
 }

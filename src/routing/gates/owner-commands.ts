@@ -6,6 +6,7 @@ import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
 import { ensureRouted } from "../ensure.js";
 import { senderAllowed } from "./access.js";
+import { replyToCommand } from "./command-reply.js";
 
 /**
  * Owner commands (SEMANTICS §2): `/send on|allow`, `/send off|deny`, `/send inherit|default|reset`
@@ -44,22 +45,6 @@ export function toolsText(services: Pick<Services, "config">, entry: SessionEntr
   return lines.join("\n");
 }
 
-async function confirm(services: Services, ctx: RoutedCtx, text: string): Promise<void> {
-  const { msg } = ctx;
-  await services.delivery.deliver({
-    sessionKey: ctx.sessionKey,
-    text,
-    idempotencyKey: `command:${msg.channel}:${msg.accountId}:${msg.messageId}`,
-    route: {
-      channel: msg.channel,
-      to: msg.peerId,
-      accountId: msg.accountId,
-      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-    },
-    bypassPolicy: true,
-  });
-}
-
 export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   const cmd = parseOwnerCommand(ctx.msg.text);
   if (!cmd) return next();
@@ -75,13 +60,13 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
     return;
   }
   if (cmd.kind === "bad") {
-    await confirm(services, ctx, cmd.text);
+    await replyToCommand(ctx, cmd.text);
   } else if (cmd.kind === "tools") {
     const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
-    await confirm(services, ctx, toolsText(services, entry));
+    await replyToCommand(ctx, toolsText(services, entry));
   } else if (cmd.kind === "status") {
     const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
-    await confirm(services, ctx, await statusCard(services, entry));
+    await replyToCommand(ctx, await statusCard(services, entry));
   } else {
     if (!ctx.entry) await ensureRouted(ctx);
     const updated = await services.store.sessions.patch(ctx.sessionKey, {
@@ -95,7 +80,7 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
         : cmd.value === "deny"
           ? "Sending is off for this chat: the agent will not reply here until /send on or /send inherit."
           : "Sending follows the default policy for this chat again.";
-    await confirm(services, ctx, text);
+    await replyToCommand(ctx, text);
   }
   ctx.dropped = "owner-command";
 };

@@ -5,6 +5,7 @@ import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
 import { ensureRouted } from "../ensure.js";
 import { senderAllowed } from "./access.js";
+import { replyToCommand } from "./command-reply.js";
 
 /**
  * Session commands (API.md §7), standalone messages from anyone allowed to talk in the chat:
@@ -42,22 +43,6 @@ function commandAccess(services: Services, channel: string, kind: SessionCommand
   return c?.[kind] ?? "all";
 }
 
-async function reply(ctx: RoutedCtx, text: string): Promise<void> {
-  const { msg } = ctx;
-  await ctx.services.delivery.deliver({
-    sessionKey: ctx.sessionKey,
-    text,
-    idempotencyKey: `command:${msg.channel}:${msg.accountId}:${msg.messageId}`,
-    route: {
-      channel: msg.channel,
-      to: msg.peerId,
-      accountId: msg.accountId,
-      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-    },
-    bypassPolicy: true,
-  });
-}
-
 export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   const cmd = parseSessionCommand(ctx.msg.text);
   if (!cmd) return next();
@@ -74,7 +59,7 @@ export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
     // A chat without a session gets its first one; nothing to archive then.
     const r = existed ? await resetSession(services, entry.key, "command") : null;
     ctx.entry = r?.entry ?? entry;
-    await reply(
+    await replyToCommand(
       ctx,
       r ? "Started a new session. The previous conversation is archived." : "Started a new session.",
     );
