@@ -2,6 +2,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
+import { closeClient, closeQueue, closeWorker } from "../redis/close.js";
 import { everyMs, parseInstant } from "./schedule.js";
 import type { CronDriver, CronJob, TickHandler } from "./types.js";
 
@@ -169,10 +170,10 @@ export class BullmqCronDriver implements CronDriver {
   async stop(): Promise<void> {
     const worker = this.#worker;
     this.#worker = null;
-    if (worker) await worker.close().catch(() => undefined);
+    if (worker) await closeWorker(worker, this.opts.logger);
     const blocking = this.#blocking;
     this.#blocking = null;
-    if (blocking) await blocking.quit().catch(() => blocking.disconnect());
-    await this.#queue.close().catch(() => undefined);
+    if (blocking) await closeClient(blocking);
+    await closeQueue(this.#queue, this.opts.logger);
   }
 }

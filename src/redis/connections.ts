@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { closeClient } from "./close.js";
 
 /**
  * Redis connections owned by the composition root: created here, closed by `close()`. Drivers
@@ -93,7 +94,7 @@ export class RedisConnections {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#clients.map((c) => c.quit().catch(() => c.disconnect())));
+    await Promise.all(this.#clients.map((c) => closeClient(c)));
     this.#clients.length = 0;
     this.#shared.clear();
   }

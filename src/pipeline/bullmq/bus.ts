@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { errorMessage } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { closeClient } from "../../redis/close.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
 import { type BusMessage, busMessageSchema, parseStored } from "./schema.js";
 
@@ -68,7 +69,7 @@ export class Bus {
     const sub = this.sub;
     this.sub = null;
     if (!sub) return;
-    await sub.quit().catch(() => sub.disconnect());
+    await closeClient(sub);
   }
 }
 

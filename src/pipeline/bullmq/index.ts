@@ -3,6 +3,7 @@ import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { closeQueue } from "../../redis/close.js";
 import { cancelRun, submitTurn } from "../../redis/commands/pipeline.js";
 import { ScriptRunner } from "../../redis/scripts.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
@@ -188,11 +189,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     this.state = "stopping";
     await this.host?.stop(graceMs);
     await this.bus.close();
-    await this.queue
-      .close()
-      .catch((err: unknown) =>
-        this.logger.warn({ err: errorMessage(err) }, "bullmq pipeline: queue close failed"),
-      );
+    await closeQueue(this.queue, this.logger);
     this.state = "stopped";
   }
 

@@ -1,7 +1,9 @@
 import { type Job, type Queue, UnrecoverableError, WaitingError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage } from "../../errors.js";
+import { closeClient, closeWorker } from "../../redis/close.js";
 import { sweepSession } from "../../redis/commands/pipeline.js";
+import { settleWithin } from "../../retry/index.js";
 import type { BackgroundProcessor } from "./background.js";
 import type { DriverContext } from "./context.js";
 import { drainDedupId, QUEUE_NAME } from "./keys.js";
@@ -47,9 +49,6 @@ export async function sweepDirty(ctx: DriverContext): Promise<void> {
     );
   } while (cursor !== "0");
 }
-
-/** Upper bound for BullMQ's own close after our jobs are done (a safety net, see stop()). */
-const CLOSE_TIMEOUT_MS = 10_000;
 
 export class WorkerHost {
   private worker: Worker | null = null;
@@ -128,24 +127,10 @@ export class WorkerHost {
           "bullmq pipeline: jobs ignored the abort; their locks expire",
         );
       }
-      // The graceful close waits for BullMQ's blocking connection to end, which never happens while
-      // that connection is between reconnect attempts (ioredis `disconnect()` in that state emits
-      // no "end"): then, as for jobs that ignored the abort, close without waiting.
-      const blocking = await within(worker.backend.blockingClient ?? Promise.resolve(undefined), 1000);
-      const force = this.inflight.size > 0 || blocking?.status !== "ready";
-      const closing = worker.close(force).then(
-        () => true,
-        (err: unknown) => {
-          warn("close")(err);
-          return true;
-        },
-      );
-      const closed = await within(closing, CLOSE_TIMEOUT_MS);
-      if (!closed)
-        logger.warn("bullmq pipeline: the worker did not close in time; its connection is dropped");
+      await closeWorker(worker, logger, this.inflight.size > 0);
     }
     const connection = this.connection;
-    if (connection) await connection.quit().catch(() => connection.disconnect());
+    if (connection) await closeClient(connection);
   }
 
   private process(job: Job, token: string): Promise<void> {
@@ -173,32 +158,4 @@ export class WorkerHost {
         throw new UnrecoverableError(`unknown job name "${job.name}"`);
     }
   }
-}
-
-/** The value of `p`, or undefined when it is not settled within `ms` (or rejects). */
-async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p.catch(() => undefined),
-      new Promise<undefined>((r) => {
-        timer = setTimeout(() => r(undefined), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Resolves when every promise settled or after `ms`, whichever is first. */
-async function settleWithin(set: Set<Promise<unknown>>, ms: number): Promise<void> {
-  if (set.size === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    Promise.allSettled([...set]),
-    new Promise<void>((r) => {
-      timer = setTimeout(r, ms);
-    }),
-  ]);
-  clearTimeout(timer);
 }

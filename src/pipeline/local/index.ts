@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import { settleWithin } from "../../retry/index.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { singleFlight } from "../schema.js";
 import type {
@@ -436,19 +437,6 @@ class LocalPipelineImpl implements LocalPipeline {
   warnings(): string[] {
     return [...(this.journal?.warnings ?? [])];
   }
-}
-
-/** Resolves when every promise settled or after `ms`, whichever is first. */
-async function settleWithin(set: Set<Promise<void>>, ms: number): Promise<void> {
-  if (set.size === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    Promise.allSettled([...set]),
-    new Promise<void>((r) => {
-      timer = setTimeout(r, ms);
-    }),
-  ]);
-  clearTimeout(timer);
 }
 
 async function mapChunked<T, R>(items: T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
