@@ -162,6 +162,11 @@ describeRedis("bullmq pipeline across processes", () => {
       "the turn to start",
     );
     const victim = children.find((c) => c.name === marker.split("|")[3])!;
+    // The worker records its guarded effect right after the start marker: kill it once it did.
+    await until(
+      async () => (await list("effects")).find((e) => e.startsWith(rec.runId)),
+      "the guarded effect",
+    );
     expect((await list("effects")).filter((e) => e.startsWith(rec.runId))).toHaveLength(1);
     victim.proc.kill("SIGKILL");
     await victim.exited;
