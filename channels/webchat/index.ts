@@ -25,6 +25,16 @@ export type { WebchatChannelConfig, WebchatChannelDeps, WebchatSocket } from "./
 const VISITOR_RE = /^[A-Za-z0-9_-]{8,64}$/;
 /** Streamed messages whose last text is remembered (the newest ones). */
 const SHOWN_KEPT = 500;
+/** A streamed reply this recent that the transcript does not hold yet is re-sent to a page that opens. */
+const LIVE_MS = 10 * 60_000;
+
+interface Shown {
+  to: string;
+  text: string;
+  at: number;
+  /** Grown by edits (a streamed reply), not sent whole once. */
+  streamed: boolean;
+}
 
 /**
  * The built-in web chat. Each browser is a visitor with a stable id (kept in localStorage); its
@@ -48,7 +58,7 @@ export class WebchatChannel implements ChannelAdapter {
   private readonly sockets = new Map<string, Set<WebchatSocket>>();
   private readonly backlog = new Map<string, string[]>();
   /** The last text of each streamed message (by id), so an edit that only appends is sent as a delta. */
-  private readonly shown = new Map<string, string>();
+  private readonly shown = new Map<string, Shown>();
   private readonly log: Logger;
   private readonly history: WebchatChannelDeps["history"];
 
@@ -127,9 +137,11 @@ export class WebchatChannel implements ChannelAdapter {
     const kept = this.backlog.get(visitorId) ?? [];
     this.backlog.delete(visitorId);
     let withHistory = false;
+    const inHistory = new Set<string>();
     if (this.history) {
       try {
         const messages = await this.history(visitorId);
+        for (const m of messages) if (m.role === "assistant") inHistory.add(m.text);
         if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ type: "history", messages }));
         withHistory = true;
       } catch (err) {
@@ -139,6 +151,20 @@ export class WebchatChannel implements ChannelAdapter {
     for (const frame of kept) {
       if (withHistory && !frame.includes('"kind":"failure"')) continue;
       if (socket.readyState === socket.OPEN) socket.send(frame);
+    }
+    if (withHistory) this.resendLive(socket, visitorId, inHistory);
+  }
+
+  /**
+   * A page opened while a reply streams (or just after, before the transcript holds it) gets that
+   * reply whole; its further deltas then apply to it.
+   */
+  private resendLive(socket: WebchatSocket, visitorId: string, inHistory: Set<string>): void {
+    const since = Date.now() - LIVE_MS;
+    for (const [id, m] of this.shown) {
+      if (m.to !== visitorId || !m.streamed || m.at < since || inHistory.has(m.text)) continue;
+      if (socket.readyState === socket.OPEN)
+        socket.send(JSON.stringify({ type: "message", id, role: "assistant", text: m.text }));
     }
   }
 
@@ -229,7 +255,7 @@ export class WebchatChannel implements ChannelAdapter {
       text: msg.text,
       ...(msg.kind === "failure" ? { kind: "failure" } : {}),
     });
-    this.remember(id, msg.text);
+    this.remember(id, msg.to, msg.text, false);
     if (!this.push(msg.to, frame)) {
       const list = this.backlog.get(msg.to) ?? [];
       list.push(frame);
@@ -241,13 +267,13 @@ export class WebchatChannel implements ChannelAdapter {
 
   /** A streamed message grows: only the new text travels when the edit appends; otherwise the whole text. */
   async edit(msg: EditMessage): Promise<void> {
-    const before = this.shown.get(msg.messageId);
+    const before = this.shown.get(msg.messageId)?.text;
     const frame =
       before !== undefined && msg.text.startsWith(before)
         ? { type: "delta", id: msg.messageId, text: msg.text.slice(before.length) }
         : { type: "message", id: msg.messageId, role: "assistant", text: msg.text };
     if (frame.type === "delta" && frame.text === "") return;
-    this.remember(msg.messageId, msg.text);
+    this.remember(msg.messageId, msg.to, msg.text, true);
     if (!this.push(msg.to, JSON.stringify(frame)) && frame.type === "message") {
       const list = this.backlog.get(msg.to) ?? [];
       list.push(JSON.stringify(frame));
@@ -256,9 +282,9 @@ export class WebchatChannel implements ChannelAdapter {
     }
   }
 
-  private remember(id: string, text: string): void {
+  private remember(id: string, to: string, text: string, streamed: boolean): void {
     this.shown.delete(id);
-    this.shown.set(id, text);
+    this.shown.set(id, { to, text, at: Date.now(), streamed });
     while (this.shown.size > SHOWN_KEPT) {
       const oldest = this.shown.keys().next().value;
       if (oldest === undefined) break;
