@@ -23,6 +23,7 @@ class FakeSocket extends EventEmitter implements WebchatSocket {
 }
 
 const VISITOR = "visitor-1234";
+const OUT = { accountId: "default", to: VISITOR, format: "native" } as const;
 const settle = () => new Promise((r) => setImmediate(r));
 
 it("a socket opened mid-stream gets the reply whole, then its deltas", async () => {
@@ -32,9 +33,9 @@ it("a socket opened mid-stream gets the reply whole, then its deltas", async () 
   const first = new FakeSocket();
   chat.connect(first, VISITOR);
   await settle();
-  const { messageIds } = await chat.send({ to: VISITOR, text: "Here" });
+  const { messageIds } = await chat.send({ ...OUT, text: "Here" });
   const id = messageIds[0]!;
-  await chat.edit({ to: VISITOR, messageId: id, text: "Here is" });
+  await chat.edit({ ...OUT, messageId: id, text: "Here is" });
   expect(first.frames.at(-1)).toEqual({ type: "delta", id, text: " is" });
 
   first.close(); // the page reloads
@@ -43,7 +44,7 @@ it("a socket opened mid-stream gets the reply whole, then its deltas", async () 
   await settle();
   expect(second.frames.map((f) => f.type)).toEqual(["hello", "history", "message"]);
   expect(second.frames.at(-1)).toMatchObject({ type: "message", id, text: "Here is" });
-  await chat.edit({ to: VISITOR, messageId: id, text: "Here is all." });
+  await chat.edit({ ...OUT, messageId: id, text: "Here is all." });
   expect(second.frames.at(-1)).toEqual({ type: "delta", id, text: " all." });
 
   // Once the transcript holds the reply, a new page shows it from history only (no copy).
@@ -61,7 +62,7 @@ it("a reply sent whole (not streamed) is not re-sent on open", async () => {
   const first = new FakeSocket();
   chat.connect(first, VISITOR);
   await settle();
-  await chat.send({ to: VISITOR, text: "a failure line", kind: "failure" });
+  await chat.send({ ...OUT, text: "a failure line", kind: "failure" });
   const second = new FakeSocket();
   chat.connect(second, VISITOR);
   await settle();
