@@ -7,7 +7,8 @@
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat and its RSS. The same on redis +
  * bullmq with one and two worker processes (their CPU is added to the gateway's).
  *
- * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_DRIVERS
+ * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_SEQ_TURNS (default
+ * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS
  * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
  * figures (RSS after that many more turns, and after a minute without traffic) on local.
  */
@@ -101,9 +102,15 @@ async function startModel(): Promise<Model> {
 }
 
 function cpuTicks(pid: number): number {
+  const { user, sys } = cpuSplit(pid);
+  return user + sys;
+}
+
+/** utime and stime of `pid`, in clock ticks. */
+function cpuSplit(pid: number): { user: number; sys: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(fields[11]) + Number(fields[12]); // utime + stime
+  return { user: Number(fields[11]), sys: Number(fields[12]) };
 }
 
 function rssMb(pid: number): number {
@@ -260,16 +267,30 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
     for (let i = 0; i < 30; i++) await turn(url, `agent:main:bench:warm:${i % 3}`);
 
     const cpu = () => pids().reduce((s, p) => s + cpuTicks(p), 0);
-    let c0 = cpu();
+    const split = () =>
+      pids().reduce(
+        (s, p) => {
+          const c = cpuSplit(p);
+          return { user: s.user + c.user, sys: s.sys + c.sys };
+        },
+        { user: 0, sys: 0 },
+      );
+    const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
+    const s0 = split();
     const seq: number[] = [];
-    for (let i = 0; i < 100; i++) seq.push(await turn(url, "agent:main:bench:seq"));
-    const seqCpuMs = ((cpu() - c0) * 1000) / CLK_TCK / 100;
+    for (let i = 0; i < seqTurns; i++) seq.push(await turn(url, "agent:main:bench:seq"));
+    const s1 = split();
+    const perTurn = (ticks: number) => (ticks * 1000) / CLK_TCK / seqTurns;
+    const seqCpuMs = perTurn(s1.user - s0.user + s1.sys - s0.sys);
     const seqP50 = quantile(seq, 0.5);
     out(
-      `${setup.name}: 100 sequential turns, one session: median ${fmt(seqP50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
+      `${setup.name}: ${seqTurns} sequential turns, one session: median ${fmt(seqP50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
         `minus the model's own ${fmt(seqP50 - floorMs)} ms [≤ 1.5]; CPU/turn ${fmt(seqCpuMs)} ms ` +
+        `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))}) ` +
         `[≤ ${setup.workers > 0 ? "2.0 gateway + worker" : "1.0"}]`,
     );
+    if (process.env.BENCH_GATEWAY_PHASES === "seq") return;
+    let c0 = cpu();
 
     const deltas = await firstDeltaOverhead(url, model, 30);
     out(
@@ -286,12 +307,15 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
 
     for (const clients of [16, 64]) {
       c0 = cpu();
+      const b0 = process.cpuUsage();
       const t = await throughput(url, clients, seconds, `c${clients}`);
       const cpuMs = ((cpu() - c0) * 1000) / CLK_TCK / Math.max(1, t.turns);
+      const b1 = process.cpuUsage(b0);
+      const benchMs = (b1.user + b1.system) / 1000 / Math.max(1, t.turns);
       const budget = clients === 64 ? (setup.workers > 0 ? " [≥ 800]" : " [≥ 1,500]") : "";
       out(
         `${setup.name}: ${clients} clients × ${seconds} s: ${fmt(t.perSec, 0)} turns/s${budget}, ` +
-          `latency p50 ${fmt(t.p50)} ms, CPU/turn ${fmt(cpuMs)} ms`,
+          `latency p50 ${fmt(t.p50)} ms, CPU/turn ${fmt(cpuMs)} ms (the bench's own clients + model: ${fmt(benchMs)} ms)`,
       );
     }
     out(

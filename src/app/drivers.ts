@@ -4,12 +4,14 @@ import { ConfiguredModels } from "../agent/models.js";
 import type { LoadedConfig } from "../config/load.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { hashTag } from "../pipeline/bullmq/keys.js";
 import { createLocalPipeline } from "../pipeline/local/index.js";
 import type { Pipeline } from "../pipeline/types.js";
 import { RedisConnections } from "../redis/connections.js";
 import { classifyKind } from "../sessions/keys.js";
 import { createFsStore } from "../store/fs/index.js";
 import type { StoreDriver } from "../store/types.js";
+import { LiveRelay } from "./live-relay.js";
 
 /**
  * Driver choice: the one place that turns `storage`, `queue` and `models` config into concrete
@@ -114,6 +116,8 @@ export interface Drivers {
   store: StoreDriver;
   pipeline: Pipeline;
   models: ConfiguredModels;
+  /** bullmq only: live events (deltas, typing, transcript) between workers and gateways. */
+  live: LiveRelay | null;
 }
 
 /** Store, pipeline and model providers for the config; Redis connections close if a driver fails to open. */
@@ -134,7 +138,22 @@ export async function createDrivers(
     throw err;
   }
   const models = new ConfiguredModels(loaded.config, logger, loaded.baseDir);
-  return { stateDir, redis, store, pipeline, models };
+  return { stateDir, redis, store, pipeline, models, live: await createLiveRelay(loaded, logger, redis) };
+}
+
+async function createLiveRelay(
+  loaded: LoadedConfig,
+  logger: Logger,
+  redis: RedisConnections,
+): Promise<LiveRelay | null> {
+  const { queue } = loaded.config;
+  if (queue.driver !== "bullmq") return null;
+  return new LiveRelay({
+    publisher: await redis.shared(queue.redisUrl, "config: queue.redisUrl"),
+    createSubscriber: () => redis.blocking(queue.redisUrl),
+    channel: `${hashTag(`${queue.prefix}:queue`)}:live`,
+    logger,
+  });
 }
 
 /**

@@ -163,6 +163,7 @@ function appLifecycle(
       if (started) return;
       started = true;
       await services.pipeline.start(createJobHandlers(services, runtime, handlers));
+      await drivers.live?.start(services.bus, server !== null);
       if (services.cron && services.config.cron.enabled) await services.cron.start(await cronDriver());
       if (server) {
         app.address = await server.listen();
@@ -184,6 +185,7 @@ function appLifecycle(
       await services.cron?.stop().catch((err) => services.logger.warn({ err }, "cron stop failed"));
       for (const a of services.channels.all())
         await a.stop().catch((err) => services.logger.warn({ err }, "channel stop failed"));
+      await drivers.live?.stop();
       await services.pipeline.stop();
       await drivers.store.close();
       await drivers.redis.close();

@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { type App, createApp } from "../../src/app/index.js";
+import { parseConfig } from "../../src/config/index.js";
+import { silentLogger } from "../../src/log.js";
+import { startTestApp, type TestApp } from "../harness.js";
+import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
+import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
+
+/**
+ * On bullmq a turn may run in a worker process: its live events (streamed text, typing, transcript
+ * and session updates) still reach the gateway's `/ws` clients, over Redis pub/sub, once each.
+ */
+
+describeRedis("live events from a worker reach the gateway's /ws", () => {
+  const prefix = randomPrefix("live");
+  const cfg = {
+    storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+    queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix },
+  };
+  let gateway: TestApp;
+  let worker: App;
+  const workerDir = tempDir();
+
+  beforeAll(async () => {
+    gateway = await startTestApp(cfg, { listen: true });
+    worker = await createApp(
+      { config: parseConfig({ stateDir: workerDir.dir, ...cfg }), source: null, baseDir: workerDir.dir },
+      { logger: silentLogger(), role: "worker" },
+    );
+    await worker.start();
+  }, 30_000);
+
+  afterAll(async () => {
+    await worker?.stop();
+    await gateway?.stop();
+    workerDir.cleanup();
+    const redis = newRedisClient();
+    await unlinkMatching(redis, `*${prefix}*`);
+    await redis.quit();
+  });
+
+  it("re-emits a worker's streamed text and typing; every transcript event arrives once", async () => {
+    const ws = new WebSocket(`${gateway.url!.replace("http", "ws")}/ws?token=${gateway.token}`);
+    const frames: Array<{ event?: string; data?: Record<string, unknown> }> = [];
+    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    const bus = worker.services.bus;
+    bus.emit("run.typing", { runId: "r1", sessionKey: "agent:main:live", on: true });
+    bus.emit("run.delta", { runId: "r1", sessionKey: "agent:main:live", text: "Hel" });
+    bus.emit("run.delta", { runId: "r1", sessionKey: "agent:main:live", text: "lo" });
+    bus.emit("run.started", { run: { runId: "r1" } as never }); // lifecycle events are the pipeline's: not relayed
+    await eventually(() => frames.filter((f) => f.event === "run.delta").length === 2, 300, 10);
+    const deltas = frames.filter((f) => f.event === "run.delta").map((f) => f.data?.text);
+    expect(deltas).toEqual(["Hel", "lo"]);
+    expect(frames.filter((f) => f.event === "run.typing")).toHaveLength(1);
+    expect(frames.filter((f) => f.event === "run.started")).toHaveLength(0);
+
+    // A gateway's own events go out once (not echoed back by the relay).
+    gateway.app.services.bus.emit("run.delta", { runId: "r2", sessionKey: "agent:main:live", text: "own" });
+    // And a real turn run by either process shows its transcript events on /ws exactly once.
+    const sent = await gateway.rpc("chat.send", {
+      sessionKey: "agent:main:live",
+      message: "hi",
+      timeoutSeconds: 20,
+    });
+    expect(sent.result).toMatchObject({ status: "ok" });
+    await eventually(() => frames.filter((f) => f.event === "message.appended").length >= 2, 300, 10);
+    await new Promise((r) => setTimeout(r, 100)); // a duplicate would arrive within a tick or two
+    expect(frames.filter((f) => f.event === "run.delta" && f.data?.text === "own")).toHaveLength(1);
+    const appended = frames.filter((f) => f.event === "message.appended");
+    const ids = appended.map((f) => (f.data?.message as { id?: string } | undefined)?.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(appended.map((f) => (f.data?.message as { role?: string } | undefined)?.role)).toEqual(
+      expect.arrayContaining(["user", "assistant"]),
+    );
+    ws.close();
+  });
+});
