@@ -1,15 +1,14 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidParamsError, SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
 import {
   createLocalPipeline,
   type LocalPipeline,
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
-import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
-import { pipelineContract } from "../../contract/pipeline.js";
+import type { JobHandlers } from "../../../src/pipeline/types.js";
+import { msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { tempDir } from "../../helpers.js";
 
@@ -22,15 +21,6 @@ pipelineContract("local", async ({ mode, concurrency }) => {
 
 // -------------------------------------------------------------------------------------------------
 // local-only behaviour: the journal file, crash recovery without a clean stop, tunables
-
-const msg = (sessionKey: string, text: string, extra: Partial<TurnRequest> = {}): TurnRequest => ({
-  sessionKey,
-  agentId: "main",
-  text,
-  deliver: false,
-  origin: "inbound",
-  ...extra,
-});
 
 const journalPath = (dir: string) => path.join(dir, "queue", "journal.jsonl");
 
@@ -59,18 +49,6 @@ describe("local pipeline driver", () => {
     };
     return { dir, runs, make };
   }
-
-  const recorder = () => {
-    const jobs: TurnJob[] = [];
-    const handlers: JobHandlers = {
-      turn: async (job) => {
-        jobs.push(job);
-        return { status: "ok", reply: `r:${job.messages.map((m) => m.text).join("+")}` };
-      },
-      background: async () => {},
-    };
-    return { jobs, handlers };
-  };
 
   it("journals a turn before submitTurn resolves", async () => {
     const { dir, make } = env();
@@ -312,13 +290,7 @@ describe("local pipeline driver", () => {
     expect(calls).toBe(3);
   });
 
-  it("validates input and names the field", async () => {
-    const { make } = env();
-    const p = make();
-    const bad = { ...msg("", "x") };
-    await expect(p.submitTurn(bad)).rejects.toThrow(InvalidParamsError);
-    await expect(p.submitTurn(bad)).rejects.toThrow(/turn\.sessionKey/);
-    await expect(p.submit({ kind: "archive", id: "", data: {} })).rejects.toThrow(/job\.id/);
+  it("validates its options, naming the field", () => {
     expect(() =>
       createLocalPipeline({
         stateDir: "/tmp/x",
@@ -328,33 +300,6 @@ describe("local pipeline driver", () => {
         mode: "collect",
       }),
     ).toThrow(/queue\.concurrency/);
-  });
-
-  it("start and stop are idempotent; work submitted after stop is refused", async () => {
-    const { make } = env();
-    const p = make();
-    const { jobs, handlers } = recorder();
-    await p.start(handlers);
-    await p.start(handlers);
-    const r = await p.submitTurn(msg("s", "x"));
-    await p.wait(r.runId, 5000);
-    expect(jobs).toHaveLength(1);
-    await Promise.all([p.stop(), p.stop()]);
-    await p.stop();
-    await expect(p.submitTurn(msg("s", "y"))).rejects.toThrow(SwitchboardError);
-    await expect(p.submit({ kind: "archive", id: "a", data: {} })).rejects.toThrow(/stopped/);
-  });
-
-  it("accepts work before start (enqueue-only) and runs it once started", async () => {
-    const { make } = env();
-    const p = make();
-    const r = await p.submitTurn(msg("s", "early"));
-    expect(await p.queueInfo("s")).toEqual({ pending: 1 });
-    expect((await p.wait(r.runId, 0))?.status).toBe("queued");
-    const { jobs, handlers } = recorder();
-    await p.start(handlers);
-    expect((await p.wait(r.runId, 5000))?.status).toBe("ok");
-    expect(jobs).toHaveLength(1);
   });
 
   it("a synchronously throwing handler and an invalid result both end as error", async () => {
