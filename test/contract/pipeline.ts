@@ -38,12 +38,13 @@ export interface PipelineFactoryOptions {
 
 const LONG = 10_000;
 
-interface Latch {
+export interface Latch {
   promise: Promise<void>;
   open: () => void;
 }
 
-function latch(): Latch {
+/** A promise the test opens itself: what a handler waits on, or what the test awaits. */
+export function latch(): Latch {
   let open!: () => void;
   const promise = new Promise<void>((r) => {
     open = r;

@@ -7,7 +7,7 @@ import {
   createBullmqPipeline,
 } from "../../../src/pipeline/bullmq/index.js";
 import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../../src/pipeline/bullmq/keys.js";
-import { msg, pipelineContract, recorder } from "../../contract/pipeline.js";
+import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { REDIS_URL, randomPrefix } from "../../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
@@ -140,15 +140,17 @@ describeRedis("bullmq pipeline", () => {
       await gateway.start(handlers); // no worker here: nothing runs in this instance
       await worker.start(handlers);
       const events: string[] = [];
-      gateway.onRunEvent((e) => events.push(`${e.type}:${e.run.runId}`));
+      const finished = latch();
+      gateway.onRunEvent((e) => {
+        events.push(`${e.type}:${e.run.runId}`);
+        if (e.type === "run.finished") finished.open();
+      });
       const rec = await gateway.submitTurn(msg("s", "hello"));
       const fin = await gateway.wait(rec.runId, 10_000);
       expect(fin).toMatchObject({ status: "ok", reply: "r:hello" });
       expect(jobs).toHaveLength(1);
       // run.finished reached the gateway over the bus (it did not run the turn).
-      for (let i = 0; i < 200 && !events.includes(`run.finished:${rec.runId}`); i++) {
-        await new Promise((r) => setTimeout(r, 5));
-      }
+      await finished.promise;
       expect(events).toContain(`run.finished:${rec.runId}`);
     });
 

@@ -8,9 +8,9 @@ import {
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
 import type { JobHandlers } from "../../../src/pipeline/types.js";
-import { msg, pipelineContract, recorder } from "../../contract/pipeline.js";
+import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
-import { tempDir } from "../../helpers.js";
+import { eventually, tempDir } from "../../helpers.js";
 
 pipelineContract("local", async ({ mode, concurrency }) => {
   const { dir, cleanup } = tempDir("sb-pipe-");
@@ -171,10 +171,8 @@ describe("local pipeline driver", () => {
       Array.from({ length: 300 }, (_, i) => p.submitTurn(msg(`f${i % 7}`, `x${i}`))),
     );
     await Promise.all(finished.map((r) => p.wait(r.runId, 5000)));
-    for (let i = 0; i < 200 && p.journalStats().compactions === 0; i++)
-      await new Promise((r) => setTimeout(r, 5));
-    const stats = p.journalStats();
-    expect(stats.compactions).toBeGreaterThan(0);
+    // Compaction runs in the background after an append crosses the threshold.
+    await eventually(() => p.journalStats().compactions > 0);
     await p.stop(50);
     const text = readFileSync(journalPath(dir), "utf8");
     const recs = text
@@ -188,6 +186,7 @@ describe("local pipeline driver", () => {
     const p2 = make();
     const seen: Array<[string, number]> = [];
     const jobsSeen: string[] = [];
+    const probed = latch();
     await p2.start({
       turn: async (job) => {
         seen.push([job.messages[0]!.text, job.attempt]);
@@ -195,6 +194,7 @@ describe("local pipeline driver", () => {
       },
       background: async (job) => {
         jobsSeen.push(job.id);
+        if (job.id === "probe") probed.open();
       },
     });
     await Promise.all(blocked.map((b) => p2.wait(b.runId, 5000)));
@@ -205,7 +205,7 @@ describe("local pipeline driver", () => {
     ]);
     await p2.submit({ kind: "archive", id: "done-1", data: {} });
     await p2.submit({ kind: "archive", id: "probe", data: {} });
-    for (let i = 0; i < 200 && !jobsSeen.includes("probe"); i++) await new Promise((r) => setTimeout(r, 5));
+    await probed.promise;
     expect(jobsSeen).toEqual(["probe"]);
     expect(await p2.queueInfo("blocked")).toEqual({ pending: 0 });
     // The delayed job is still pending (due in a minute): it must be in the journal.
@@ -268,25 +268,24 @@ describe("local pipeline driver", () => {
     const { make } = env({ retryBaseMs: 5, jobMaxAttempts: 3 });
     const p = make();
     let calls = 0;
-    let probe = false;
+    const third = latch();
+    const probed = latch();
     await p.start({
       turn: async () => ({ status: "ok" }),
       background: async (job) => {
-        if (job.id === "probe") {
-          probe = true;
-          return;
-        }
+        if (job.id === "probe") return probed.open();
         calls++;
+        if (calls === 3) third.open();
         throw new Error("flaky");
       },
     });
     await p.submit({ kind: "announce", id: "flaky-1", data: {} });
-    for (let i = 0; i < 400 && calls < 3; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(calls).toBe(3);
+    await third.promise;
+    // Submitted again after it was dropped: the id is remembered, so it does not run again. The
+    // probe, due later than any retry would be, proves nothing else ran in between.
     await p.submit({ kind: "announce", id: "flaky-1", data: {} });
     await p.submit({ kind: "archive", id: "probe", data: {} }, { delayMs: 30 });
-    for (let i = 0; i < 400 && !probe; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(probe).toBe(true);
+    await probed.promise;
     expect(calls).toBe(3);
   });
 
