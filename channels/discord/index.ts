@@ -1,5 +1,7 @@
 import { type Client, Events, type Message } from "discord.js";
-import { InboundQueue } from "../../src/channels/inbound-retry.js";
+import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
+import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -8,7 +10,7 @@ import type {
   InboundHandler,
   OutboundMessage,
 } from "../../src/channels/types.js";
-import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
+import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { createGatewayClient, createRest } from "./client.js";
 import { toSwitchboardError } from "./errors.js";
@@ -57,12 +59,8 @@ export class DiscordChannel implements ChannelAdapter {
   private readonly queue: InboundQueue;
   private client: Client | undefined;
   private botUserId: string | undefined;
-  private state: ChannelStatus = "stopped";
-  private detail: string | undefined;
-  private onInbound: InboundHandler | undefined;
-  private starting: Promise<void> | undefined;
   private abortStart: ((err: SwitchboardError) => void) | undefined;
-  private stopping = false;
+  private readonly life: ChannelLifecycle;
 
   constructor(
     private readonly config: ResolvedDiscordChannelConfig,
@@ -76,44 +74,38 @@ export class DiscordChannel implements ChannelAdapter {
       dmCacheSize: config.dmCacheSize,
     });
     this.queue = new InboundQueue(config.inboundRetryDelaysMs, this.log);
+    this.life = new ChannelLifecycle("discord", this.log, {
+      connect: () => this.connect(),
+      startError: (err) => toSwitchboardError(err, "start"),
+      undoStart: async () => {
+        await this.client?.destroy().catch(() => undefined);
+        this.client = undefined;
+      },
+      disconnect: async () => {
+        this.abortStart?.(new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()"));
+        await this.client
+          ?.destroy()
+          .catch((err: unknown) =>
+            this.log.warn({ err: errorMessage(err) }, "discord client destroy failed"),
+          );
+      },
+      drain: async () => {
+        await this.queue.drain();
+        this.client = undefined;
+      },
+    });
   }
 
   status(): { state: ChannelStatus; detail?: string } {
-    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+    return this.life.status();
   }
 
-  async start(onInbound: InboundHandler): Promise<void> {
-    if (this.onInbound) {
-      this.log.debug("discord channel already started");
-      return this.starting;
-    }
-    this.onInbound = onInbound;
-    this.stopping = false;
-    this.setState("starting");
-    this.starting = this.connect().catch(async (err: unknown) => {
-      const e = toSwitchboardError(err, "start");
-      await this.client?.destroy().catch(() => undefined);
-      this.client = undefined;
-      this.onInbound = undefined;
-      this.setState("error", e.message);
-      throw e;
-    });
-    return this.starting;
+  start(onInbound: InboundHandler): Promise<void> {
+    return this.life.start(onInbound);
   }
 
-  async stop(): Promise<void> {
-    if (!this.onInbound) return;
-    this.stopping = true;
-    this.abortStart?.(new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()"));
-    await this.client
-      ?.destroy()
-      .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "discord client destroy failed"));
-    await this.starting?.catch(() => undefined);
-    await this.queue.drain();
-    this.client = undefined;
-    this.onInbound = undefined;
-    this.starting = undefined;
-    this.setState("stopped");
+  stop(): Promise<void> {
+    return this.life.stop();
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
@@ -157,35 +149,35 @@ export class DiscordChannel implements ChannelAdapter {
     } finally {
       this.abortStart = undefined;
     }
-    if (this.stopping) throw new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()");
+    if (this.life.stopping) throw new SwitchboardError("UNAVAILABLE", "discord: start aborted by stop()");
     this.botUserId = client.user?.id;
-    this.setState("connected");
+    this.life.set("connected");
     this.log.info({ botUserId: this.botUserId }, "discord gateway ready");
   }
 
   /** Shard events → status; the SDK does the reconnecting and resuming itself. */
   private watch(client: Client): void {
-    const live = () => this.client === client && !this.stopping;
+    const live = () => this.client === client && !this.life.stopping;
     client.on(Events.MessageCreate, (message) => {
       if (live()) this.onMessage(message);
     });
     client.on(Events.ShardReconnecting, () => {
-      if (live()) this.setState("reconnecting", "gateway connection lost; reconnecting");
+      if (live()) this.life.set("reconnecting", "gateway connection lost; reconnecting");
     });
     client.on(Events.ShardResume, () => {
-      if (live() && this.state !== "starting") this.setState("connected");
+      if (live() && this.life.state !== "starting") this.life.set("connected");
     });
     client.on(Events.ShardReady, () => {
-      if (live() && this.state !== "starting") this.setState("connected");
+      if (live() && this.life.state !== "starting") this.life.set("connected");
     });
     client.on(Events.ShardDisconnect, (event) => {
       if (!live()) return;
       const reason = FATAL_CLOSE[event.code] ?? `gateway closed with ${event.code}`;
       this.log.error({ code: event.code }, `discord gateway gave up: ${reason}`);
-      this.setState("error", `discord: ${reason}`);
+      this.life.set("error", `discord: ${reason}`);
     });
     client.on(Events.Invalidated, () => {
-      if (live()) this.setState("error", "discord: the gateway session was invalidated; restart the channel");
+      if (live()) this.life.set("error", "discord: the gateway session was invalidated; restart the channel");
     });
     client.on(Events.ShardError, (err) => this.log.warn({ err: errorMessage(err) }, "discord gateway error"));
     client.on(Events.Warn, (warning) => this.log.warn({ warning }, "discord.js warning"));
@@ -194,7 +186,7 @@ export class DiscordChannel implements ChannelAdapter {
   }
 
   private onMessage(message: Message): void {
-    const handler = this.onInbound;
+    const handler = this.life.handler;
     const botUserId = this.botUserId ?? this.client?.user?.id;
     if (!handler || !botUserId) return;
     const result = discordMessageToInbound(factsOf(message), { accountId: this.accountId, botUserId });
@@ -209,21 +201,9 @@ export class DiscordChannel implements ChannelAdapter {
     if (result.facts.kind === "dm") this.outbound.rememberDm(result.facts.authorId, result.facts.channelId);
     void this.queue.push(result.facts.channelId, result.message, handler);
   }
-
-  private setState(state: ChannelStatus, detail?: string): void {
-    this.state = state;
-    this.detail = detail;
-  }
 }
 
 /** Validates the account config (errors name `channels.discord.accounts.<id>.<field>`). */
 export function createDiscordChannel(config: DiscordChannelConfig, deps: DiscordChannelDeps): DiscordChannel {
-  const parsed = discordChannelConfigSchema.safeParse(config);
-  if (!parsed.success) {
-    const prefix = `channels.discord.accounts.${config.accountId || "?"}.`;
-    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
-      details: { channel: "discord", accountId: config.accountId },
-    });
-  }
-  return new DiscordChannel(parsed.data, deps);
+  return new DiscordChannel(parseAccountConfig("discord", discordChannelConfigSchema, config), deps);
 }

@@ -8,8 +8,8 @@ import {
   Routes,
 } from "discord.js";
 import { z } from "zod";
+import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
-import { chunkText } from "../../src/delivery/chunk.js";
 import { NotSupportedError, SwitchboardError } from "../../src/errors.js";
 import { toSwitchboardError } from "./errors.js";
 
@@ -58,7 +58,7 @@ export class DiscordOutbound {
    */
   async send(msg: OutboundMessage): Promise<string[]> {
     const text = msg.format === "plain" ? escapeMarkdown(msg.text) : msg.text;
-    const chunks = text.length > this.opts.textLimit ? chunkText(text, this.opts.textLimit) : [text];
+    const chunks = messagesOf(text, this.opts.textLimit);
     const ids: string[] = [];
     let channelId: string | undefined;
     for (const [i, content] of chunks.entries()) {

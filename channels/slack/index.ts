@@ -1,4 +1,6 @@
 import { App, SocketModeReceiver, webApi } from "@slack/bolt";
+import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -68,13 +70,8 @@ export class SlackChannel implements ChannelAdapter {
   private app: App | undefined;
   private socket: SocketModeReceiver | undefined;
   private identity: SlackInboundContext | undefined;
-  private state: ChannelStatus = "stopped";
-  private detail: string | undefined;
-  private onInbound: InboundHandler | undefined;
-  private starting: Promise<void> | undefined;
+  private readonly life: ChannelLifecycle;
   private abortStart: (() => void) | undefined;
-  private stopping = false;
-  private readonly inflight = new Set<Promise<unknown>>();
   private readonly doneEvents: RecentKeys;
   private readonly pendingEvents = new Map<string, Promise<boolean>>();
   private readonly seenMessages: RecentKeys;
@@ -98,40 +95,27 @@ export class SlackChannel implements ChannelAdapter {
     this.directory = new SlackDirectory(this.client, config.dedupeSize);
     this.doneEvents = new RecentKeys(config.dedupeSize);
     this.seenMessages = new RecentKeys(config.dedupeSize);
+    this.life = new ChannelLifecycle("slack", this.log, {
+      connect: () => this.connect(),
+      startError: (err) => toSwitchboardError(err, "start"),
+      disconnect: async () => {
+        // A start() still trying to reach Slack would never settle once the client is shut down.
+        this.abortStart?.();
+        await this.socket?.client.disconnect();
+      },
+    });
   }
 
   status(): { state: ChannelStatus; detail?: string } {
-    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+    return this.life.status();
   }
 
-  async start(onInbound: InboundHandler): Promise<void> {
-    if (this.onInbound) {
-      this.log.debug("slack channel already started");
-      return this.starting;
-    }
-    this.onInbound = onInbound;
-    this.stopping = false;
-    this.setState("starting");
-    this.starting = this.connect().catch((err: unknown) => {
-      const e = toSwitchboardError(err, "start");
-      this.onInbound = undefined;
-      this.setState("error", e.message);
-      throw e;
-    });
-    return this.starting;
+  start(onInbound: InboundHandler): Promise<void> {
+    return this.life.start(onInbound);
   }
 
-  async stop(): Promise<void> {
-    if (!this.onInbound) return;
-    this.stopping = true;
-    // A start() still trying to reach Slack would never settle once the client is shut down.
-    this.abortStart?.();
-    await this.socket?.client.disconnect();
-    await this.starting?.catch(() => undefined);
-    await Promise.allSettled([...this.inflight]);
-    this.onInbound = undefined;
-    this.starting = undefined;
-    this.setState("stopped");
+  stop(): Promise<void> {
+    return this.life.stop();
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
@@ -209,7 +193,7 @@ export class SlackChannel implements ChannelAdapter {
       this.log.warn("slack reports this app is rate limited for events (app_rate_limited)");
       return { status: 200 };
     }
-    if (!this.onInbound || this.stopping || this.state !== "connected") {
+    if (!this.life.accepting) {
       return { status: 503, body: { error: "slack channel is not running" } };
     }
     const retryNum = Number(header(headers, "x-slack-retry-num") ?? "") || undefined;
@@ -231,11 +215,11 @@ export class SlackChannel implements ChannelAdapter {
         "CONFIG",
         "slack auth.test returned no user_id: botToken must be a bot token (xoxb-…)",
       );
-    if (this.stopping) throw new SwitchboardError("UNAVAILABLE", "slack: start aborted by stop()");
+    if (this.life.stopping) throw new SwitchboardError("UNAVAILABLE", "slack: start aborted by stop()");
     this.identity = { accountId: this.accountId, botUserId: auth.user_id, botId: auth.bot_id ?? "" };
     this.app ??= this.createApp(this.identity);
     if (this.config.mode === "socket") await this.connectSocket();
-    this.setState("connected");
+    this.life.set("connected");
   }
 
   private createApp(me: SlackInboundContext): App {
@@ -274,10 +258,10 @@ export class SlackChannel implements ChannelAdapter {
           this.log.warn({ err: errorMessage(err) }, "slack socket mode ack failed; Slack will redeliver"),
         );
       });
-      client.on("connected", () => !this.stopping && this.setState("connected"));
+      client.on("connected", () => !this.life.stopping && this.life.set("connected"));
       client.on(
         "reconnecting",
-        () => !this.stopping && this.setState("reconnecting", "socket mode reconnecting"),
+        () => !this.life.stopping && this.life.set("reconnecting", "socket mode reconnecting"),
       );
     }
     // Socket Mode retries a failing apps.connections.open forever (network errors); stop() ends that wait.
@@ -328,16 +312,12 @@ export class SlackChannel implements ChannelAdapter {
       },
     );
     this.pendingEvents.set(eventId, run);
-    this.inflight.add(run);
-    void run.finally(() => {
-      this.pendingEvents.delete(eventId);
-      this.inflight.delete(run);
-    });
+    void this.life.track(run).finally(() => this.pendingEvents.delete(eventId));
     return run;
   }
 
   private async onEvent(event: unknown, body: object): Promise<void> {
-    const handler = this.onInbound;
+    const handler = this.life.handler;
     const me = this.identity;
     if (!handler || !me) return;
     const first = slackEventToInbound(event, me);
@@ -363,21 +343,9 @@ export class SlackChannel implements ChannelAdapter {
       this.receiver.reportFailure(body, err);
     }
   }
-
-  private setState(state: ChannelStatus, detail?: string): void {
-    this.state = state;
-    this.detail = detail;
-  }
 }
 
 /** Validates the account config (errors name `channels.slack.accounts.<id>.<field>`). */
 export function createSlackChannel(config: SlackChannelConfig, deps: SlackChannelDeps): SlackChannel {
-  const parsed = slackChannelConfigSchema.safeParse(config);
-  if (!parsed.success) {
-    const prefix = `channels.slack.accounts.${config.accountId || "?"}.`;
-    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
-      details: { channel: "slack", accountId: config.accountId },
-    });
-  }
-  return new SlackChannel(parsed.data, deps);
+  return new SlackChannel(parseAccountConfig("slack", slackChannelConfigSchema, config), deps);
 }

@@ -1,6 +1,6 @@
 import type { webApi } from "@slack/bolt";
+import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
-import { chunkText } from "../../src/delivery/chunk.js";
 import { escapeSlack } from "../../src/delivery/format/index.js";
 import { toSwitchboardError } from "./errors.js";
 
@@ -17,7 +17,7 @@ export async function postSlackMessage(
   msg: OutboundMessage,
   textLimit: number,
 ): Promise<string[]> {
-  const chunks = msg.text.length > textLimit ? chunkText(msg.text, textLimit) : [msg.text];
+  const chunks = messagesOf(msg.text, textLimit);
   const ids: string[] = [];
   for (const chunk of chunks) {
     try {

@@ -1,6 +1,8 @@
 import { Bot, type Context } from "grammy";
 import type { Update } from "grammy/types";
-import { deliverWithRetry } from "../../src/channels/inbound-retry.js";
+import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { deliverWithRetry } from "../../src/channels/kit/inbound-retry.js";
+import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -12,7 +14,7 @@ import type {
   WebhookHeaders,
   WebhookResponse,
 } from "../../src/channels/types.js";
-import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
+import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { toSwitchboardError } from "./errors.js";
 import { telegramUpdateToInbound } from "./inbound.js";
@@ -63,15 +65,10 @@ export class TelegramChannel implements ChannelAdapter {
 
   private readonly bot: Bot;
   private readonly log: Logger;
-  private state: ChannelStatus = "stopped";
-  private detail: string | undefined;
-  private onInbound: InboundHandler | undefined;
-  private starting: Promise<void> | undefined;
+  private readonly life: ChannelLifecycle;
   private polling: Promise<void> | undefined;
-  private stopping = false;
   /** Aborted by stop(): cuts inbound retry waits short. */
   private stopSignal = new AbortController();
-  private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly config: ResolvedTelegramChannelConfig,
@@ -91,48 +88,35 @@ export class TelegramChannel implements ChannelAdapter {
     this.bot.catch((err) =>
       this.log.error({ err: errorMessage(err.error) }, "telegram update handler failed"),
     );
+    this.life = new ChannelLifecycle("telegram", this.log, {
+      connect: () => this.connect(),
+      startError: (err) => toSwitchboardError(err, "start"),
+      disconnect: async () => {
+        this.stopSignal.abort();
+        if (!this.bot.isRunning()) return;
+        // Aborts a pending getUpdates (or grammY's start-up retries) and confirms the offset of
+        // the last handled update.
+        await this.bot
+          .stop()
+          .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram stop"));
+      },
+      drain: async () => {
+        await this.polling;
+        this.polling = undefined;
+      },
+    });
   }
 
   status(): { state: ChannelStatus; detail?: string } {
-    return this.detail ? { state: this.state, detail: this.detail } : { state: this.state };
+    return this.life.status();
   }
 
-  async start(onInbound: InboundHandler): Promise<void> {
-    if (this.onInbound) {
-      this.log.debug("telegram channel already started");
-      return this.starting;
-    }
-    this.onInbound = onInbound;
-    this.stopping = false;
-    this.stopSignal = new AbortController();
-    this.setState("starting");
-    this.starting = this.connect().catch((err: unknown) => {
-      const e = toSwitchboardError(err, "start");
-      this.onInbound = undefined;
-      this.setState("error", e.message);
-      throw e;
-    });
-    return this.starting;
+  start(onInbound: InboundHandler): Promise<void> {
+    return this.life.start(onInbound);
   }
 
-  async stop(): Promise<void> {
-    if (!this.onInbound) return;
-    this.stopping = true;
-    this.stopSignal.abort();
-    if (this.bot.isRunning()) {
-      // Aborts a pending getUpdates (or grammY's start-up retries) and confirms the offset of
-      // the last handled update.
-      await this.bot
-        .stop()
-        .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram stop"));
-    }
-    await this.starting?.catch(() => undefined);
-    await this.polling;
-    await Promise.allSettled([...this.inflight]);
-    this.onInbound = undefined;
-    this.starting = undefined;
-    this.polling = undefined;
-    this.setState("stopped");
+  stop(): Promise<void> {
+    return this.life.stop();
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
@@ -172,31 +156,28 @@ export class TelegramChannel implements ChannelAdapter {
     }
     if (!secretMatches(headers, this.config.webhookSecret))
       return { status: 401, body: { error: "secret token is wrong" } };
-    if (!this.onInbound || this.stopping || this.state !== "connected") {
+    if (!this.life.accepting) {
       return { status: 503, body: { error: "telegram channel is not running" } };
     }
     const parsed = parseUpdateBody(body);
     if (!parsed.ok)
       return { status: 400, body: { error: "body: expected a Telegram Update with a numeric update_id" } };
-    const run = this.bot.handleUpdate(parsed.update as unknown as Update);
-    this.inflight.add(run);
     try {
-      await run;
+      await this.life.track(this.bot.handleUpdate(parsed.update as unknown as Update));
       return { status: 200 };
     } catch (err) {
       this.log.error({ err: errorMessage(err) }, "telegram webhook update failed; Telegram will redeliver");
       return { status: 500, body: { error: "inbound handler failed" } };
-    } finally {
-      this.inflight.delete(run);
     }
   }
 
   // ------------------------------------------------------------------------------ internals
 
   private async connect(): Promise<void> {
+    this.stopSignal = new AbortController();
     // One getMe without grammY's endless retries: a bad token or unreachable API fails start() clearly.
     this.bot.botInfo = await this.bot.api.getMe();
-    if (this.stopping) throw new SwitchboardError("UNAVAILABLE", "telegram: start aborted by stop()");
+    if (this.life.stopping) throw new SwitchboardError("UNAVAILABLE", "telegram: start aborted by stop()");
     await this.bot.api
       .setMyCommands(COMMANDS)
       .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram setMyCommands failed"));
@@ -211,7 +192,7 @@ export class TelegramChannel implements ChannelAdapter {
           "telegram webhook mode without webhookUrl: expecting the webhook to be registered already",
         );
       }
-      this.setState("connected");
+      this.life.set("connected");
       return;
     }
     await new Promise<void>((resolve, reject) => {
@@ -222,7 +203,7 @@ export class TelegramChannel implements ChannelAdapter {
           timeout: this.config.pollingTimeoutSeconds,
           onStart: () => {
             started = true;
-            this.setState("connected");
+            this.life.set("connected");
             resolve();
           },
         })
@@ -231,15 +212,15 @@ export class TelegramChannel implements ChannelAdapter {
           if (!started) return reject(e);
           // 401/409 end grammY's loop; nothing retries them, so say what to fix.
           this.log.error({ err: e.message }, "telegram polling stopped");
-          this.setState("error", e.message);
+          this.life.set("error", e.message);
         });
     });
   }
 
   private async onUpdate(ctx: Context): Promise<void> {
-    const handler = this.onInbound;
+    const handler = this.life.handler;
     // After stop() the rest of a fetched batch is left unconfirmed, so Telegram redelivers it.
-    if (!handler || this.stopping) return;
+    if (!handler || this.life.stopping) return;
     const me = this.bot.botInfo;
     const result = telegramUpdateToInbound(ctx.update, {
       accountId: this.accountId,
@@ -261,11 +242,6 @@ export class TelegramChannel implements ChannelAdapter {
   private async deliverWithRetry(handler: InboundHandler, msg: InboundMessage): Promise<void> {
     await deliverWithRetry(handler, msg, this.config.inboundRetryDelaysMs, this.log, this.stopSignal.signal);
   }
-
-  private setState(state: ChannelStatus, detail?: string): void {
-    this.state = state;
-    this.detail = detail;
-  }
 }
 
 /** Validates the account config (errors name `channels.telegram.accounts.<id>.<field>`). */
@@ -273,12 +249,5 @@ export function createTelegramChannel(
   config: TelegramChannelConfig,
   deps: TelegramChannelDeps,
 ): TelegramChannel {
-  const parsed = telegramChannelConfigSchema.safeParse(config);
-  if (!parsed.success) {
-    const prefix = `channels.telegram.accounts.${config.accountId || "?"}.`;
-    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
-      details: { channel: "telegram", accountId: config.accountId },
-    });
-  }
-  return new TelegramChannel(parsed.data, deps);
+  return new TelegramChannel(parseAccountConfig("telegram", telegramChannelConfigSchema, config), deps);
 }

@@ -1,7 +1,7 @@
 import type { Api } from "grammy";
 import { GrammyError } from "grammy";
+import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
-import { chunkText } from "../../src/delivery/chunk.js";
 import { telegramHtmlToPlain } from "../../src/delivery/format/index.js";
 import { InvalidParamsError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
@@ -22,7 +22,7 @@ export async function sendTelegramMessage(
   logger: Logger,
 ): Promise<string[]> {
   const topic = topicId(msg.threadId);
-  const chunks = msg.text.length > textLimit ? chunkText(msg.text, textLimit) : [msg.text];
+  const chunks = messagesOf(msg.text, textLimit);
   const ids: string[] = [];
   for (const [i, chunk] of chunks.entries()) {
     const base = {

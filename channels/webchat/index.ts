@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import {
   type ChannelAdapter,
   type ChannelCapabilities,
@@ -54,7 +55,7 @@ export class WebchatChannel implements ChannelAdapter {
     // Edits are frames on a local socket: every delta goes out as it arrives.
     streaming: { editIntervalMs: 0, groupEditIntervalMs: 0 },
   };
-  private onInbound: InboundHandler | undefined;
+  private readonly life: ChannelLifecycle;
   private readonly sockets = new Map<string, Set<WebchatSocket>>();
   private readonly backlog = new Map<string, string[]>();
   /** The last text of each streamed message (by id), so an edit that only appends is sent as a delta. */
@@ -69,20 +70,28 @@ export class WebchatChannel implements ChannelAdapter {
     this.accountId = config.accountId;
     this.log = deps.logger;
     this.history = deps.history;
+    // Nothing to connect to: the gateway serves the page and its sockets.
+    this.life = new ChannelLifecycle("webchat", this.log, {
+      connect: async () => this.life.set("connected"),
+      startError: (err) =>
+        new SwitchboardError("UNAVAILABLE", `webchat start: ${errorMessage(err)}`, { cause: err }),
+      disconnect: () => undefined,
+    });
   }
 
-  async start(onInbound: InboundHandler): Promise<void> {
-    this.onInbound = onInbound;
+  start(onInbound: InboundHandler): Promise<void> {
+    return this.life.start(onInbound);
   }
 
+  /** Also closes pages that connected while stopped. */
   async stop(): Promise<void> {
-    this.onInbound = undefined;
+    await this.life.stop();
     for (const set of this.sockets.values()) for (const s of set) s.close(1001, "gateway stopping");
     this.sockets.clear();
   }
 
   status(): { state: ChannelStatus; detail?: string } {
-    return this.onInbound ? { state: "connected" } : { state: "stopped" };
+    return this.life.status();
   }
 
   /** The chat page served at `/`. */
@@ -199,7 +208,7 @@ export class WebchatChannel implements ChannelAdapter {
       );
       return;
     }
-    const handler = this.onInbound;
+    const handler = this.life.handler;
     if (!handler) {
       socket.send(
         JSON.stringify({

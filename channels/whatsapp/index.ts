@@ -1,7 +1,10 @@
 import { chmod, mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { DisconnectReason, jidNormalizedUser } from "@whiskeysockets/baileys";
-import { InboundQueue } from "../../src/channels/inbound-retry.js";
+import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
+import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
+import { messagesOf } from "../../src/channels/kit/text.js";
 import type {
   ChannelAdapter,
   ChannelCapabilities,
@@ -9,8 +12,7 @@ import type {
   InboundHandler,
   OutboundMessage,
 } from "../../src/channels/types.js";
-import { chunkText } from "../../src/delivery/chunk.js";
-import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
+import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { backoffDelayMs } from "../../src/retry/index.js";
 import { statusCodeOf, toSwitchboardError } from "./errors.js";
@@ -75,13 +77,9 @@ export class WhatsAppChannel implements ChannelAdapter {
   private normalizing: Promise<void> = Promise.resolve();
   /** Chats with a "composing" presence out; a send pauses it. */
   private readonly typingIn = new Set<string>();
-  private state: ChannelStatus = "stopped";
-  private detail: string | undefined;
+  private readonly life: ChannelLifecycle;
   /** The current QR string while waiting to be linked. */
   private qr: string | undefined;
-  private onInbound: InboundHandler | undefined;
-  private starting: Promise<void> | undefined;
-  private stopping = false;
 
   constructor(
     private readonly config: ResolvedWhatsAppChannelConfig,
@@ -103,12 +101,25 @@ export class WhatsAppChannel implements ChannelAdapter {
       );
     }
     this.authDir = path.resolve(authDir);
+    this.life = new ChannelLifecycle("whatsapp", this.log, {
+      connect: () => this.begin(),
+      startError: (err) =>
+        err instanceof SwitchboardError
+          ? err
+          : new SwitchboardError("UNAVAILABLE", `whatsapp start: ${errorMessage(err)}`, { cause: err }),
+      disconnect: () => this.disconnect(),
+      drain: async () => {
+        await this.normalizing;
+        await this.queue.drain();
+        this.typingIn.clear();
+      },
+    });
   }
 
   /** `needs-login` carries the current QR string (or what to do) in `detail`. */
   status(): { state: ChannelStatus; detail?: string; qr?: string } {
-    const qr = this.state === "needs-login" && this.qr ? { qr: this.qr } : {};
-    return this.detail ? { state: this.state, detail: this.detail, ...qr } : { state: this.state, ...qr };
+    const qr = this.life.state === "needs-login" && this.qr ? { qr: this.qr } : {};
+    return { ...this.life.status(), ...qr };
   }
 
   /**
@@ -116,55 +127,20 @@ export class WhatsAppChannel implements ChannelAdapter {
    * (`needs-login`), logged out, replaced, or reconnecting after a failure; at the latest after
    * `startTimeoutMs`. Rejects only when no socket can be created at all.
    */
-  async start(onInbound: InboundHandler): Promise<void> {
-    if (this.onInbound) {
-      this.log.debug("whatsapp channel already started");
-      return this.starting;
-    }
-    this.onInbound = onInbound;
-    this.stopping = false;
-    this.attempts = 0;
-    this.setState("starting");
-    this.starting = this.begin().catch((err: unknown) => {
-      const e =
-        err instanceof SwitchboardError
-          ? err
-          : new SwitchboardError("UNAVAILABLE", `whatsapp start: ${errorMessage(err)}`, { cause: err });
-      this.onInbound = undefined;
-      this.setState("error", e.message);
-      throw e;
-    });
-    return this.starting;
+  start(onInbound: InboundHandler): Promise<void> {
+    return this.life.start(onInbound);
   }
 
-  async stop(): Promise<void> {
-    if (!this.onInbound) return;
-    this.stopping = true;
-    this.cancelRetry();
-    const socket = this.socket;
-    this.dropSocket();
-    try {
-      socket?.end(undefined);
-    } catch (err) {
-      this.log.debug({ err: errorMessage(err) }, "whatsapp socket end failed");
-    }
-    this.settleStart?.();
-    await this.starting?.catch(() => undefined);
-    await this.normalizing;
-    await this.queue.drain();
-    this.typingIn.clear();
-    this.onInbound = undefined;
-    this.starting = undefined;
-    this.setState("stopped");
+  stop(): Promise<void> {
+    return this.life.stop();
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
     const jid = toJid(msg.to);
     const socket = this.connected("send");
     const limit = this.capabilities.textLimit;
-    const chunks = msg.text.length > limit ? chunkText(msg.text, limit) : [msg.text];
     const ids: string[] = [];
-    for (const text of chunks) {
+    for (const text of messagesOf(msg.text, limit)) {
       let sent: Awaited<ReturnType<WhatsAppSocket["sendMessage"]>>;
       try {
         sent = await socket.sendMessage(jid, { text });
@@ -211,6 +187,7 @@ export class WhatsAppChannel implements ChannelAdapter {
   // ------------------------------------------------------------------------------ connection
 
   private async begin(): Promise<void> {
+    this.attempts = 0;
     await ensurePrivateDir(this.authDir);
     const firstOutcome = new Promise<void>((resolve) => {
       this.settleStart = resolve;
@@ -225,14 +202,27 @@ export class WhatsAppChannel implements ChannelAdapter {
     }
   }
 
+  /** Ends the socket and any reconnect wait; a start waiting for its first outcome settles now. */
+  private disconnect(): void {
+    this.cancelRetry();
+    const socket = this.socket;
+    this.dropSocket();
+    try {
+      socket?.end(undefined);
+    } catch (err) {
+      this.log.debug({ err: errorMessage(err) }, "whatsapp socket end failed");
+    }
+    this.settleStart?.();
+  }
+
   private async openSocket(): Promise<void> {
     const generation = ++this.generation;
     const { socket, saveCreds } = await this.factory({ authDir: this.authDir, logger: this.log });
-    if (generation !== this.generation || this.stopping) {
+    if (generation !== this.generation || this.life.stopping) {
       socket.end(undefined);
       return;
     }
-    const current = () => generation === this.generation && !this.stopping;
+    const current = () => generation === this.generation && !this.life.stopping;
     const onConnection = (u: WhatsAppEvents["connection.update"]) => {
       if (current()) this.onConnectionUpdate(u);
     };
@@ -325,7 +315,7 @@ export class WhatsAppChannel implements ChannelAdapter {
     this.cancelRetry();
     const run = () => {
       this.retryTimer = undefined;
-      if (this.stopping) return;
+      if (this.life.stopping) return;
       this.openSocket().catch((err: unknown) => {
         this.log.error({ err: errorMessage(err) }, "whatsapp could not create a socket");
         // Same policy as a dropped connection: try again later.
@@ -349,9 +339,10 @@ export class WhatsAppChannel implements ChannelAdapter {
   }
 
   private connected(action: string): WhatsAppSocket {
-    if (!this.socket || this.state !== "connected") {
-      throw new SwitchboardError("UNAVAILABLE", `whatsapp ${action}: not connected (${this.state})`, {
-        details: { channel: "whatsapp", state: this.state },
+    const state = this.life.state;
+    if (!this.socket || state !== "connected") {
+      throw new SwitchboardError("UNAVAILABLE", `whatsapp ${action}: not connected (${state})`, {
+        details: { channel: "whatsapp", state },
       });
     }
     return this.socket;
@@ -374,8 +365,8 @@ export class WhatsAppChannel implements ChannelAdapter {
     };
     this.normalizing = this.normalizing.then(async () => {
       for (const raw of update.messages) {
-        const handler = this.onInbound;
-        if (!handler || this.stopping) return;
+        const handler = this.life.handler;
+        if (!handler || this.life.stopping) return;
         const result = await whatsappMessageToInbound(raw, ctx);
         if (result.kind === "ignored") this.log.debug({ reason: result.reason }, "whatsapp message ignored");
         else if (result.kind === "invalid") this.log.warn({ err: result.error }, "whatsapp message dropped");
@@ -385,8 +376,7 @@ export class WhatsAppChannel implements ChannelAdapter {
   }
 
   private setState(state: ChannelStatus, detail?: string): void {
-    this.state = state;
-    this.detail = detail;
+    this.life.set(state, detail);
     this.qr = undefined;
   }
 }
@@ -419,12 +409,5 @@ export function createWhatsAppChannel(
   config: WhatsAppChannelConfig,
   deps: WhatsAppChannelDeps,
 ): WhatsAppChannel {
-  const parsed = whatsappChannelConfigSchema.safeParse(config);
-  if (!parsed.success) {
-    const prefix = `channels.whatsapp.accounts.${config.accountId || "?"}.`;
-    throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, prefix), {
-      details: { channel: "whatsapp", accountId: config.accountId },
-    });
-  }
-  return new WhatsAppChannel(parsed.data, deps);
+  return new WhatsAppChannel(parseAccountConfig("whatsapp", whatsappChannelConfigSchema, config), deps);
 }

@@ -1,3 +1,4 @@
+import type { CompactionConfig, ContextPruningConfig } from "../config/context.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
@@ -10,10 +11,10 @@ import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
 import { priceUsage } from "./providers/index.js";
-import type { ModelMessage } from "./providers/types.js";
+import type { ModelMessage, ToolSpec } from "./providers/types.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
-import { lastModelCallAt, planPrompt, type UsageAnchor } from "./window.js";
+import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
 
 /**
  * One turn: prompt from the transcript window → model → tool calls (validated) → loop until a
@@ -33,6 +34,43 @@ export interface TurnStreaming {
   onDelta?: (text: string) => void;
   /** A tool step began after text had streamed: that text was a preamble, not the reply. */
   onReset?: () => void;
+}
+
+type ResolvedModel = ReturnType<Services["models"]["resolve"]>;
+
+/** What one turn fixes before its first model call. */
+interface Turn {
+  job: TurnJob;
+  ctx: JobContext;
+  streaming: TurnStreaming;
+  ref: TranscriptRef;
+  modelRef: string;
+  resolved: ResolvedModel;
+  caller: ToolCaller;
+  specs: readonly ToolSpec[];
+  system: string;
+  windowTokens: number;
+  /** Room compaction leaves for the answer. */
+  reserve: number;
+  specsTokens: number;
+  pruneCfg: ContextPruningConfig;
+  compCfg: CompactionConfig;
+  maxSteps: number;
+}
+
+/** What changes from step to step of one turn. */
+interface TurnState {
+  /** Replaced by a compaction. */
+  entry: SessionEntry;
+  pruning: boolean;
+  compactionTried: boolean;
+  anchor: UsageAnchor | undefined;
+  /** The last prompt's size (reported, else estimated). */
+  lastPrompt: number;
+  usage: Usage;
+  lastContext: number;
+  reply: string;
+  yielded: boolean;
 }
 
 function addUsage(a: Usage, b: Usage): Usage {
@@ -71,17 +109,14 @@ export class AgentRuntime {
 
   async runTurn(job: TurnJob, ctx: JobContext, streaming: TurnStreaming = {}): Promise<TurnOutcome> {
     const { services } = this;
-    const cfg = services.config;
-    let entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+    const entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
-    const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
     if (job.meta?.command === "compact") return this.#compactCommand(job, ctx, entry);
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
-      const id = `${m.runId}:in`;
       await this.append(ref, entry.key, {
-        id,
+        id: `${m.runId}:in`,
         role: "user",
         content: m.text,
         runId: job.runId,
@@ -90,15 +125,55 @@ export class AgentRuntime {
     }
 
     // 2. Model.
-    let modelRef: string;
-    let resolved: ReturnType<Services["models"]["resolve"]>;
+    let model: { modelRef: string; resolved: ResolvedModel };
     try {
-      modelRef = services.models.modelFor(entry.agentId, entry);
-      resolved = services.models.resolve(modelRef);
+      const modelRef = services.models.modelFor(entry.agentId, entry);
+      model = { modelRef, resolved: services.models.resolve(modelRef) };
     } catch (err) {
       return { status: "error", error: errorMessage(err) };
     }
 
+    // 3. Steps until a final answer, a yield, the step limit or a failure.
+    const turn = this.#setUp(job, ctx, streaming, entry, ref, model);
+    const state: TurnState = {
+      entry,
+      pruning: false,
+      compactionTried: false,
+      anchor: undefined,
+      lastPrompt: 0,
+      usage: { input: 0, output: 0 },
+      lastContext: 0,
+      reply: "",
+      yielded: false,
+    };
+    let outcome: TurnOutcome | null = null;
+    try {
+      for (let step = 0; ; step++) {
+        const next = await this.#step(turn, state, step);
+        if (next === "done") break;
+        if (next !== "next") {
+          outcome = next;
+          break;
+        }
+      }
+    } catch (err) {
+      outcome = this.#failed(err, ctx, state.entry.key, job.runId);
+    }
+    return this.#finish(turn, state, outcome);
+  }
+
+  /** What a turn fixes before its first model call: caller, tools, system prompt, window sizes. */
+  #setUp(
+    job: TurnJob,
+    ctx: JobContext,
+    streaming: TurnStreaming,
+    entry: SessionEntry,
+    ref: TranscriptRef,
+    model: { modelRef: string; resolved: ResolvedModel },
+  ): Turn {
+    const { services } = this;
+    const cfg = services.config;
+    const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
     const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
     const specs = this.tools.specs(services, caller);
     const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance
@@ -111,186 +186,204 @@ export class AgentRuntime {
       ...(interSource ? { callerAgentId: agentOfKey(interSource) ?? undefined } : {}),
       extra: job.messages.map((m) => m.extraSystem ?? "").filter(Boolean),
     });
+    const windowTokens = services.models.contextTokens(model.modelRef);
+    return {
+      job,
+      ctx,
+      streaming,
+      ref,
+      ...model,
+      caller,
+      specs,
+      system,
+      windowTokens,
+      // Compaction leaves room for the answer: the model's output cap (at most half the window).
+      reserve: Math.min(services.models.maxOutputTokens?.(model.modelRef) ?? 0, windowTokens / 2),
+      specsTokens: toolSpecsTokens(specs),
+      pruneCfg: pruningFor(cfg, entry.agentId),
+      compCfg: compactionFor(cfg, entry.agentId),
+      maxSteps: agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps,
+    };
+  }
 
-    const windowTokens = services.models.contextTokens(modelRef);
-    // Compaction leaves room for the answer: the model's output cap (at most half the window).
-    const reserve = Math.min(services.models.maxOutputTokens?.(modelRef) ?? 0, windowTokens / 2);
-    const specsTokens = toolSpecsTokens(specs);
-    const pruneCfg = pruningFor(cfg, entry.agentId);
-    const compCfg = compactionFor(cfg, entry.agentId);
-    const maxSteps = agentCfg?.maxToolSteps ?? cfg.agents.defaults.maxToolSteps;
+  /** One model step: steering, the prompt, the model call, its answer and its tool calls. */
+  async #step(turn: Turn, state: TurnState, step: number): Promise<"next" | "done" | TurnOutcome> {
+    const { job, ctx, ref } = turn;
+    const key = state.entry.key;
+    if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
+    for (const [i, s] of ctx.takeSteering().entries()) {
+      await this.append(ref, key, {
+        id: stepId(job.runId, step, `steer${i}`),
+        role: "user",
+        content: `[Steering from the requester] ${s}`,
+        runId: job.runId,
+        provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
+      });
+    }
+    const plan = await this.#prompt(turn, state, step);
+    if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
+    const { res, priced } = await this.#callModel(turn, state, plan);
+
+    if (res.text || res.toolCalls.length === 0) {
+      await this.append(ref, key, {
+        id: stepId(job.runId, step, "a"),
+        role: "assistant",
+        content: res.text,
+        runId: job.runId,
+        usage: priced,
+        model: turn.modelRef,
+      });
+      state.reply = res.text;
+    }
+    if (res.toolCalls.length === 0) return "done";
+    if (step >= turn.maxSteps) {
+      return {
+        status: "error",
+        error: `stopped after ${turn.maxSteps} tool steps (agents.defaults.maxToolSteps)`,
+      };
+    }
+    for (const [j, call] of res.toolCalls.entries()) {
+      const effectId = stepId(job.runId, step, `c${j}`);
+      await this.append(ref, key, {
+        id: effectId,
+        role: "toolCall",
+        content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
+        toolCallId: call.id,
+        toolName: call.name,
+        runId: job.runId,
+      });
+      const result = await this.#execTool(call.name, call.arguments, turn.caller, ctx, effectId, () => {
+        state.yielded = true;
+      });
+      await this.append(ref, key, {
+        id: stepId(job.runId, step, `r${j}`),
+        role: "toolResult",
+        content: JSON.stringify(result),
+        toolCallId: call.id,
+        toolName: call.name,
+        runId: job.runId,
+      });
+    }
+    return state.yielded ? "done" : "next";
+  }
+
+  /**
+   * The prompt of one step from the session's window; compacts first (one automatic attempt per
+   * turn) when the window is over the threshold or the budget. A failed compaction is logged and
+   * the window is used as it is.
+   */
+  async #prompt(turn: Turn, state: TurnState, step: number): Promise<PromptPlan> {
+    const { services } = this;
+    const { job, ref, compCfg, windowTokens } = turn;
+    // On a re-run, what this run wrote at this step or later is not context for this step:
+    // the model sees what the first attempt saw, so a deterministic model repeats itself
+    // and every append is a no-op.
+    const load = async () => {
+      const c = await loadSessionContext(services.store.transcripts, ref, state.entry);
+      const messages = windowAt(c.messages, job.runId, step);
+      return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
+    };
+    let sctx = await load();
     // Once a call of this turn pruned, the rest of the turn prunes too (one stable prefix per turn).
-    let pruning = false;
-    let compactionTried = false;
-    let anchor: UsageAnchor | undefined;
-    let lastPrompt = 0;
+    state.pruning ||= pruningDue(turn.pruneCfg, lastModelCallAt(sctx), services.now());
+    const planOpts = {
+      system: turn.system,
+      specsTokens: turn.specsTokens,
+      windowTokens,
+      budgetRatio: services.config.agents.defaults.contextBudgetRatio,
+      pruning: state.pruning ? turn.pruneCfg : null,
+    };
+    const plan = planPrompt(sctx, { ...planOpts, anchor: state.anchor });
+    const over = plan.estimate > Math.min(compCfg.threshold * windowTokens, windowTokens - turn.reserve);
+    if (!compCfg.enabled || state.compactionTried || !(over || plan.overBudget || sctx.truncated))
+      return plan;
+    state.compactionTried = true;
+    const done = await compactSession(services, {
+      entry: state.entry,
+      ref,
+      context: sctx,
+      sessionModel: turn.modelRef,
+      config: compCfg,
+      runId: job.runId,
+      estimate: plan.estimate,
+      system: turn.system,
+      specsTokens: turn.specsTokens,
+      signal: turn.ctx.signal,
+    });
+    if (!done.ok) return plan;
+    state.entry = done.entry;
+    sctx = await load();
+    state.anchor = undefined;
+    return planPrompt(sctx, planOpts);
+  }
 
-    let usage: Usage = { input: 0, output: 0 };
-    let lastContext = 0;
-    let reply = "";
-    let yielded = false;
-    let outcome: TurnOutcome | null = null;
-    const stream = streaming.enabled !== false;
-    let streamedThisStep = false;
+  /** The model call, streamed when asked; records the prompt size, the usage and its price. */
+  async #callModel(turn: Turn, state: TurnState, plan: PromptPlan) {
+    const { services } = this;
+    const { job, streaming, resolved } = turn;
+    const key = state.entry.key;
+    let streamed = false;
     const onTextDelta = (text: string) => {
       if (!text) return;
-      streamedThisStep = true;
-      services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text });
+      streamed = true;
+      services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text });
       streaming.onDelta?.(text);
     };
-
-    try {
-      for (let step = 0; ; step++) {
-        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-        for (const [i, s] of ctx.takeSteering().entries()) {
-          await this.append(ref, entry.key, {
-            id: stepId(job.runId, step, `steer${i}`),
-            role: "user",
-            content: `[Steering from the requester] ${s}`,
-            runId: job.runId,
-            provenance: { kind: "system", sourceTool: "subagents" } satisfies Provenance,
-          });
-        }
-        // On a re-run, what this run wrote at this step or later is not context for this step:
-        // the model sees what the first attempt saw, so a deterministic model repeats itself
-        // and every append below is a no-op.
-        const load = async () => {
-          const c = await loadSessionContext(services.store.transcripts, ref, entry);
-          const messages = windowAt(c.messages, job.runId, step);
-          return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
-        };
-        let sctx = await load();
-        pruning ||= pruningDue(pruneCfg, lastModelCallAt(sctx), services.now());
-        const planOpts = {
-          system,
-          specsTokens,
-          windowTokens,
-          budgetRatio: cfg.agents.defaults.contextBudgetRatio,
-          pruning: pruning ? pruneCfg : null,
-        };
-        let plan = planPrompt(sctx, { ...planOpts, anchor });
-        if (
-          compCfg.enabled &&
-          !compactionTried &&
-          (plan.estimate > Math.min(compCfg.threshold * windowTokens, windowTokens - reserve) ||
-            plan.overBudget ||
-            sctx.truncated)
-        ) {
-          // One automatic attempt per turn; a failure is logged and the window is used as it is.
-          compactionTried = true;
-          const done = await compactSession(services, {
-            entry,
-            ref,
-            context: sctx,
-            sessionModel: modelRef,
-            config: compCfg,
-            runId: job.runId,
-            estimate: plan.estimate,
-            system,
-            specsTokens,
-            signal: ctx.signal,
-          });
-          if (done.ok) {
-            entry = done.entry;
-            sctx = await load();
-            anchor = undefined;
-            plan = planPrompt(sctx, planOpts);
-          }
-        }
-        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-        const res = await resolved.provider.complete({
-          model: resolved.model,
-          system: plan.system,
-          messages: plan.messages as ModelMessage[],
-          tools: specs,
-          signal: ctx.signal,
-          ...(entry.thinkingLevel ? { thinking: entry.thinkingLevel } : {}),
-          ...(stream ? { onTextDelta } : {}),
-        });
-        // The real prompt size as the provider reports it (cached tokens included); else the estimate.
-        const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
-        lastPrompt = reported > 0 ? reported : plan.sentEstimate;
-        anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: lastPrompt } : undefined;
-        if (streamedThisStep && res.toolCalls.length > 0) {
-          services.bus.emit("run.delta", { runId: job.runId, sessionKey: entry.key, text: "", reset: true });
-          streaming.onReset?.();
-        }
-        streamedThisStep = false;
-        const price = cfg.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
-        const priced = priceUsage(res.usage, price);
-        usage = addUsage(usage, priced);
-        lastContext = res.usage.input + res.usage.output;
-
-        if (res.text || res.toolCalls.length === 0) {
-          await this.append(ref, entry.key, {
-            id: stepId(job.runId, step, "a"),
-            role: "assistant",
-            content: res.text,
-            runId: job.runId,
-            usage: priced,
-            model: modelRef,
-          });
-          reply = res.text;
-        }
-        if (res.toolCalls.length === 0) break;
-        if (step >= maxSteps) {
-          outcome = {
-            status: "error",
-            error: `stopped after ${maxSteps} tool steps (agents.defaults.maxToolSteps)`,
-          };
-          break;
-        }
-        for (const [j, call] of res.toolCalls.entries()) {
-          const effectId = stepId(job.runId, step, `c${j}`);
-          await this.append(ref, entry.key, {
-            id: effectId,
-            role: "toolCall",
-            content: { arguments: this.tools.argsForTranscript(call.name, call.arguments) },
-            toolCallId: call.id,
-            toolName: call.name,
-            runId: job.runId,
-          });
-          const result = await this.#execTool(call.name, call.arguments, caller, ctx, effectId, () => {
-            yielded = true;
-          });
-          await this.append(ref, entry.key, {
-            id: stepId(job.runId, step, `r${j}`),
-            role: "toolResult",
-            content: JSON.stringify(result),
-            toolCallId: call.id,
-            toolName: call.name,
-            runId: job.runId,
-          });
-        }
-        if (yielded) break;
-      }
-    } catch (err) {
-      if (ctx.signal.aborted) {
-        const reason = ctx.signal.reason;
-        const status =
-          (reason instanceof SwitchboardError && reason.code === "TIMEOUT") ||
-          (reason instanceof Error && reason.message === "timeout")
-            ? "timeout"
-            : "aborted";
-        outcome = { status, error: status === "timeout" ? "run timed out" : "run aborted" };
-      } else {
-        services.logger.warn({ err, sessionKey: entry.key, runId: job.runId }, "turn failed");
-        outcome = { status: "error", error: errorMessage(err) };
-      }
+    const res = await resolved.provider.complete({
+      model: resolved.model,
+      system: plan.system,
+      messages: plan.messages as ModelMessage[],
+      tools: turn.specs,
+      signal: turn.ctx.signal,
+      ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
+      ...(streaming.enabled !== false ? { onTextDelta } : {}),
+    });
+    // The real prompt size as the provider reports it (cached tokens included); else the estimate.
+    const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
+    state.lastPrompt = reported > 0 ? reported : plan.sentEstimate;
+    state.anchor = plan.lastId !== undefined ? { id: plan.lastId, tokens: state.lastPrompt } : undefined;
+    if (streamed && res.toolCalls.length > 0) {
+      services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
+      streaming.onReset?.();
     }
+    const price = services.config.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
+    const priced = priceUsage(res.usage, price);
+    state.usage = addUsage(state.usage, priced);
+    state.lastContext = res.usage.input + res.usage.output;
+    return { res, priced };
+  }
 
+  /** A step that threw: aborted or timed out when the run's signal says so, else an error. */
+  #failed(err: unknown, ctx: JobContext, sessionKey: string, runId: string): TurnOutcome {
+    if (ctx.signal.aborted) {
+      const reason = ctx.signal.reason;
+      const status =
+        (reason instanceof SwitchboardError && reason.code === "TIMEOUT") ||
+        (reason instanceof Error && reason.message === "timeout")
+          ? "timeout"
+          : "aborted";
+      return { status, error: status === "timeout" ? "run timed out" : "run aborted" };
+    }
+    this.services.logger.warn({ err, sessionKey, runId }, "turn failed");
+    return { status: "error", error: errorMessage(err) };
+  }
+
+  /** The turn's outcome, and the session row updated with its usage and model. */
+  async #finish(turn: Turn, state: TurnState, outcome: TurnOutcome | null): Promise<TurnOutcome> {
+    const { services } = this;
+    const { entry, usage, reply, lastPrompt } = state;
     const final: TurnOutcome = outcome ?? { status: "ok", reply };
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
-    final.model = modelRef;
-    if (yielded) final.yielded = true;
+    final.model = turn.modelRef;
+    if (state.yielded) final.yielded = true;
 
     const updated = await services.store.sessions.patch(entry.key, {
       updatedAt: services.now(),
-      lastModel: modelRef,
+      lastModel: turn.modelRef,
       // contextTokens: the last prompt's real size (issue 17); totalTokens: input + output (SEMANTICS §5).
       ...(lastPrompt > 0 ? { contextTokens: lastPrompt } : {}),
-      contextUsedTokens: lastContext,
+      contextUsedTokens: state.lastContext,
       totalTokens: (entry.inputTokens ?? 0) + usage.input + (entry.outputTokens ?? 0) + usage.output,
       inputTokens: (entry.inputTokens ?? 0) + usage.input,
       outputTokens: (entry.outputTokens ?? 0) + usage.output,
@@ -298,10 +391,7 @@ export class AgentRuntime {
       abortedLastRun: final.status === "aborted" || final.status === "timeout",
       systemSent: true,
     });
-    if (updated) {
-      entry = updated;
-      services.bus.emit("session.updated", { entry });
-    }
+    if (updated) services.bus.emit("session.updated", { entry: updated });
     return final;
   }
 

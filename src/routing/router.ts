@@ -5,7 +5,7 @@ import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
 import { buildSessionKey, uuidFrom } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
-import type { DeliveryContext } from "../store/types.js";
+import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
@@ -87,123 +87,139 @@ export function inboundSessionKey(
   return { agentId, matchedBy, sessionKey };
 }
 
-export function createRouter(services: Services) {
-  const { config } = services;
+/** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
+function bindingSettings(
+  config: Config,
+  channel: string,
+): { enabled: boolean; idleHours: number; maxAgeHours: number } {
+  const perChannel = (
+    config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
+  )[channel]?.threadBindings;
+  return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+}
 
-  /** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
-  function bindingSettings(channel: string): { enabled: boolean; idleHours: number; maxAgeHours: number } {
-    const perChannel = (
-      config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
-    )[channel]?.threadBindings;
-    return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+/** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
+async function boundSession(
+  services: Pick<Services, "config" | "store" | "now">,
+  msg: InboundMessage,
+): Promise<SessionEntry | null> {
+  const threadId = msg.threadId ?? msg.topicId;
+  if (!threadId) return null;
+  const key = threadBindingKey(msg.channel, msg.accountId, threadId);
+  const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(THREAD_BINDINGS_NS, key);
+  if (!bound) return null;
+  const settings = bindingSettings(services.config, msg.channel);
+  const entry = await services.store.sessions.get(bound.sessionKey);
+  const now = services.now();
+  const hour = 3600_000;
+  const expired =
+    !settings.enabled ||
+    !entry ||
+    entry.archivedAt !== undefined ||
+    (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
+    (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
+  if (expired) {
+    // An ended binding releases the thread: later messages there get an ordinary thread session.
+    await services.store.kv.delete(THREAD_BINDINGS_NS, key);
+    return null;
   }
+  return entry;
+}
 
-  /** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
-  async function boundSession(msg: InboundMessage) {
-    const threadId = msg.threadId ?? msg.topicId;
-    if (!threadId) return null;
-    const key = threadBindingKey(msg.channel, msg.accountId, threadId);
-    const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(
-      THREAD_BINDINGS_NS,
-      key,
-    );
-    if (!bound) return null;
-    const settings = bindingSettings(msg.channel);
-    const entry = await services.store.sessions.get(bound.sessionKey);
-    const now = services.now();
-    const hour = 3600_000;
-    const expired =
-      !settings.enabled ||
-      !entry ||
-      entry.archivedAt !== undefined ||
-      (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
-      (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
-    if (expired) {
-      // An ended binding releases the thread: later messages there get an ordinary thread session.
-      await services.store.kv.delete(THREAD_BINDINGS_NS, key);
-      return null;
-    }
-    return entry;
-  }
-
-  async function route(ctx: InboundCtx): Promise<RoutedCtx> {
-    const { msg } = ctx;
-    // A bound thread routes to its child session (no mention needed inside it).
-    const bound = await boundSession(msg);
-    if (bound)
-      return {
-        ...ctx,
-        agentId: bound.agentId,
-        sessionKey: bound.key,
-        entry: bound,
-        matchedBy: "thread-binding",
-      };
-    const { agentId, matchedBy, sessionKey } = inboundSessionKey(config, msg);
-    // The entry is created only once a message passes the gates (dropped messages leave no session).
-    const entry = await services.store.sessions.get(sessionKey);
-    return { ...ctx, agentId, sessionKey, entry, matchedBy };
-  }
-
-  const accepted = async (ctx: RoutedCtx): Promise<RouteResult> => {
-    const { msg } = ctx;
-    let entry = ctx.entry ?? (await ensureRouted(ctx));
-    // session.reset policies apply when the next message arrives (never to bound sub-agent threads).
-    if (ctx.entry && ctx.matchedBy !== "thread-binding" && entry.spawnedBy === undefined) {
-      const due = resetDue(
-        resetRuleFor(config, msg.channel, entry.chatType ?? msg.chatType),
-        entry,
-        services.now(),
-      );
-      if (due) entry = (await resetSession(services, entry.key, due))?.entry ?? entry;
-    }
-    const delivery: DeliveryContext = {
-      channel: msg.channel,
-      to: msg.peerId,
-      accountId: msg.accountId,
-      ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+/** Agent and session of an inbound message: its bound thread's child session, else the bindings'. */
+async function route(ctx: InboundCtx): Promise<RoutedCtx> {
+  const { msg, services } = ctx;
+  // A bound thread routes to its child session (no mention needed inside it).
+  const bound = await boundSession(services, msg);
+  if (bound)
+    return {
+      ...ctx,
+      agentId: bound.agentId,
+      sessionKey: bound.key,
+      entry: bound,
+      matchedBy: "thread-binding",
     };
-    const updated = await services.store.sessions.patch(ctx.sessionKey, {
-      lastChannel: msg.channel,
-      lastTo: msg.peerId,
-      lastAccountId: msg.accountId,
-      lastThreadId: delivery.threadId,
-      deliveryContext: delivery,
-      updatedAt: services.now(),
-      lastInteractionAt: services.now(),
-    });
-    if (updated) services.bus.emit("session.updated", { entry: updated });
-    const blocked = sendBlocked(services, updated ?? entry);
-    if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
-    const run = await services.pipeline.submitTurn({
-      sessionKey: ctx.sessionKey,
-      agentId: ctx.agentId,
-      text: msg.text,
-      provenance: {
-        kind: "external_user",
-        channel: msg.channel,
-        senderId: msg.senderId,
-        ...(msg.senderName ? { senderName: msg.senderName } : {}),
-      },
-      deliver: true,
-      origin: "inbound",
-      // derived from the platform message: a redelivery resubmits the same run, which is ignored
-      runId: uuidFrom(inboundDedupeId(msg)),
-    });
-    return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
-  };
+  const { agentId, matchedBy, sessionKey } = inboundSessionKey(services.config, msg);
+  // The entry is created only once a message passes the gates (dropped messages leave no session).
+  const entry = await services.store.sessions.get(sessionKey);
+  return { ...ctx, agentId, sessionKey, entry, matchedBy };
+}
 
+/** The session a message that passed the gates goes to: created, or reset when its policy says so. */
+async function sessionFor(ctx: RoutedCtx): Promise<SessionEntry> {
+  const { msg, services } = ctx;
+  const entry = ctx.entry ?? (await ensureRouted(ctx));
+  // session.reset policies apply when the next message arrives (never to bound sub-agent threads).
+  if (!ctx.entry || ctx.matchedBy === "thread-binding" || entry.spawnedBy !== undefined) return entry;
+  const due = resetDue(
+    resetRuleFor(services.config, msg.channel, entry.chatType ?? msg.chatType),
+    entry,
+    services.now(),
+  );
+  if (!due) return entry;
+  return (await resetSession(services, entry.key, due))?.entry ?? entry;
+}
+
+/** Records where replies go (`deliveryContext`, `last*`); the updated row, or null when it is gone. */
+async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null> {
+  const { msg, services } = ctx;
+  const delivery: DeliveryContext = {
+    channel: msg.channel,
+    to: msg.peerId,
+    accountId: msg.accountId,
+    ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+  };
+  const updated = await services.store.sessions.patch(ctx.sessionKey, {
+    lastChannel: msg.channel,
+    lastTo: msg.peerId,
+    lastAccountId: msg.accountId,
+    lastThreadId: delivery.threadId,
+    deliveryContext: delivery,
+    updatedAt: services.now(),
+    lastInteractionAt: services.now(),
+  });
+  if (updated) services.bus.emit("session.updated", { entry: updated });
+  return updated;
+}
+
+/** Past every gate: the session row is brought up to date and the turn submitted to its lane. */
+async function accept(ctx: RoutedCtx): Promise<RouteResult> {
+  const { msg, services } = ctx;
+  const entry = await sessionFor(ctx);
+  const updated = await rememberReplyTarget(ctx);
+  const blocked = sendBlocked(services, updated ?? entry);
+  if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+  const run = await services.pipeline.submitTurn({
+    sessionKey: ctx.sessionKey,
+    agentId: ctx.agentId,
+    text: msg.text,
+    provenance: {
+      kind: "external_user",
+      channel: msg.channel,
+      senderId: msg.senderId,
+      ...(msg.senderName ? { senderName: msg.senderName } : {}),
+    },
+    deliver: true,
+    origin: "inbound",
+    // derived from the platform message: a redelivery resubmits the same run, which is ignored
+    runId: uuidFrom(inboundDedupeId(msg)),
+  });
+  return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
+}
+
+export function createRouter(services: Services) {
   const pre = compose<InboundCtx>([dedupe]);
   const post = compose<RoutedCtx>([ownerCommands, pairCommand, dmAccess, sessionCommands, mentionGate]);
 
   async function handleInbound(msg: InboundMessage): Promise<RouteResult> {
-    const ctx: InboundCtx = { msg, services, policy: channelPolicy(config, msg.channel) };
+    const ctx: InboundCtx = { msg, services, policy: channelPolicy(services.config, msg.channel) };
     let result: RouteResult = { accepted: false };
     await pre(ctx, async () => {
       const routed = await route(ctx);
       // Gates inside a bound thread: no mention needed there.
       if (routed.matchedBy === "thread-binding") routed.policy = { ...routed.policy, requireMention: false };
       await post(routed, async () => {
-        result = await accepted(routed);
+        result = await accept(routed);
       });
       if (!result.accepted && routed.dropped)
         result = { accepted: false, dropped: routed.dropped, sessionKey: routed.sessionKey };

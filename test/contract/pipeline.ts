@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { InvalidParamsError, SwitchboardError } from "../../src/errors.js";
 import {
   type BackgroundJob,
   type JobContext,
@@ -37,12 +38,13 @@ export interface PipelineFactoryOptions {
 
 const LONG = 10_000;
 
-interface Latch {
+export interface Latch {
   promise: Promise<void>;
   open: () => void;
 }
 
-function latch(): Latch {
+/** A promise the test opens itself: what a handler waits on, or what the test awaits. */
+export function latch(): Latch {
   let open!: () => void;
   const promise = new Promise<void>((r) => {
     open = r;
@@ -68,8 +70,22 @@ function ticks(n: number): Promise<void> {
   return p;
 }
 
-function msg(sessionKey: string, text: string, extra: Partial<TurnRequest> = {}): TurnRequest {
+/** A chat turn request (the driver tests use it too). */
+export function msg(sessionKey: string, text: string, extra: Partial<TurnRequest> = {}): TurnRequest {
   return { sessionKey, agentId: "main", text, deliver: false, origin: "inbound", ...extra };
+}
+
+/** Handlers that record every turn and reply `r:<texts joined by +>`. */
+export function recorder(): { jobs: TurnJob[]; handlers: JobHandlers } {
+  const jobs: TurnJob[] = [];
+  const handlers: JobHandlers = {
+    turn: async (job) => {
+      jobs.push(job);
+      return { status: "ok", reply: `r:${job.messages.map((m) => m.text).join("+")}` };
+    },
+    background: async () => {},
+  };
+  return { jobs, handlers };
 }
 
 const noBackground = async () => {};
@@ -601,6 +617,42 @@ export function pipelineContract(
         await sentinel.promise;
         expect(calls.get("rl")).toBe(2);
         expect(calls.get("bad")).toBe(1);
+      });
+    });
+
+    // -------------------------------------------------------------------------------------------
+    describe("start, stop and input", () => {
+      it("validates input and names the field", async () => {
+        const { pipeline: p } = await setup();
+        await expect(p.submitTurn(msg("", "x"))).rejects.toThrow(InvalidParamsError);
+        await expect(p.submitTurn(msg("", "x"))).rejects.toThrow(/turn\.sessionKey/);
+        await expect(p.submit({ kind: "archive", id: "", data: {} })).rejects.toThrow(/job\.id/);
+        await expect(p.steer("r", "")).rejects.toThrow(/text/);
+      });
+
+      it("start and stop are idempotent; work submitted after stop is refused", async () => {
+        const { pipeline: p } = await setup();
+        const { jobs, handlers: hs } = recorder();
+        await run(p, hs);
+        await p.start(hs);
+        const r = await p.submitTurn(msg("s", "x"));
+        await p.wait(r.runId, LONG);
+        expect(jobs).toHaveLength(1);
+        await Promise.all([p.stop(), p.stop()]);
+        await p.stop();
+        await expect(p.submitTurn(msg("s", "y"))).rejects.toThrow(SwitchboardError);
+        await expect(p.submit({ kind: "archive", id: "a", data: {} })).rejects.toThrow(/stopped/);
+      });
+
+      it("accepts work before start (enqueue-only) and runs it once started", async () => {
+        const { pipeline: p } = await setup();
+        const r = await p.submitTurn(msg("s", "early"));
+        expect(await p.queueInfo("s")).toEqual({ pending: 1 });
+        expect((await p.wait(r.runId, 0))?.status).toBe("queued");
+        const { jobs, handlers: hs } = recorder();
+        await run(p, hs);
+        expect((await p.wait(r.runId, LONG))?.status).toBe("ok");
+        expect(jobs).toHaveLength(1);
       });
     });
 

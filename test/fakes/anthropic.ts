@@ -4,8 +4,8 @@
  * `GET /v1/models`. Replies come from a queue, else the last user text is echoed. Use `url` as
  * the provider's `baseUrl` (the SDK appends `/v1/...`).
  */
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { loopbackServer } from "./http.js";
 
 export interface FakeAnthropicReply {
   text?: string;
@@ -172,7 +172,7 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
     res.end(JSON.stringify(body));
   };
 
-  const server = createServer(async (req, res) => {
+  const loop = await loopbackServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString("utf8");
@@ -281,10 +281,8 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
       reply.headers,
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: loop.url,
     requests,
     enqueue: (...replies) => {
       queue.push(...replies);
@@ -296,8 +294,7 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
       requests.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve })),
     close: async () => {
       for (const t of timers) clearTimeout(t);
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await loop.close();
     },
   };
 }

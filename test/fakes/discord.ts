@@ -4,10 +4,9 @@
  * threads, typing and sends are recorded. Gateway frames are text JSON (no zlib), heartbeats
  * are ACKed, and RESUME is answered with RESUMED, optionally held back by the test.
  */
-import { once } from "node:events";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { type WebSocket, WebSocketServer } from "ws";
+import type http from "node:http";
+import type { WebSocket } from "ws";
+import { type LoopbackServer, loopbackServer } from "./http.js";
 
 export interface FakeDiscordUser {
   id: string;
@@ -83,8 +82,7 @@ export class FakeDiscord {
   holdResumes = false;
   /** Close code answered to IDENTIFY instead of READY (e.g. 4014 disallowed intents). */
   identifyCloseCode: number | undefined;
-  private server!: http.Server;
-  private wss!: WebSocketServer;
+  private loop!: LoopbackServer;
   private conns = new Set<Conn>();
   private heldResumes: Array<() => void> = [];
   private faults: Array<{ route: RegExp; fault: Fault }> = [];
@@ -97,19 +95,14 @@ export class FakeDiscord {
       name: "general",
       guild_id: fake.guildId,
     });
-    fake.server = http.createServer((req, res) => void fake.handle(req, res));
-    fake.wss = new WebSocketServer({ noServer: true });
-    fake.server.on("upgrade", (req, socket, head) => {
-      if (!req.url?.startsWith("/gateway")) return socket.destroy();
-      fake.wss.handleUpgrade(req, socket, head, (ws) => fake.onSocket(ws));
+    fake.loop = await loopbackServer((req, res) => void fake.handle(req, res), {
+      ws: { path: "/gateway", onSocket: (ws) => fake.onSocket(ws) },
     });
-    fake.server.listen(0, "127.0.0.1");
-    await once(fake.server, "listening");
     return fake;
   }
 
   private get port(): number {
-    return (this.server.address() as AddressInfo).port;
+    return this.loop.port;
   }
 
   /** What to put in the adapter's `apiUrl`. */
@@ -261,10 +254,7 @@ export class FakeDiscord {
   }
 
   async close(): Promise<void> {
-    for (const c of this.conns) c.ws.terminate();
-    this.wss.close();
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server.close(() => r()));
+    await this.loop.close();
   }
 
   // ------------------------------------------------------------------------------ gateway

@@ -8,8 +8,8 @@
  *   // provider config: { kind: "openai", baseUrl: fake.url }
  *   await fake.close();
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { loopbackServer } from "./http.js";
 
 export interface FakeToolCall {
   /** Default `call_<n>` (unique per server). */
@@ -329,17 +329,14 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     });
   }
 
-  const server = createServer((req, res) => {
+  const loop = await loopbackServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (!res.headersSent) sendJson(res, 500, { error: { message: String(err), type: "server_error" } });
       else res.destroy();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as AddressInfo).port;
-
   return {
-    url: `http://127.0.0.1:${port}/v1`,
+    url: `${loop.url}/v1`,
     requests,
     chatRequests: () => requests.filter((r) => r.path === "/v1/chat/completions"),
     enqueue: (...replies) => {
@@ -353,8 +350,7 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     close: async () => {
       for (const t of timers) clearTimeout(t);
       timers.clear();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await loop.close();
     },
   };
 }

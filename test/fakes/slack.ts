@@ -4,10 +4,9 @@
  * `ws://` URL on the same port) and helpers to build signed Events API requests.
  */
 import { createHmac } from "node:crypto";
-import { once } from "node:events";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { WebSocket, WebSocketServer } from "ws";
+import type http from "node:http";
+import { WebSocket } from "ws";
+import { type LoopbackServer, loopbackServer } from "./http.js";
 
 export interface SlackCall {
   method: string;
@@ -48,8 +47,7 @@ export class FakeSlack {
   readonly conversations = new Map<string, Conversation>();
   /** Envelope ids the Socket Mode client acknowledged. */
   readonly acked = new Set<string>();
-  private server!: http.Server;
-  private wss!: WebSocketServer;
+  private loop!: LoopbackServer;
   private sockets: WebSocket[] = [];
   private faults = new Map<string, SlackFault[]>();
   private tsCounter = 0;
@@ -58,19 +56,14 @@ export class FakeSlack {
 
   static async start(): Promise<FakeSlack> {
     const fake = new FakeSlack();
-    fake.server = http.createServer((req, res) => void fake.handle(req, res));
-    fake.wss = new WebSocketServer({ noServer: true });
-    fake.server.on("upgrade", (req, socket, head) => {
-      if (!req.url?.startsWith("/link")) return socket.destroy();
-      fake.wss.handleUpgrade(req, socket, head, (ws) => fake.onSocket(ws));
+    fake.loop = await loopbackServer((req, res) => void fake.handle(req, res), {
+      ws: { path: "/link", onSocket: (ws) => fake.onSocket(ws) },
     });
-    fake.server.listen(0, "127.0.0.1");
-    await once(fake.server, "listening");
     return fake;
   }
 
   private get port(): number {
-    return (this.server.address() as AddressInfo).port;
+    return this.loop.port;
   }
 
   /** What to put in `apiUrl`. */
@@ -148,10 +141,7 @@ export class FakeSlack {
   }
 
   async close(): Promise<void> {
-    for (const ws of this.sockets) ws.terminate();
-    this.wss.close();
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server.close(() => r()));
+    await this.loop.close();
   }
 
   // ----------------------------------------------------------------------------- server

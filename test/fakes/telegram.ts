@@ -6,9 +6,8 @@
  * characters after entity parsing ("message is too long"), empty text, and HTML that does not
  * parse (unknown or unbalanced tags, bare `<` or `&`: "can't parse entities").
  */
-import { once } from "node:events";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type http from "node:http";
+import { type LoopbackServer, loopbackServer } from "./http.js";
 
 export interface TelegramCall {
   method: string;
@@ -47,7 +46,7 @@ export class FakeTelegram {
   readonly calls: TelegramCall[] = [];
   /** Offsets seen on getUpdates calls, in order (the last one is what a restart would resume from). */
   readonly offsets: number[] = [];
-  private server!: http.Server;
+  private loop!: LoopbackServer;
   private updates: Array<Record<string, unknown> & { update_id: number }> = [];
   private nextUpdateId = 1;
   private nextMessageId = 100;
@@ -65,15 +64,12 @@ export class FakeTelegram {
 
   static async start(token = "123456:TEST-token"): Promise<FakeTelegram> {
     const fake = new FakeTelegram(token);
-    fake.server = http.createServer((req, res) => void fake.handle(req, res));
-    fake.server.listen(0, "127.0.0.1");
-    await once(fake.server, "listening");
+    fake.loop = await loopbackServer((req, res) => void fake.handle(req, res));
     return fake;
   }
 
   get apiRoot(): string {
-    const { port } = this.server.address() as AddressInfo;
-    return `http://127.0.0.1:${port}`;
+    return this.loop.url;
   }
 
   // ----------------------------------------------------------------------------- test controls
@@ -165,8 +161,7 @@ export class FakeTelegram {
 
   async close(): Promise<void> {
     for (const w of this.waiters) w();
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server.close(() => r()));
+    await this.loop.close();
   }
 
   // ----------------------------------------------------------------------------- server

@@ -3,7 +3,7 @@ import WebSocket from "ws";
 import { type App, createApp } from "../../src/app/index.js";
 import { parseConfig } from "../../src/config/index.js";
 import { silentLogger } from "../../src/log.js";
-import { tempDir } from "../helpers.js";
+import { eventually, tempDir } from "../helpers.js";
 
 /** The real gateway on port 0, driven over HTTP and WebSocket. */
 
@@ -219,24 +219,15 @@ describe("WebSocket", () => {
         params: { sessionKey: "agent:main:ws", message: "over ws", timeoutSeconds: 20 },
       }),
     );
-    const reply = await new Promise<Record<string, unknown>>((resolve) => {
-      const check = () => {
-        const f = frames.find((x) => x.id === "a");
-        if (f) resolve(f);
-        else setTimeout(check, 10);
-      };
-      check();
-    });
+    const reply = await eventually(() => frames.find((x) => x.id === "a"), 500);
     expect(reply).toMatchObject({ ok: true, result: { status: "ok" } });
     const events = frames.map((f) => f.event).filter(Boolean);
     expect(events).toEqual(
       expect.arrayContaining(["session.updated", "message.appended", "run.started", "run.finished"]),
     );
     ws.send("not json");
-    await new Promise((r) => setTimeout(r, 50));
-    expect(
-      frames.some((f) => f.id === null && (f.error as { code: string })?.code === "INVALID_PARAMS"),
-    ).toBe(true);
+    const bad = await eventually(() => frames.find((f) => f.id === null));
+    expect(bad.error).toMatchObject({ code: "INVALID_PARAMS" });
     ws.close();
   });
 });

@@ -9,7 +9,7 @@ import { inboundDedupeId } from "../../src/routing/gates/dedupe.js";
 import { createFsStore, type FsStore } from "../../src/store/fs/index.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { startTestApp, type TestApp } from "../harness.js";
-import { tempDir } from "../helpers.js";
+import { eventually, tempDir } from "../helpers.js";
 
 /**
  * One deterministic test per crash window of "nothing lost, nothing twice" (issue 11): the
@@ -166,7 +166,7 @@ describe("inbound: a failed accept, then the platform's redelivery", () => {
     expect(await app.app.router.handle(msg)).toMatchObject({ accepted: false, dropped: "duplicate" });
     await app.app.services.store.outbox.release(inboundDedupeId(msg));
     await app.app.services.store.outbox.complete(inboundDedupeId(msg), { messageIds: [] }, 1);
-    await new Promise((r) => setTimeout(r, 5));
+    await eventually(async () => (await app.app.services.store.outbox.get(inboundDedupeId(msg))) === null);
     const fourth = await app.app.router.handle(msg);
     expect(fourth.runId).toBe(again.runId); // same derived run id: the pipeline ignored it
     const hist = await app.rpc("sessions.history", { sessionKey: again.sessionKey, limit: 20 });
@@ -187,13 +187,7 @@ describe("inbound: a failed accept, then the platform's redelivery", () => {
       return real(req);
     };
     const first = app.app.router.handle({ ...msg, messageId: "p-78" });
-    await new Promise((r) => setImmediate(r));
-    for (
-      let i = 0;
-      i < 50 && !(await app.app.services.store.outbox.get(inboundDedupeId({ ...msg, messageId: "p-78" })));
-      i++
-    )
-      await new Promise((r) => setTimeout(r, 5));
+    await eventually(() => app.app.services.store.outbox.get(inboundDedupeId({ ...msg, messageId: "p-78" })));
     await expect(app.app.router.handle({ ...msg, messageId: "p-78" })).rejects.toMatchObject({
       code: "UNAVAILABLE",
     });
@@ -240,13 +234,11 @@ describe("a follow-up submit that fails (the sub-agent announce during a queue b
     const app = t!;
     const entry = (await app.app.services.store.sessions.get("agent:main:main"))!;
     const ref = { agentId: "main", sessionId: entry.sessionId };
-    let announced: unknown[] = [];
-    for (let i = 0; i < 200 && announced.length === 0; i++) {
-      const tail = await app.app.services.store.transcripts.readTail(ref, { limit: 50, includeTools: true });
-      announced = tail.filter((m) => m.id === `announce:${spawned.runId}`);
-      if (announced.length === 0) await new Promise((r) => setTimeout(r, 25));
-    }
-    expect(announced).toHaveLength(1);
+    const tail = await eventually(async () => {
+      const msgs = await app.app.services.store.transcripts.readTail(ref, { limit: 50, includeTools: true });
+      return msgs.some((m) => m.id === `announce:${spawned.runId}`) ? msgs : undefined;
+    }, 500);
+    expect(tail.filter((m) => m.id === `announce:${spawned.runId}`)).toHaveLength(1);
   });
 
   it("that keeps failing is not swallowed: the run does not end ok", async () => {

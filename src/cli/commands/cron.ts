@@ -101,9 +101,15 @@ const common = (cmd: Command): Command =>
   cmd.addOption(urlOpt()).addOption(tokenOpt()).addOption(configOpt());
 const client = clientFor;
 
-export function registerCron(program: Command, { io, setCode }: CliContext): void {
+export function registerCron(program: Command, ctx: CliContext): void {
   const cron = program.command("cron").description("scheduled agent jobs on the running gateway");
+  registerReads(cron, ctx);
+  registerWrites(cron, ctx);
+  registerRunLog(cron, ctx);
+}
 
+/** `cron list|show`. */
+function registerReads(cron: Command, { io, setCode }: CliContext): void {
   common(cron.command("list").description("list jobs with their next run and last status"))
     .option("--json", "print machine-readable JSON")
     .action(async (opts) => {
@@ -141,7 +147,10 @@ export function registerCron(program: Command, { io, setCode }: CliContext): voi
         ].join("\n"),
       );
     });
+}
 
+/** `cron add|edit|rm|run`. */
+function registerWrites(cron: Command, { io, setCode }: CliContext): void {
   common(
     jobOptions(
       cron.command("add [id]").description("create a job (at run time; config jobs live in cron.jobs)"),
@@ -179,7 +188,10 @@ export function registerCron(program: Command, { io, setCode }: CliContext): voi
       io.out(`accepted: run ${res.runId} (switchboard runs wait ${res.runId})`);
     },
   );
+}
 
+/** `cron runs <id>`. */
+function registerRunLog(cron: Command, { io }: CliContext): void {
   common(cron.command("runs <id>").description("a job's run log: status, duration, reply preview"))
     .option("--limit <n>", "at most N runs (1..50, default 20)")
     .option("--json", "print machine-readable JSON")

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { deliverWithRetry, InboundQueue } from "../../../src/channels/inbound-retry.js";
-import { type InboundMessage, inboundMessageSchema } from "../../../src/channels/types.js";
-import { SwitchboardError } from "../../../src/errors.js";
-import { silentLogger } from "../../../src/log.js";
+import { deliverWithRetry, InboundQueue } from "../../../../src/channels/kit/inbound-retry.js";
+import { type InboundMessage, inboundMessageSchema } from "../../../../src/channels/types.js";
+import { SwitchboardError } from "../../../../src/errors.js";
+import { silentLogger } from "../../../../src/log.js";
 
 const msg = (text: string): InboundMessage =>
   inboundMessageSchema.parse({

@@ -1,7 +1,7 @@
-import { errorMessage, SwitchboardError } from "../errors.js";
-import type { Logger } from "../log.js";
-import { retryLoop } from "../retry/index.js";
-import type { InboundHandler, InboundMessage } from "./types.js";
+import { errorMessage, SwitchboardError } from "../../errors.js";
+import type { Logger } from "../../log.js";
+import { retryLoop } from "../../retry/index.js";
+import type { InboundHandler, InboundMessage } from "../types.js";
 
 /**
  * Second chances for inbound messages on platforms that do not redeliver (Discord gateway,
