@@ -11,7 +11,10 @@ import { method, type RpcDispatcher } from "../rpc.js";
  * sessionId for the same key, as `/new` does in a chat; the old transcript stays readable by its
  * sessionId. A sessionId resolves to its session as everywhere; an unknown session is NOT_FOUND.
  */
-export function registerSessionResetMethods(rpc: RpcDispatcher, services: Services): void {
+export function registerSessionResetMethods(
+  rpc: RpcDispatcher,
+  services: Pick<Services, "config" | "store" | "bus" | "now" | "logger">,
+): void {
   rpc.register(
     "sessions.reset",
     method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {

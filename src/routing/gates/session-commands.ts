@@ -1,5 +1,5 @@
 import type { CommandAccess } from "../../config/context.js";
-import type { Services } from "../../services.js";
+import type { Config } from "../../config/schema.js";
 import { resetSession } from "../../sessions/reset.js";
 import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
@@ -36,10 +36,9 @@ export function parseSessionCommand(text: string): SessionCommand | null {
   return { kind: "reset", word: word === "new" ? "new" : "reset" };
 }
 
-function commandAccess(services: Services, channel: string, kind: SessionCommand["kind"]): CommandAccess {
-  const c = (services.config.channels as Record<string, { commands?: Record<string, CommandAccess> }>)[
-    channel
-  ]?.commands;
+function commandAccess(config: Config, channel: string, kind: SessionCommand["kind"]): CommandAccess {
+  const c = (config.channels as Record<string, { commands?: Record<string, CommandAccess> }>)[channel]
+    ?.commands;
   return c?.[kind] ?? "all";
 }
 
@@ -47,7 +46,7 @@ export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   const cmd = parseSessionCommand(ctx.msg.text);
   if (!cmd) return next();
   const { services, msg } = ctx;
-  const access = commandAccess(services, msg.channel, cmd.kind);
+  const access = commandAccess(services.config, msg.channel, cmd.kind);
   if (access === "off") return next();
   if (access === "owners" && !senderAllowed(ctx.policy.owners, msg.channel, msg.senderId)) {
     ctx.dropped = "command-from-non-owner";

@@ -214,30 +214,31 @@ describe("local pipeline driver", () => {
   });
 
   it("a delayed job restored by a restart fires at its original due time, not a full delay later", async () => {
-    const { make } = env();
+    // The clock jumps at the restart as if the process had been down 300 ms: no sleeping, and
+    // the order against markers on the new instance's own timers says when "due" fired.
+    let downMs = 0;
+    const { make } = env({ now: () => Date.now() + downMs });
     const p1 = make();
-    const t0 = performance.now();
-    await p1.submit({ kind: "archive", id: "due", data: {} }, { delayMs: 150 });
+    await p1.submit({ kind: "archive", id: "due", data: {} }, { delayMs: 600 });
     await p1.submit({ kind: "archive", id: "overdue", data: {} }, { delayMs: 1 });
     await p1.stop();
-    await new Promise((r) => setTimeout(r, 20));
+    downMs = 300;
     const p2 = make();
-    const firedAt = new Map<string, number>();
-    let allFired!: () => void;
-    const both = new Promise<void>((r) => {
-      allFired = r;
-    });
+    const order: string[] = [];
+    const all = latch();
     await p2.start({
       turn: async () => ({ status: "ok" }),
       background: async (job) => {
-        firedAt.set(job.id, performance.now() - t0);
-        if (firedAt.size === 2) allFired();
+        order.push(job.id);
+        if (order.length === 4) all.open();
       },
     });
-    await both;
-    expect(firedAt.get("due")).toBeGreaterThanOrEqual(130);
-    // Overdue at restart: runs at once, well before the other one's due time.
-    expect(firedAt.get("overdue")).toBeLessThan(firedAt.get("due")!);
+    await p2.submit({ kind: "archive", id: "marker-100", data: {} }, { delayMs: 100 });
+    await p2.submit({ kind: "archive", id: "marker-500", data: {} }, { delayMs: 500 });
+    await all.promise;
+    // Overdue at restart: at once. "due" had ~300 ms left: after the 100 ms marker (not at once),
+    // before the 500 ms one (not a full 600 ms after the restart).
+    expect(order).toEqual(["overdue", "marker-100", "due", "marker-500"]);
   });
 
   it("stop() returns even if a handler ignores the abort, and that turn runs again after restart", async () => {
