@@ -10,7 +10,7 @@ import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js"
  * Deliberately outside: what a turn does (the runtime) and where replies go (delivery).
  */
 
-export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive";
+export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive" | "wake";
 
 /** One inbound message for a session's lane. */
 export interface TurnRequest {
@@ -60,6 +60,25 @@ export interface TurnResult {
   model?: string;
   /** Set when the reply could not be delivered (recorded on the run, never lost silently). */
   deliveryError?: string;
+  /**
+   * Work this run causes (transactional outbox): the driver writes these together with the final
+   * status in one atomic step (one journal record / one Lua script), then submits each with its
+   * deterministic id. A run recorded `ok` therefore always gets its follow-ups, exactly once.
+   */
+  followUps?: FollowUp[];
+}
+
+/**
+ * One follow-up of a finished turn. Its id (the job id, or the turn's runId) is derived from the
+ * run that caused it, so submitting it again (a re-run, a relay after a crash) is a no-op.
+ */
+export type FollowUp =
+  | { type: "job"; job: BackgroundJob; delayMs?: number }
+  | { type: "turn"; turn: TurnRequest & { runId: string } };
+
+/** The idempotency id of a follow-up (unique across both types). */
+export function followUpId(f: FollowUp): string {
+  return f.type === "job" ? `job:${f.job.id}` : `turn:${f.turn.runId}`;
 }
 
 /** Background jobs that are not turns of a lane. `id` makes submission idempotent. */

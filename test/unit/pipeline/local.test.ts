@@ -9,6 +9,7 @@ import {
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
 import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import type { RunStore } from "../../../src/store/types.js";
 import { pipelineContract } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { tempDir } from "../../helpers.js";
@@ -31,6 +32,14 @@ const msg = (sessionKey: string, text: string, extra: Partial<TurnRequest> = {})
   origin: "inbound",
   ...extra,
 });
+
+function resolvers(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
 
 const journalPath = (dir: string) => path.join(dir, "queue", "journal.jsonl");
 
@@ -389,5 +398,67 @@ describe("local pipeline driver", () => {
     const probe = await p3.submitTurn(msg("s", "probe"));
     await p3.wait(probe.runId, 5000);
     expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["probe"]);
+  });
+
+  it("a crash after the commit record (outcome + follow-ups) and before the RunStore write: the restart records that outcome without re-running the turn, and relays the follow-ups once", async () => {
+    const { dir, runs, make } = env();
+    // The first process dies inside the RunStore write of the final status: it never returns.
+    let hung!: () => void;
+    const reachedFinalWrite = new Promise<void>((r) => {
+      hung = r;
+    });
+    const dying: RunStore = {
+      put: (run) => runs.put(run),
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: (id, patch) => {
+        if (patch.status !== "ok") return runs.patch(id, patch);
+        hung();
+        return new Promise(() => {});
+      },
+    };
+    const p1 = make({ runs: dying });
+    const caused = async (job: TurnJob) => ({
+      status: "ok" as const,
+      reply: `caused:${job.attempt}`,
+      followUps: [
+        { type: "job" as const, job: { kind: "archive" as const, id: `fu:${job.runId}`, data: {} } },
+        {
+          type: "turn" as const,
+          turn: { ...msg("t", "next", { origin: "announce" }), runId: `${job.runId}:next` },
+        },
+      ],
+    });
+    await p1.start({ turn: caused, background: async () => {} });
+    const rec = await p1.submitTurn(msg("s", "cause"));
+    await reachedFinalWrite;
+    expect((await runs.get(rec.runId))?.status).toBe("running");
+    const journal = readFileSync(journalPath(dir), "utf8");
+    expect(journal).toContain('"t":"final"');
+
+    // A new process over the same state dir (the old one is never stopped: it crashed).
+    const turns: string[] = [];
+    const jobs: string[] = [];
+    const nextRan = resolvers();
+    const sentinel = resolvers();
+    const p2 = make();
+    await p2.start({
+      turn: async (job) => {
+        turns.push(job.messages[0]!.text);
+        if (job.runId === `${rec.runId}:next`) nextRan.resolve();
+        return { status: "ok", reply: "ran" };
+      },
+      background: async (job) => {
+        if (job.id === "sentinel") sentinel.resolve();
+        else jobs.push(job.id);
+      },
+    });
+    expect(await p2.wait(rec.runId, 5000)).toMatchObject({ status: "ok", reply: "caused:1" });
+    await nextRan.promise;
+    await p2.submit({ kind: "archive", id: "sentinel", data: {} }, { delayMs: 20 });
+    await sentinel.promise;
+    expect(turns).toEqual(["next"]);
+    expect(jobs).toEqual([`fu:${rec.runId}`]);
   });
 });
