@@ -4,6 +4,7 @@ import { routeOf } from "../delivery/index.js";
 import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../pipeline/handlers.js";
 import {
   type BackgroundJob,
+  type FollowUp,
   type JobContext,
   type TurnRequest,
   type TurnResult,
@@ -18,8 +19,9 @@ import type { Services } from "../services.js";
  *
  * Event-driven, never blocking a worker: each step is one turn with a deterministic runId
  * (`<primary>:pp:<k>`, `<primary>:announce`) carrying the flow in `meta.a2aStep`; when a step's
- * turn ends, an `afterTurn` hook submits an idempotent `a2a` background job with the outcome, and
- * that job decides and submits the next step (or delivers the announce). Nothing waits on a run,
+ * turn ends, an `afterTurn` hook plans an idempotent `a2a` background job with the outcome (committed
+ * with the step's final status, so an `ok` step always hands over), and that job decides and
+ * submits the next step (or delivers the announce). Nothing waits on a run,
  * so flows cannot starve the pipeline's shared worker slots, and every hand-over is journaled:
  * a restart re-runs an interrupted turn or job, and the fixed ids make the re-run a no-op when
  * the step already happened (submitTurn returns the existing record; the outbox stops a second post).
@@ -338,7 +340,8 @@ async function deliverAnnounce(
  * background handler on the registry the composition root passes to the turn handler.
  */
 export function installSendFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async (job, outcome) => {
+  registry.afterTurn.push(async function a2aFollowUp(job, outcome) {
+    const followUps: FollowUp[] = [];
     for (const m of job.messages) {
       const meta = m.meta;
       if (!meta || (meta.a2a === undefined && meta.a2aStep === undefined)) continue;
@@ -375,8 +378,10 @@ export function installSendFlow(services: Services, registry: HandlerRegistry): 
             : endedOf("announce", m.runId, outcome);
         data = { flow, state, ended };
       }
-      if (data) await services.pipeline.submit({ kind: "a2a", id: jobId(data.flow, data.ended), data });
+      // Committed with the run's final status; the pipeline submits it after (idempotent by id).
+      if (data) followUps.push({ type: "job", job: { kind: "a2a", id: jobId(data.flow, data.ended), data } });
     }
+    return followUps;
   });
   registry.background.a2a = (job, ctx) => runJob(services, job, ctx);
 }

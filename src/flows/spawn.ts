@@ -6,9 +6,9 @@ import { errorMessage } from "../errors.js";
 import { ANNOUNCE_SKIP, type HandlerRegistry } from "../pipeline/handlers.js";
 import {
   type BackgroundJob,
+  type FollowUp,
   type JobContext,
   RetryLaterError,
-  type TurnJob,
   UnrecoverableJobError,
 } from "../pipeline/types.js";
 import { spawnedByChain } from "../policy/access.js";
@@ -28,9 +28,10 @@ export { isFinal };
 /**
  * What happens after a sub-agent run (SEMANTICS §3 "Completion announce", cleanup, archive):
  *
- * 1. An afterTurn hook sees a finished run carrying `meta.spawn` and submits the background job
- *    `announce:<childRunId>`. The pipeline journals it and dedupes by id, so a re-run turn or a
- *    restart never yields a second announce, and an accepted announce is never dropped.
+ * 1. An afterTurn hook sees a finished run carrying `meta.spawn` and plans the background job
+ *    `announce:<childRunId>`: the pipeline commits it with the run's final status (transactional
+ *    outbox) and dedupes by id, so a finished child is always announced, exactly once, also
+ *    across a re-run turn or a restart. A turn that yielded plans `wake:<runId>` the same way.
  * 2. The announce job builds ONE message from the run record (status from the runtime outcome,
  *    never from model text) and routes it: top-level requester → its chat (outbox-idempotent) and
  *    its transcript; sub-agent requester → an inter-session turn in its lane; requester gone →
@@ -116,9 +117,14 @@ const announceDataSchema = spawnMetaSchema.extend({
 });
 type AnnounceData = z.input<typeof announceDataSchema>;
 
-/** Idempotent by child run id: safe to call from the afterTurn hook and from `subagents kill`. */
+/** The announce job of a child run; its id is the child run id, so it is one job whoever submits it. */
+export function announceJob(data: AnnounceData): BackgroundJob {
+  return { kind: "announce", id: `announce:${data.childRunId}`, data: { ...data } };
+}
+
+/** Idempotent by child run id: the afterTurn hook plans the same job (`subagents kill` calls this). */
 export async function submitAnnounce(services: Services, data: AnnounceData): Promise<void> {
-  await services.pipeline.submit({ kind: "announce", id: `announce:${data.childRunId}`, data: { ...data } });
+  await services.pipeline.submit(announceJob(data));
 }
 
 // ─── the announce job ────────────────────────────────────────────────────────────────────────
@@ -409,11 +415,18 @@ async function handleArchive(services: Services, job: BackgroundJob): Promise<vo
   services.logger.debug({ sessionKey: entry.key, transcript: renamed }, "sub-agent archived");
 }
 
+const wakeDataSchema = z.object({ sessionKey: z.string().min(1), runId: z.string().min(1) });
+
 /**
- * A completion that landed while the yielding turn was still running found no "waiting" flag and
- * did not start a turn; without this the session would wait for something that already came.
+ * The `wake:<runId>` job of a turn that yielded. A completion that landed while the yielding turn
+ * was still running found no "waiting" flag and did not start a turn; without this the session
+ * would wait for something that already came. The wake turn is submitted before the flag is
+ * cleared, so a retry after a crash in between submits the same turn (same runId) again: a no-op.
  */
-async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise<void> {
+async function handleWake(services: Services, bg: BackgroundJob): Promise<void> {
+  const parsed = wakeDataSchema.safeParse(bg.data);
+  if (!parsed.success) throw new UnrecoverableJobError(`wake job ${bg.id}: bad data`);
+  const job = parsed.data;
   const entry = await services.store.sessions.get(job.sessionKey);
   if (!entry || (entry.spawnDepth ?? 0) >= 1) return; // orchestrators are always woken by their announces
   const tail = await services.store.transcripts.readTail(
@@ -423,7 +436,6 @@ async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise
   const start = tail.findIndex((m) => m.runId === job.runId);
   const arrived = start >= 0 && tail.slice(start).some((m) => m.provenance?.kind === "subagent_announce");
   if (!arrived || (await services.store.kv.get(KV_YIELDED, entry.key)) === null) return;
-  await services.store.kv.delete(KV_YIELDED, entry.key);
   await services.pipeline.submitTurn({
     sessionKey: entry.key,
     agentId: entry.agentId,
@@ -434,27 +446,30 @@ async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise
     extraSystem: WAKE_TOP,
     runId: `wake-${job.runId}`,
   });
+  await services.store.kv.delete(KV_YIELDED, entry.key);
 }
 
 // ─── wiring ──────────────────────────────────────────────────────────────────────────────────
 
 export function installSpawnFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async (job, outcome) => {
-    if (outcome.yielded) await wakeIfAlreadyAnnounced(services, job);
-    else {
+  registry.afterTurn.push(async function spawnFollowUps(job, outcome) {
+    const followUps: FollowUp[] = [];
+    if (outcome.yielded) {
+      const data = { sessionKey: job.sessionKey, runId: job.runId };
+      followUps.push({ type: "job", job: { kind: "wake", id: `wake:${job.runId}`, data } });
+    } else {
       // A later turn that did not yield means the session moved on: completions no longer wake it.
+      // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
       const flag = await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
       if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
     }
+    // A sub-agent's run: its announce (which also records the outcome on the child entry).
     const meta = spawnMetaSchema.safeParse(job.meta?.spawn);
-    if (!meta.success) return;
-    const endedAt = services.now();
-    await services.store.sessions.update(meta.data.childKey, (cur) =>
-      cur?.subagent && cur.subagent.runId === job.runId
-        ? { ...cur, subagent: { ...cur.subagent, endedAt, outcome: outcome.status } }
-        : null,
-    );
-    await submitAnnounce(services, { ...meta.data, childRunId: job.runId, status: outcome.status });
+    if (meta.success) {
+      const data = { ...meta.data, childRunId: job.runId, status: outcome.status };
+      followUps.push({ type: "job", job: announceJob(data) });
+    }
+    return followUps;
   });
   registry.background.announce = async (job, ctx) => {
     try {
@@ -469,4 +484,5 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     }
   };
   registry.background.archive = (job) => handleArchive(services, job);
+  registry.background.wake = (job) => handleWake(services, job);
 }

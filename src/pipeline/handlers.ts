@@ -1,5 +1,5 @@
 import type { TurnOutcome } from "../agent/runtime.js";
-import type { BackgroundJob, JobContext, TurnJob } from "./types.js";
+import type { BackgroundJob, FollowUp, JobContext, TurnJob } from "./types.js";
 
 /**
  * The handler registry the pipeline runs: after-turn hooks (the flows in `src/flows/` register
@@ -12,7 +12,15 @@ export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
 /** A scheduled or webhook turn that has nothing to say replies exactly this (cron, hooks). */
 export const NO_REPLY = "NO_REPLY";
 
-export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<void>;
+/**
+ * Runs when a turn has its outcome, before the run is final. It PLANS the work the run causes and
+ * returns it as follow-ups (jobs, turns) — it does not submit them: the pipeline commits them with
+ * the run's final status in one atomic step and submits them after (transactional outbox), so a
+ * crash or a failing queue can never leave an `ok` run without its follow-ups. A hook may read, and
+ * may do what is idempotent by the run id and bound to its reply (a delivery keyed `hook:<runId>`,
+ * the cron run log), since a re-run after a crash calls it again.
+ */
+export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<FollowUp[]>;
 export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
 
 export interface HandlerRegistry {
