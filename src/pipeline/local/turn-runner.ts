@@ -114,9 +114,12 @@ export class TurnRunner {
       // the turn stays in the journal and is re-run after a restart.
       this.d.logger.error({ err: errorMessage(err), runIds }, "local pipeline: turn bookkeeping failed");
       if (!active.shutdown) {
-        await this.finalize(entries, { status: "error", error: `pipeline: ${errorMessage(err)}` }).catch(
-          () => {},
-        );
+        // Once committed, the outcome stands (its follow-ups are relayed): write it, never "error".
+        const committed = this.committed(runIds);
+        const retry = committed
+          ? this.writeFinal(entries, committed)
+          : this.finalize(entries, { status: "error", error: `pipeline: ${errorMessage(err)}` });
+        await retry.catch(() => {});
       }
     } finally {
       clearTimeout(timer);
@@ -145,13 +148,27 @@ export class TurnRunner {
         journal.model.discardFinal(runIds);
         throw err;
       }
+      // Committed: the follow-ups are relayed even if the RunStore write below fails.
+      try {
+        await this.writeFinal(entries, outcome);
+      } finally {
+        this.d.relay();
+      }
+      return;
     }
     await this.writeFinal(entries, outcome);
-    if (followUps.length > 0) this.d.relay();
+  }
+
+  /** The outcome committed for this turn (`final` record), if any. */
+  private committed(runIds: readonly string[]): TurnResult | undefined {
+    return this.d.journal()?.model.turns.get(runIds[0] ?? "")?.final;
   }
 
   /** The RunStore records of a committed outcome, `done`, then each run reported. */
-  async writeFinal(entries: Array<Pick<LaneEntry, "runId" | "req" | "createdAt">>, result: TurnResult) {
+  async writeFinal(
+    entries: Array<Pick<LaneEntry, "runId" | "req" | "createdAt">>,
+    result: TurnResult,
+  ): Promise<void> {
     const patch: Partial<RunRecord> = { ...finalResultOf(result), endedAt: this.d.now() };
     const finals = await Promise.all(
       entries.map(async (e) => {

@@ -461,4 +461,37 @@ describe("local pipeline driver", () => {
     expect(turns).toEqual(["next"]);
     expect(jobs).toEqual([`fu:${rec.runId}`]);
   });
+
+  it("a RunStore write that fails after the commit does not turn the committed outcome into error", async () => {
+    const { runs, make } = env();
+    let failures = 1;
+    const flaky: RunStore = {
+      put: (run) => runs.put(run),
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: async (id, patch) => {
+        if (patch.status === "ok" && failures-- > 0) throw new SwitchboardError("UNAVAILABLE", "store blip");
+        return runs.patch(id, patch);
+      },
+    };
+    const ran = resolvers();
+    const jobs: string[] = [];
+    const p = make({ runs: flaky });
+    await p.start({
+      turn: async (job) => ({
+        status: "ok",
+        reply: "committed",
+        followUps: [{ type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: {} } }],
+      }),
+      background: async (job) => {
+        jobs.push(job.id);
+        ran.resolve();
+      },
+    });
+    const rec = await p.submitTurn(msg("s", "x"));
+    expect(await p.wait(rec.runId, 5000)).toMatchObject({ status: "ok", reply: "committed" });
+    await ran.promise;
+    expect(jobs).toEqual([`fu:${rec.runId}`]);
+  });
 });
