@@ -6,7 +6,9 @@ import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js"
  * - turns of one session never overlap and start in arrival order (one lane per session);
  * - different sessions run in parallel up to `queue.concurrency`;
  * - a job is durable once `submit*` resolves (journal / Redis) and survives a restart;
- * - `wait` is served from the run record, so it works long after the run ended.
+ * - `wait` is served from the run record, so it works long after the run ended;
+ * - a turn's `followUps` are committed atomically with its final status and then submitted, each
+ *   exactly once (transactional outbox), also across a crash right after the run ended.
  * Deliberately outside: what a turn does (the runtime) and where replies go (delivery).
  */
 

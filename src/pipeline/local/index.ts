@@ -38,6 +38,9 @@ import { RunWaiters } from "./waiters.js";
  * arrival order, a turn that was running (crash, or aborted by `stop`) is re-run with `attempt`
  * incremented (at-least-once), and pending/delayed background jobs resume at their due time.
  * Records whose loss only means such a re-run (`start`, `done`, job completion) are not awaited.
+ * A turn with follow-ups commits them with its outcome in one awaited `final` record (turn-runner.ts);
+ * replay applies a committed outcome instead of re-running the turn, and relays follow-ups that
+ * were not yet `relayed` (each submit idempotent by its id).
  */
 
 export interface LocalPipelineOptions {
