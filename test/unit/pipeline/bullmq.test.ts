@@ -466,5 +466,48 @@ describeRedis("bullmq pipeline", () => {
       expect(jobs).toEqual([`fu:${rec.runId}`]);
       expect(await connection.llen(keys.outbox)).toBe(0);
     }, 30_000);
+
+    it("a RunStore write that fails after the outbox commit: the retried drain applies the committed outcome, never a re-run", async () => {
+      const { make, runs, connection, keys } = env();
+      let failures = 1;
+      const flaky: RunStore = {
+        put: (run) => runs.put(run),
+        get: (id) => runs.get(id),
+        listBySession: (key, o) => runs.listBySession(key, o),
+        close: () => runs.close(),
+        patch: async (id, patch) => {
+          if (patch.status === "ok" && failures-- > 0)
+            throw new SwitchboardError("UNAVAILABLE", "store blip");
+          return runs.patch(id, patch);
+        },
+      };
+      const attempts: number[] = [];
+      const jobs: string[] = [];
+      let jobRan!: () => void;
+      const jobP = new Promise<void>((r) => {
+        jobRan = r;
+      });
+      const p = make({ runs: flaky });
+      await p.start({
+        turn: async (job) => {
+          attempts.push(job.attempt);
+          return {
+            status: "ok",
+            reply: `committed:${job.attempt}`,
+            followUps: [{ type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: {} } }],
+          };
+        },
+        background: async (job) => {
+          jobs.push(job.id);
+          jobRan();
+        },
+      });
+      const rec = await p.submitTurn(msg("s", "x"));
+      await jobP;
+      expect(await p.wait(rec.runId, 15_000)).toMatchObject({ status: "ok", reply: "committed:1" });
+      expect(attempts).toEqual([1]);
+      expect(jobs).toEqual([`fu:${rec.runId}`]);
+      expect(await connection.llen(keys.outbox)).toBe(0);
+    }, 30_000);
   });
 });
