@@ -1,15 +1,15 @@
 import { z } from "zod";
 import { clampPingPongTurns, MAX_PING_PONG_TURNS } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
-import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../pipeline/handlers.js";
 import {
-  type BackgroundJob,
-  type FollowUp,
-  type JobContext,
-  type TurnRequest,
-  type TurnResult,
-  UnrecoverableJobError,
-} from "../pipeline/types.js";
+  ANNOUNCE_SKIP,
+  defineJobKind,
+  type HandlerRegistry,
+  handleJobKind,
+  isSkipToken,
+  REPLY_SKIP,
+} from "../pipeline/handlers.js";
+import type { FollowUp, JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services.js";
 
 /**
@@ -76,6 +76,9 @@ export type A2AEnded = z.infer<typeof endedSchema>;
 
 const jobDataSchema = z.object({ flow: a2aFlowSchema, state: stateSchema.optional(), ended: endedSchema });
 type JobData = z.infer<typeof jobDataSchema>;
+
+/** The `a2a` job: one hand-over of the flow (a step ended; decide and submit the next). */
+export const a2aJob = defineJobKind("a2a", jobDataSchema);
 
 export function turnRunId(primaryRunId: string, turn: number): string {
   return `${primaryRunId}:pp:${turn}`;
@@ -258,11 +261,8 @@ function stepTurn(
   };
 }
 
-async function runJob(services: Services, job: BackgroundJob, ctx: JobContext): Promise<void> {
-  const parsed = jobDataSchema.safeParse(job.data);
-  if (!parsed.success)
-    throw new UnrecoverableJobError(`a2a job ${job.id}: malformed data: ${parsed.error.message}`);
-  const { flow, state, ended }: JobData = parsed.data;
+async function runJob(services: Services, data: JobData, ctx: JobContext): Promise<void> {
+  const { flow, state, ended } = data;
   const log = services.logger.child({
     a2a: flow.primaryRunId,
     requester: flow.requesterKey,
@@ -379,9 +379,9 @@ export function installSendFlow(services: Services, registry: HandlerRegistry): 
         data = { flow, state, ended };
       }
       // Committed with the run's final status; the pipeline submits it after (idempotent by id).
-      if (data) followUps.push({ type: "job", job: { kind: "a2a", id: jobId(data.flow, data.ended), data } });
+      if (data) followUps.push(a2aJob.followUp(jobId(data.flow, data.ended), data));
     }
     return followUps;
   });
-  registry.background.a2a = (job, ctx) => runJob(services, job, ctx);
+  handleJobKind(registry, a2aJob, (data, _job, ctx) => runJob(services, data, ctx));
 }

@@ -3,14 +3,8 @@ import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
-import { ANNOUNCE_SKIP, type HandlerRegistry } from "../pipeline/handlers.js";
-import {
-  type BackgroundJob,
-  type FollowUp,
-  type JobContext,
-  RetryLaterError,
-  UnrecoverableJobError,
-} from "../pipeline/types.js";
+import { ANNOUNCE_SKIP, defineJobKind, type HandlerRegistry, handleJobKind } from "../pipeline/handlers.js";
+import { type BackgroundJob, type FollowUp, type JobContext, RetryLaterError } from "../pipeline/types.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
 import {
@@ -117,9 +111,16 @@ const announceDataSchema = spawnMetaSchema.extend({
 });
 type AnnounceData = z.input<typeof announceDataSchema>;
 
+/** `announce:<childRunId>`: the completion announce of a sub-agent run. */
+const announceKind = defineJobKind("announce", announceDataSchema);
+/** `archive:<childKey>`: a finished `mode: "run"` child is archived after `archiveAfterMinutes`. */
+const archiveKind = defineJobKind("archive", z.object({ childKey: z.string().min(1) }));
+/** `wake:<runId>`: a turn that yielded may have missed the completion it waits for. */
+const wakeKind = defineJobKind("wake", z.object({ sessionKey: z.string().min(1), runId: z.string().min(1) }));
+
 /** The announce job of a child run; its id is the child run id, so it is one job whoever submits it. */
 export function announceJob(data: AnnounceData): BackgroundJob {
-  return { kind: "announce", id: `announce:${data.childRunId}`, data: { ...data } };
+  return announceKind.job(`announce:${data.childRunId}`, data);
 }
 
 /** Idempotent by child run id: the afterTurn hook plans the same job (`subagents kill` calls this). */
@@ -310,10 +311,9 @@ async function afterAnnounce(
   // 0 = never archive (like runTimeoutSeconds 0 = no timeout).
   const minutes = subagentSettings(services.config, child.agentId).archiveAfterMinutes;
   if (minutes <= 0) return;
-  await services.pipeline.submit(
-    { kind: "archive", id: `archive:${child.key}`, data: { childKey: child.key } },
-    { delayMs: Math.round(minutes * 60_000) },
-  );
+  await services.pipeline.submit(archiveKind.job(`archive:${child.key}`, { childKey: child.key }), {
+    delayMs: Math.round(minutes * 60_000),
+  });
 }
 
 /** The transcript path an announce cites: the final one (a deleted child's is renamed right after). */
@@ -324,10 +324,11 @@ function citedTranscript(services: Services, child: SessionEntry, run: RunRecord
     : services.store.transcripts.locate(ref);
 }
 
-async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobContext): Promise<void> {
-  const parsed = announceDataSchema.safeParse(job.data);
-  if (!parsed.success) throw new UnrecoverableJobError(`announce job ${job.id}: bad data`);
-  const d = parsed.data;
+async function handleAnnounce(
+  services: Services,
+  d: z.output<typeof announceDataSchema>,
+  ctx: JobContext,
+): Promise<void> {
   if ((await services.store.kv.get(KV_SUPPRESSED, d.childRunId)) !== null) return;
 
   const run = await waitFinal(services, d.childRunId, ctx.signal);
@@ -397,10 +398,8 @@ async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobCo
 
 const ARCHIVE_RETRY_MS = 60_000;
 
-async function handleArchive(services: Services, job: BackgroundJob): Promise<void> {
-  const parsed = z.object({ childKey: z.string().min(1) }).safeParse(job.data);
-  if (!parsed.success) throw new UnrecoverableJobError(`archive job ${job.id}: bad data`);
-  const entry = await services.store.sessions.get(parsed.data.childKey);
+async function handleArchive(services: Services, data: { childKey: string }): Promise<void> {
+  const entry = await services.store.sessions.get(data.childKey);
   if (!entry || entry.archivedAt !== undefined) return;
   const run = entry.subagent ? await services.store.runs.get(entry.subagent.runId) : null;
   if (run && !isFinal(run))
@@ -415,18 +414,13 @@ async function handleArchive(services: Services, job: BackgroundJob): Promise<vo
   services.logger.debug({ sessionKey: entry.key, transcript: renamed }, "sub-agent archived");
 }
 
-const wakeDataSchema = z.object({ sessionKey: z.string().min(1), runId: z.string().min(1) });
-
 /**
  * The `wake:<runId>` job of a turn that yielded. A completion that landed while the yielding turn
  * was still running found no "waiting" flag and did not start a turn; without this the session
  * would wait for something that already came. The wake turn is submitted before the flag is
  * cleared, so a retry after a crash in between submits the same turn (same runId) again: a no-op.
  */
-async function handleWake(services: Services, bg: BackgroundJob): Promise<void> {
-  const parsed = wakeDataSchema.safeParse(bg.data);
-  if (!parsed.success) throw new UnrecoverableJobError(`wake job ${bg.id}: bad data`);
-  const job = parsed.data;
+async function handleWake(services: Services, job: { sessionKey: string; runId: string }): Promise<void> {
   const entry = await services.store.sessions.get(job.sessionKey);
   if (!entry || (entry.spawnDepth ?? 0) >= 1) return; // orchestrators are always woken by their announces
   const tail = await services.store.transcripts.readTail(
@@ -456,7 +450,7 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     const followUps: FollowUp[] = [];
     if (outcome.yielded) {
       const data = { sessionKey: job.sessionKey, runId: job.runId };
-      followUps.push({ type: "job", job: { kind: "wake", id: `wake:${job.runId}`, data } });
+      followUps.push(wakeKind.followUp(`wake:${job.runId}`, data));
     } else {
       // A later turn that did not yield means the session moved on: completions no longer wake it.
       // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
@@ -467,13 +461,13 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     const meta = spawnMetaSchema.safeParse(job.meta?.spawn);
     if (meta.success) {
       const data = { ...meta.data, childRunId: job.runId, status: outcome.status };
-      followUps.push({ type: "job", job: announceJob(data) });
+      followUps.push(announceKind.followUp(`announce:${job.runId}`, data));
     }
     return followUps;
   });
-  registry.background.announce = async (job, ctx) => {
+  handleJobKind(registry, announceKind, async (data, job, ctx) => {
     try {
-      await handleAnnounce(services, job, ctx);
+      await handleAnnounce(services, data, ctx);
     } catch (err) {
       if (!ctx.signal.aborted)
         services.logger.warn(
@@ -482,7 +476,7 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
         );
       throw err;
     }
-  };
-  registry.background.archive = (job) => handleArchive(services, job);
-  registry.background.wake = (job) => handleWake(services, job);
+  });
+  handleJobKind(registry, archiveKind, (data) => handleArchive(services, data));
+  handleJobKind(registry, wakeKind, (data) => handleWake(services, data));
 }

@@ -1,5 +1,13 @@
+import type { z } from "zod";
 import type { TurnOutcome } from "../agent/runtime.js";
-import type { BackgroundJob, FollowUp, JobContext, TurnJob } from "./types.js";
+import { formatIssues } from "../errors.js";
+import {
+  type BackgroundJob,
+  type FollowUp,
+  type JobContext,
+  type TurnJob,
+  UnrecoverableJobError,
+} from "./types.js";
 
 /**
  * The handler registry the pipeline runs: after-turn hooks (the flows in `src/flows/` register
@@ -26,6 +34,49 @@ export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise
 export interface HandlerRegistry {
   afterTurn: AfterTurnHook[];
   background: Partial<Record<BackgroundJob["kind"], BackgroundHandler>>;
+}
+
+/**
+ * A background job kind a flow owns, with the zod schema of its data: the flow builds its jobs
+ * and follow-ups through it (data typed at compile time) and registers its handler with
+ * `handleJobKind` (data validated when the job runs, since it was read back from a journal/Redis).
+ */
+export interface JobKindDef<In, Out> {
+  readonly kind: BackgroundJob["kind"];
+  readonly schema: z.ZodType<Out, In>;
+  job(id: string, data: In): BackgroundJob;
+  /** The job as a follow-up of a run (committed with its final status). */
+  followUp(id: string, data: In, delayMs?: number): FollowUp;
+}
+
+export function defineJobKind<In extends Record<string, unknown>, Out>(
+  kind: BackgroundJob["kind"],
+  schema: z.ZodType<Out, In>,
+): JobKindDef<In, Out> {
+  const job = (id: string, data: In): BackgroundJob => ({ kind, id, data: { ...data } });
+  return {
+    kind,
+    schema,
+    job,
+    followUp: (id, data, delayMs) => ({ type: "job", job: job(id, data), ...(delayMs ? { delayMs } : {}) }),
+  };
+}
+
+/** Registers the handler of a job kind; malformed data fails the job for good (never retried). */
+export function handleJobKind<In, Out>(
+  registry: HandlerRegistry,
+  def: JobKindDef<In, Out>,
+  handle: (data: Out, job: BackgroundJob, ctx: JobContext) => Promise<void>,
+): void {
+  registry.background[def.kind] = async (job, ctx) => {
+    const parsed = def.schema.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableJobError(
+        `${def.kind} job ${job.id}: malformed data (${formatIssues(parsed.error.issues, "data.")})`,
+      );
+    }
+    await handle(parsed.data, job, ctx);
+  };
 }
 
 export function isSkipToken(text: string | undefined): boolean {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { formatIssues, InvalidParamsError } from "../errors.js";
 import type { Provenance } from "../store/types.js";
-import { type BackgroundJob, type FollowUp, followUpId, type TurnRequest } from "./types.js";
+import { type BackgroundJob, type FollowUp, followUpId, type TurnRequest, type TurnResult } from "./types.js";
 
 /**
  * Validation shared by both pipeline drivers: what callers hand `submitTurn`/`submit`, and what a
@@ -91,13 +91,11 @@ export function finalResultOf(result: FinalResult): FinalResult {
  * A handler's result with its follow-ups validated and deduplicated by id (first wins). An invalid
  * follow-up is a handler bug: the run ends as error naming it (never `ok` with work missing).
  */
-export function checkFollowUps<T extends { status: FinalResult["status"]; followUps?: FollowUp[] }>(
-  result: T,
-): T {
+export function checkFollowUps(result: TurnResult): TurnResult {
   if (!result.followUps || result.followUps.length === 0) {
     if (result.followUps === undefined) return result;
     const { followUps: _drop, ...rest } = result;
-    return rest as T;
+    return rest;
   }
   const seen = new Set<string>();
   const out: FollowUp[] = [];
