@@ -1,7 +1,14 @@
 import { z } from "zod";
 import { formatIssues, InvalidParamsError } from "../errors.js";
 import type { Provenance } from "../store/types.js";
-import { type BackgroundJob, type FollowUp, followUpId, type TurnRequest, type TurnResult } from "./types.js";
+import {
+  type BackgroundJob,
+  type FollowUp,
+  followUpId,
+  TURN_ORIGINS,
+  type TurnRequest,
+  type TurnResult,
+} from "./types.js";
 
 /**
  * Validation shared by both pipeline drivers: what callers hand `submitTurn`/`submit`, and what a
@@ -27,7 +34,7 @@ export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
   text: z.string(),
   provenance: provenanceSchema.optional(),
   deliver: z.boolean(),
-  origin: z.string().min(1),
+  origin: z.enum(TURN_ORIGINS),
   extraSystem: z.string().optional(),
   timeoutMs: z.number().int().min(0).optional(),
   runId: z.string().min(1).max(200).optional(),

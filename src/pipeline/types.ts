@@ -14,6 +14,25 @@ import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js"
 
 export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive" | "wake";
 
+/**
+ * Who asked for a turn. Chat input: `inbound` (a platform message), `operator` (`chat.send`, the
+ * web chat), `command` (a session command's turn); scheduled and webhook turns: `cron`, `hook`;
+ * the flows: `sessions_send` (the primary run of a send), `a2a` (its reply-back and announce
+ * steps), `spawn` (a sub-agent's run), `announce` (a requester woken by a completion or a yield).
+ */
+export const TURN_ORIGINS = [
+  "inbound",
+  "operator",
+  "command",
+  "cron",
+  "hook",
+  "sessions_send",
+  "a2a",
+  "spawn",
+  "announce",
+] as const;
+export type TurnOrigin = (typeof TURN_ORIGINS)[number];
+
 /** One inbound message for a session's lane. */
 export interface TurnRequest {
   sessionKey: string;
@@ -22,8 +41,8 @@ export interface TurnRequest {
   provenance?: Provenance;
   /** Deliver the final reply to the session's chat (inbound auto-replies, `chat.send` with deliver). */
   deliver: boolean;
-  /** Who asked: "inbound", "operator", "sessions_send", "spawn", "announce", "a2a", … */
-  origin: string;
+  /** Who asked (see `TurnOrigin`); decides collect mode and what follows the run. */
+  origin: TurnOrigin;
   /** Extra system context for this turn only (inter-session envelopes, announce instructions). */
   extraSystem?: string;
   /** Abort the run with outcome `timeout` after this long (0 = none). */
@@ -47,7 +66,7 @@ export interface TurnJob {
     meta?: Record<string, unknown>;
   }>;
   deliver: boolean;
-  origin: string;
+  origin: TurnOrigin;
   timeoutMs: number;
   meta?: Record<string, unknown>;
   /** 1 on first execution; >1 when re-run after a crash (side effects must be idempotent). */
@@ -161,7 +180,7 @@ export type RunEvent = { type: "run.started"; run: RunRecord } | { type: "run.fi
  * message marked `meta.noCollect`. Everything else (sessions_send, a2a, announce, spawn, …) carries
  * per-message follow-up semantics and is always its own run. Every driver uses this one rule.
  */
-export const COLLECTABLE_ORIGINS: ReadonlySet<string> = new Set(["inbound", "operator"]);
+export const COLLECTABLE_ORIGINS: ReadonlySet<TurnOrigin> = new Set<TurnOrigin>(["inbound", "operator"]);
 
 export function canCollect(first: TurnRequest, next: TurnRequest): boolean {
   return (
