@@ -130,7 +130,7 @@ export async function submitAnnounce(services: Services, data: AnnounceData): Pr
 
 // ─── the announce job ────────────────────────────────────────────────────────────────────────
 
-/** Upper bound for the run record to become final after the hook (it is written right after). */
+/** Upper bound for the run record to become final (the job is normally relayed after it is; a relay by the bullmq sweep can come first). */
 const FINAL_WAIT_MS = 60_000;
 const TAIL_FOR_RESULT = 200;
 
