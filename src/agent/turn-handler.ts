@@ -3,7 +3,7 @@ import { routeOf, streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
 import { errorMessage, isConnectionError } from "../errors.js";
 import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
-import type { JobHandlers, TurnJob } from "../pipeline/types.js";
+import type { FollowUp, JobHandlers, TurnJob } from "../pipeline/types.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
 import type { DeliveryOutcome, ReplyStream, Services } from "../services.js";
 import type { AgentRuntime, TurnOutcome, TurnStreaming } from "./runtime.js";
@@ -11,11 +11,12 @@ import type { AgentRuntime, TurnOutcome, TurnStreaming } from "./runtime.js";
 /**
  * Wraps the runtime for the pipeline: typing while a turn runs, the reply streamed into the chat
  * as an edited preview where the channel allows (delivery/stream.ts), delivery of the final reply
- * (idempotent by runId), the failure line when the turn fails, then follow-up hooks (reply-back
- * loop, completion announces).
+ * (idempotent by runId), the failure line when the turn fails, then the after-turn hooks, whose
+ * follow-ups (reply-back loop, completion announces, wake-ups) go back to the pipeline with the
+ * outcome, to be committed with the run's final status.
  */
 
-/** Retries of a follow-up that failed because storage or queue was unavailable (~8 s in all). */
+/** Retries of an after-turn hook that failed because storage was unavailable (~8 s in all). */
 const HOOK_RETRIES = 4;
 
 interface ChatSide {
@@ -107,13 +108,15 @@ export function createJobHandlers(
             services.logger.warn({ runId: job.runId, why: res.error }, "failure line not delivered");
         }
       }
-      // Follow-ups (reply-back, announces, wake-ups) run before the run is finalised, so a crash
-      // here re-runs the turn and them (their ids are deterministic: nothing is done twice). A
-      // hook that keeps failing is never swallowed: the run does not end "ok" without them.
+      // The hooks plan the follow-ups (reply-back, announces, wake-ups); the pipeline commits them
+      // with the final status (one journal record / one Lua script) and submits them after, so a
+      // failing queue can no longer lose them. A hook that keeps failing (storage down) is never
+      // swallowed: the run does not end "ok" then.
       const failures: string[] = [];
+      const followUps: FollowUp[] = [];
       for (const [i, hook] of registry.afterTurn.entries()) {
         try {
-          await retryLoop(() => hook(job, outcome), {
+          const planned = await retryLoop(() => hook(job, outcome), {
             delayFor: (err, attempt) =>
               isConnectionError(err) && attempt < HOOK_RETRIES
                 ? backoffDelayMs(attempt, { baseDelayMs: 200, maxDelayMs: 4000 })
@@ -122,25 +125,24 @@ export function createJobHandlers(
             onRetry: ({ retry, delayMs, err }) =>
               services.logger.warn(
                 { err: errorMessage(err), runId: job.runId, hook: hook.name || i, retry, delayMs },
-                "after-turn follow-up failed; retrying",
+                "after-turn hook failed; retrying",
               ),
           });
+          followUps.push(...planned);
         } catch (err) {
-          services.logger.error(
-            { err, runId: job.runId, hook: hook.name || i },
-            "after-turn follow-up failed",
-          );
+          services.logger.error({ err, runId: job.runId, hook: hook.name || i }, "after-turn hook failed");
           failures.push(`${hook.name || `hook ${i}`}: ${errorMessage(err)}`);
         }
       }
+      const result: TurnOutcome = followUps.length > 0 ? { ...outcome, followUps } : outcome;
       if (failures.length > 0 && outcome.status === "ok") {
         return {
-          ...outcome,
+          ...result,
           status: "error",
           error: `the turn finished but its follow-up failed (${failures.join("; ")})`,
         };
       }
-      return outcome;
+      return result;
     },
     async background(job, ctx) {
       const handler = registry.background[job.kind];

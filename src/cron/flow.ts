@@ -17,7 +17,9 @@ const metaSchema: z.ZodType<CronTurnMeta> = z.object({
 });
 
 export function installCronFlow(services: Services, registry: HandlerRegistry, cron: CronService): void {
-  registry.afterTurn.push(async (job, outcome) => {
+  // Effects bound to the run (delivery keyed `cron:<runId>`, the run log) done before the run is
+  // final, like the chat reply; idempotent, so a re-run after a crash repeats them harmlessly.
+  registry.afterTurn.push(async function cronFinish(job, outcome) {
     for (const m of job.messages) {
       if (m.meta?.cron === undefined) continue;
       const parsed = metaSchema.safeParse(m.meta.cron);
@@ -60,5 +62,6 @@ export function installCronFlow(services: Services, registry: HandlerRegistry, c
         ...(delivery ? { delivery } : {}),
       });
     }
+    return [];
   });
 }

@@ -1,14 +1,15 @@
 import { z } from "zod";
 import { clampPingPongTurns, MAX_PING_PONG_TURNS } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
-import { ANNOUNCE_SKIP, type HandlerRegistry, isSkipToken, REPLY_SKIP } from "../pipeline/handlers.js";
 import {
-  type BackgroundJob,
-  type JobContext,
-  type TurnRequest,
-  type TurnResult,
-  UnrecoverableJobError,
-} from "../pipeline/types.js";
+  ANNOUNCE_SKIP,
+  defineJobKind,
+  type HandlerRegistry,
+  handleJobKind,
+  isSkipToken,
+  REPLY_SKIP,
+} from "../pipeline/handlers.js";
+import type { FollowUp, JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services.js";
 
 /**
@@ -18,8 +19,9 @@ import type { Services } from "../services.js";
  *
  * Event-driven, never blocking a worker: each step is one turn with a deterministic runId
  * (`<primary>:pp:<k>`, `<primary>:announce`) carrying the flow in `meta.a2aStep`; when a step's
- * turn ends, an `afterTurn` hook submits an idempotent `a2a` background job with the outcome, and
- * that job decides and submits the next step (or delivers the announce). Nothing waits on a run,
+ * turn ends, an `afterTurn` hook plans an idempotent `a2a` background job with the outcome (committed
+ * with the step's final status, so an `ok` step always hands over), and that job decides and
+ * submits the next step (or delivers the announce). Nothing waits on a run,
  * so flows cannot starve the pipeline's shared worker slots, and every hand-over is journaled:
  * a restart re-runs an interrupted turn or job, and the fixed ids make the re-run a no-op when
  * the step already happened (submitTurn returns the existing record; the outbox stops a second post).
@@ -74,6 +76,9 @@ export type A2AEnded = z.infer<typeof endedSchema>;
 
 const jobDataSchema = z.object({ flow: a2aFlowSchema, state: stateSchema.optional(), ended: endedSchema });
 type JobData = z.infer<typeof jobDataSchema>;
+
+/** The `a2a` job: one hand-over of the flow (a step ended; decide and submit the next). */
+export const a2aJob = defineJobKind("a2a", jobDataSchema);
 
 export function turnRunId(primaryRunId: string, turn: number): string {
   return `${primaryRunId}:pp:${turn}`;
@@ -256,11 +261,8 @@ function stepTurn(
   };
 }
 
-async function runJob(services: Services, job: BackgroundJob, ctx: JobContext): Promise<void> {
-  const parsed = jobDataSchema.safeParse(job.data);
-  if (!parsed.success)
-    throw new UnrecoverableJobError(`a2a job ${job.id}: malformed data: ${parsed.error.message}`);
-  const { flow, state, ended }: JobData = parsed.data;
+async function runJob(services: Services, data: JobData, ctx: JobContext): Promise<void> {
+  const { flow, state, ended } = data;
   const log = services.logger.child({
     a2a: flow.primaryRunId,
     requester: flow.requesterKey,
@@ -338,7 +340,8 @@ async function deliverAnnounce(
  * background handler on the registry the composition root passes to the turn handler.
  */
 export function installSendFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async (job, outcome) => {
+  registry.afterTurn.push(async function a2aFollowUp(job, outcome) {
+    const followUps: FollowUp[] = [];
     for (const m of job.messages) {
       const meta = m.meta;
       if (!meta || (meta.a2a === undefined && meta.a2aStep === undefined)) continue;
@@ -375,8 +378,10 @@ export function installSendFlow(services: Services, registry: HandlerRegistry): 
             : endedOf("announce", m.runId, outcome);
         data = { flow, state, ended };
       }
-      if (data) await services.pipeline.submit({ kind: "a2a", id: jobId(data.flow, data.ended), data });
+      // Committed with the run's final status; the pipeline submits it after (idempotent by id).
+      if (data) followUps.push(a2aJob.followUp(jobId(data.flow, data.ended), data));
     }
+    return followUps;
   });
-  registry.background.a2a = (job, ctx) => runJob(services, job, ctx);
+  handleJobKind(registry, a2aJob, (data, _job, ctx) => runJob(services, data, ctx));
 }

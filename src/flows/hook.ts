@@ -18,7 +18,9 @@ export const hookDeliverSchema = z.object({
 export type HookDeliver = z.infer<typeof hookDeliverSchema>;
 
 export function installHookFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async (job, outcome) => {
+  // A delivery bound to the run's reply (idempotent by `hook:<runId>`), done before the run is
+  // final like the chat reply itself; it plans no follow-ups.
+  registry.afterTurn.push(async function hookDelivery(job, outcome) {
     for (const m of job.messages) {
       const raw = m.meta?.hookDeliver;
       if (raw === undefined || outcome.status !== "ok") continue;
@@ -43,5 +45,6 @@ export function installHookFlow(services: Services, registry: HandlerRegistry): 
         await services.store.runs.patch(m.runId, { deliveryError: res.delivery });
       }
     }
+    return [];
   });
 }

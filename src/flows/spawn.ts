@@ -3,14 +3,8 @@ import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
-import { ANNOUNCE_SKIP, type HandlerRegistry } from "../pipeline/handlers.js";
-import {
-  type BackgroundJob,
-  type JobContext,
-  RetryLaterError,
-  type TurnJob,
-  UnrecoverableJobError,
-} from "../pipeline/types.js";
+import { ANNOUNCE_SKIP, defineJobKind, type HandlerRegistry, handleJobKind } from "../pipeline/handlers.js";
+import { type BackgroundJob, type FollowUp, type JobContext, RetryLaterError } from "../pipeline/types.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
 import {
@@ -28,9 +22,10 @@ export { isFinal };
 /**
  * What happens after a sub-agent run (SEMANTICS §3 "Completion announce", cleanup, archive):
  *
- * 1. An afterTurn hook sees a finished run carrying `meta.spawn` and submits the background job
- *    `announce:<childRunId>`. The pipeline journals it and dedupes by id, so a re-run turn or a
- *    restart never yields a second announce, and an accepted announce is never dropped.
+ * 1. An afterTurn hook sees a finished run carrying `meta.spawn` and plans the background job
+ *    `announce:<childRunId>`: the pipeline commits it with the run's final status (transactional
+ *    outbox) and dedupes by id, so a finished child is always announced, exactly once, also
+ *    across a re-run turn or a restart. A turn that yielded plans `wake:<runId>` the same way.
  * 2. The announce job builds ONE message from the run record (status from the runtime outcome,
  *    never from model text) and routes it: top-level requester → its chat (outbox-idempotent) and
  *    its transcript; sub-agent requester → an inter-session turn in its lane; requester gone →
@@ -116,14 +111,26 @@ const announceDataSchema = spawnMetaSchema.extend({
 });
 type AnnounceData = z.input<typeof announceDataSchema>;
 
-/** Idempotent by child run id: safe to call from the afterTurn hook and from `subagents kill`. */
+/** `announce:<childRunId>`: the completion announce of a sub-agent run. */
+const announceKind = defineJobKind("announce", announceDataSchema);
+/** `archive:<childKey>`: a finished `mode: "run"` child is archived after `archiveAfterMinutes`. */
+const archiveKind = defineJobKind("archive", z.object({ childKey: z.string().min(1) }));
+/** `wake:<runId>`: a turn that yielded may have missed the completion it waits for. */
+const wakeKind = defineJobKind("wake", z.object({ sessionKey: z.string().min(1), runId: z.string().min(1) }));
+
+/** The announce job of a child run; its id is the child run id, so it is one job whoever submits it. */
+export function announceJob(data: AnnounceData): BackgroundJob {
+  return announceKind.job(`announce:${data.childRunId}`, data);
+}
+
+/** Idempotent by child run id: the afterTurn hook plans the same job (`subagents kill` calls this). */
 export async function submitAnnounce(services: Services, data: AnnounceData): Promise<void> {
-  await services.pipeline.submit({ kind: "announce", id: `announce:${data.childRunId}`, data: { ...data } });
+  await services.pipeline.submit(announceJob(data));
 }
 
 // ─── the announce job ────────────────────────────────────────────────────────────────────────
 
-/** Upper bound for the run record to become final after the hook (it is written right after). */
+/** Upper bound for the run record to become final (the job is normally relayed after it is; a relay by the bullmq sweep can come first). */
 const FINAL_WAIT_MS = 60_000;
 const TAIL_FOR_RESULT = 200;
 
@@ -304,10 +311,9 @@ async function afterAnnounce(
   // 0 = never archive (like runTimeoutSeconds 0 = no timeout).
   const minutes = subagentSettings(services.config, child.agentId).archiveAfterMinutes;
   if (minutes <= 0) return;
-  await services.pipeline.submit(
-    { kind: "archive", id: `archive:${child.key}`, data: { childKey: child.key } },
-    { delayMs: Math.round(minutes * 60_000) },
-  );
+  await services.pipeline.submit(archiveKind.job(`archive:${child.key}`, { childKey: child.key }), {
+    delayMs: Math.round(minutes * 60_000),
+  });
 }
 
 /** The transcript path an announce cites: the final one (a deleted child's is renamed right after). */
@@ -318,10 +324,11 @@ function citedTranscript(services: Services, child: SessionEntry, run: RunRecord
     : services.store.transcripts.locate(ref);
 }
 
-async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobContext): Promise<void> {
-  const parsed = announceDataSchema.safeParse(job.data);
-  if (!parsed.success) throw new UnrecoverableJobError(`announce job ${job.id}: bad data`);
-  const d = parsed.data;
+async function handleAnnounce(
+  services: Services,
+  d: z.output<typeof announceDataSchema>,
+  ctx: JobContext,
+): Promise<void> {
   if ((await services.store.kv.get(KV_SUPPRESSED, d.childRunId)) !== null) return;
 
   const run = await waitFinal(services, d.childRunId, ctx.signal);
@@ -391,10 +398,8 @@ async function handleAnnounce(services: Services, job: BackgroundJob, ctx: JobCo
 
 const ARCHIVE_RETRY_MS = 60_000;
 
-async function handleArchive(services: Services, job: BackgroundJob): Promise<void> {
-  const parsed = z.object({ childKey: z.string().min(1) }).safeParse(job.data);
-  if (!parsed.success) throw new UnrecoverableJobError(`archive job ${job.id}: bad data`);
-  const entry = await services.store.sessions.get(parsed.data.childKey);
+async function handleArchive(services: Services, data: { childKey: string }): Promise<void> {
+  const entry = await services.store.sessions.get(data.childKey);
   if (!entry || entry.archivedAt !== undefined) return;
   const run = entry.subagent ? await services.store.runs.get(entry.subagent.runId) : null;
   if (run && !isFinal(run))
@@ -410,10 +415,12 @@ async function handleArchive(services: Services, job: BackgroundJob): Promise<vo
 }
 
 /**
- * A completion that landed while the yielding turn was still running found no "waiting" flag and
- * did not start a turn; without this the session would wait for something that already came.
+ * The `wake:<runId>` job of a turn that yielded. A completion that landed while the yielding turn
+ * was still running found no "waiting" flag and did not start a turn; without this the session
+ * would wait for something that already came. The wake turn is submitted before the flag is
+ * cleared, so a retry after a crash in between submits the same turn (same runId) again: a no-op.
  */
-async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise<void> {
+async function handleWake(services: Services, job: { sessionKey: string; runId: string }): Promise<void> {
   const entry = await services.store.sessions.get(job.sessionKey);
   if (!entry || (entry.spawnDepth ?? 0) >= 1) return; // orchestrators are always woken by their announces
   const tail = await services.store.transcripts.readTail(
@@ -423,7 +430,6 @@ async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise
   const start = tail.findIndex((m) => m.runId === job.runId);
   const arrived = start >= 0 && tail.slice(start).some((m) => m.provenance?.kind === "subagent_announce");
   if (!arrived || (await services.store.kv.get(KV_YIELDED, entry.key)) === null) return;
-  await services.store.kv.delete(KV_YIELDED, entry.key);
   await services.pipeline.submitTurn({
     sessionKey: entry.key,
     agentId: entry.agentId,
@@ -434,31 +440,34 @@ async function wakeIfAlreadyAnnounced(services: Services, job: TurnJob): Promise
     extraSystem: WAKE_TOP,
     runId: `wake-${job.runId}`,
   });
+  await services.store.kv.delete(KV_YIELDED, entry.key);
 }
 
 // ─── wiring ──────────────────────────────────────────────────────────────────────────────────
 
 export function installSpawnFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async (job, outcome) => {
-    if (outcome.yielded) await wakeIfAlreadyAnnounced(services, job);
-    else {
+  registry.afterTurn.push(async function spawnFollowUps(job, outcome) {
+    const followUps: FollowUp[] = [];
+    if (outcome.yielded) {
+      const data = { sessionKey: job.sessionKey, runId: job.runId };
+      followUps.push(wakeKind.followUp(`wake:${job.runId}`, data));
+    } else {
       // A later turn that did not yield means the session moved on: completions no longer wake it.
+      // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
       const flag = await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
       if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
     }
+    // A sub-agent's run: its announce (which also records the outcome on the child entry).
     const meta = spawnMetaSchema.safeParse(job.meta?.spawn);
-    if (!meta.success) return;
-    const endedAt = services.now();
-    await services.store.sessions.update(meta.data.childKey, (cur) =>
-      cur?.subagent && cur.subagent.runId === job.runId
-        ? { ...cur, subagent: { ...cur.subagent, endedAt, outcome: outcome.status } }
-        : null,
-    );
-    await submitAnnounce(services, { ...meta.data, childRunId: job.runId, status: outcome.status });
+    if (meta.success) {
+      const data = { ...meta.data, childRunId: job.runId, status: outcome.status };
+      followUps.push(announceKind.followUp(`announce:${job.runId}`, data));
+    }
+    return followUps;
   });
-  registry.background.announce = async (job, ctx) => {
+  handleJobKind(registry, announceKind, async (data, job, ctx) => {
     try {
-      await handleAnnounce(services, job, ctx);
+      await handleAnnounce(services, data, ctx);
     } catch (err) {
       if (!ctx.signal.aborted)
         services.logger.warn(
@@ -467,6 +476,7 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
         );
       throw err;
     }
-  };
-  registry.background.archive = (job) => handleArchive(services, job);
+  });
+  handleJobKind(registry, archiveKind, (data) => handleArchive(services, data));
+  handleJobKind(registry, wakeKind, (data) => handleWake(services, data));
 }

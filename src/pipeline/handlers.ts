@@ -1,5 +1,13 @@
+import type { z } from "zod";
 import type { TurnOutcome } from "../agent/runtime.js";
-import type { BackgroundJob, JobContext, TurnJob } from "./types.js";
+import { formatIssues } from "../errors.js";
+import {
+  type BackgroundJob,
+  type FollowUp,
+  type JobContext,
+  type TurnJob,
+  UnrecoverableJobError,
+} from "./types.js";
 
 /**
  * The handler registry the pipeline runs: after-turn hooks (the flows in `src/flows/` register
@@ -12,12 +20,63 @@ export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
 /** A scheduled or webhook turn that has nothing to say replies exactly this (cron, hooks). */
 export const NO_REPLY = "NO_REPLY";
 
-export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<void>;
+/**
+ * Runs when a turn has its outcome, before the run is final. It PLANS the work the run causes and
+ * returns it as follow-ups (jobs, turns) — it does not submit them: the pipeline commits them with
+ * the run's final status in one atomic step and submits them after (transactional outbox), so a
+ * crash or a failing queue can never leave an `ok` run without its follow-ups. A hook may read, and
+ * may do what is idempotent by the run id and bound to its reply (a delivery keyed `hook:<runId>`,
+ * the cron run log), since a re-run after a crash calls it again.
+ */
+export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<FollowUp[]>;
 export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
 
 export interface HandlerRegistry {
   afterTurn: AfterTurnHook[];
   background: Partial<Record<BackgroundJob["kind"], BackgroundHandler>>;
+}
+
+/**
+ * A background job kind a flow owns, with the zod schema of its data: the flow builds its jobs
+ * and follow-ups through it (data typed at compile time) and registers its handler with
+ * `handleJobKind` (data validated when the job runs, since it was read back from a journal/Redis).
+ */
+export interface JobKindDef<In, Out> {
+  readonly kind: BackgroundJob["kind"];
+  readonly schema: z.ZodType<Out, In>;
+  job(id: string, data: In): BackgroundJob;
+  /** The job as a follow-up of a run (committed with its final status). */
+  followUp(id: string, data: In, delayMs?: number): FollowUp;
+}
+
+export function defineJobKind<In extends Record<string, unknown>, Out>(
+  kind: BackgroundJob["kind"],
+  schema: z.ZodType<Out, In>,
+): JobKindDef<In, Out> {
+  const job = (id: string, data: In): BackgroundJob => ({ kind, id, data: { ...data } });
+  return {
+    kind,
+    schema,
+    job,
+    followUp: (id, data, delayMs) => ({ type: "job", job: job(id, data), ...(delayMs ? { delayMs } : {}) }),
+  };
+}
+
+/** Registers the handler of a job kind; malformed data fails the job for good (never retried). */
+export function handleJobKind<In, Out>(
+  registry: HandlerRegistry,
+  def: JobKindDef<In, Out>,
+  handle: (data: Out, job: BackgroundJob, ctx: JobContext) => Promise<void>,
+): void {
+  registry.background[def.kind] = async (job, ctx) => {
+    const parsed = def.schema.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableJobError(
+        `${def.kind} job ${job.id}: malformed data (${formatIssues(parsed.error.issues, "data.")})`,
+      );
+    }
+    await handle(parsed.data, job, ctx);
+  };
 }
 
 export function isSkipToken(text: string | undefined): boolean {

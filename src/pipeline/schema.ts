@@ -1,7 +1,14 @@
 import { z } from "zod";
 import { formatIssues, InvalidParamsError } from "../errors.js";
 import type { Provenance } from "../store/types.js";
-import type { BackgroundJob, TurnRequest } from "./types.js";
+import {
+  type BackgroundJob,
+  type FollowUp,
+  followUpId,
+  TURN_ORIGINS,
+  type TurnRequest,
+  type TurnResult,
+} from "./types.js";
 
 /**
  * Validation shared by both pipeline drivers: what callers hand `submitTurn`/`submit`, and what a
@@ -27,7 +34,7 @@ export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
   text: z.string(),
   provenance: provenanceSchema.optional(),
   deliver: z.boolean(),
-  origin: z.string().min(1),
+  origin: z.enum(TURN_ORIGINS),
   extraSystem: z.string().optional(),
   timeoutMs: z.number().int().min(0).optional(),
   runId: z.string().min(1).max(200).optional(),
@@ -35,11 +42,87 @@ export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
 });
 
 export const backgroundJobSchema: z.ZodType<BackgroundJob> = z.object({
-  kind: z.enum(["spawn", "a2a", "announce", "archive"]),
+  kind: z.enum(["spawn", "a2a", "announce", "archive", "wake"]),
   id: z.string().min(1).max(500),
   data: metaSchema,
 });
 
+/** A follow-up as a turn handler returns it and as a driver reads it back from its outbox. */
+export const followUpSchema: z.ZodType<FollowUp> = z.discriminatedUnion("type", [
+  z.object({
+    type: z.literal("job"),
+    job: backgroundJobSchema,
+    delayMs: z.number().int().min(0).optional(),
+  }),
+  z.object({
+    type: z.literal("turn"),
+    // A follow-up turn must carry its runId: that is what makes its submission idempotent.
+    turn: z.intersection(turnRequestSchema, z.object({ runId: z.string().min(1).max(200) })),
+  }),
+]);
+
+/**
+ * The final outcome a driver commits with the follow-ups (and re-applies to the RunStore after a
+ * crash between the commit and the RunStore write).
+ */
+export const finalResultSchema = z.object({
+  status: z.enum(["ok", "error", "timeout", "aborted"]),
+  reply: z.string().optional(),
+  error: z.string().optional(),
+  usage: z
+    .object({
+      input: z.number(),
+      output: z.number(),
+      cacheRead: z.number().optional(),
+      cacheWrite: z.number().optional(),
+      cost: z.number().optional(),
+    })
+    .optional(),
+  model: z.string().optional(),
+  deliveryError: z.string().optional(),
+});
+export type FinalResult = z.infer<typeof finalResultSchema>;
+
+/** The parts of a handler's result that become the run record (no follow-ups). */
+export function finalResultOf(result: FinalResult): FinalResult {
+  const out: FinalResult = { status: result.status };
+  if (result.reply !== undefined) out.reply = result.reply;
+  if (result.error !== undefined) out.error = result.error;
+  if (result.usage !== undefined) out.usage = result.usage;
+  if (result.model !== undefined) out.model = result.model;
+  if (result.deliveryError !== undefined) out.deliveryError = result.deliveryError;
+  return out;
+}
+
+/**
+ * A handler's result with its follow-ups validated and deduplicated by id (first wins). An invalid
+ * follow-up is a handler bug: the run ends as error naming it (never `ok` with work missing).
+ */
+export function checkFollowUps(result: TurnResult): TurnResult {
+  if (!result.followUps || result.followUps.length === 0) {
+    if (result.followUps === undefined) return result;
+    const { followUps: _drop, ...rest } = result;
+    return rest;
+  }
+  const seen = new Set<string>();
+  const out: FollowUp[] = [];
+  for (const f of result.followUps) {
+    const parsed = followUpSchema.safeParse(f);
+    if (!parsed.success) {
+      return {
+        ...result,
+        status: "error",
+        error: `turn handler returned an invalid follow-up (${formatIssues(parsed.error.issues, "followUp.")})`,
+        followUps: out,
+      };
+    }
+    const id = followUpId(parsed.data);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push(parsed.data);
+  }
+  return { ...result, followUps: out };
+}
 /** Validates caller input; an error names the field under `prefix` (e.g. `turn.sessionKey`). */
 export function parseInput<T>(schema: z.ZodType<T>, value: unknown, prefix: string): T {
   const res = schema.safeParse(value);

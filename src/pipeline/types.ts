@@ -6,11 +6,32 @@ import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js"
  * - turns of one session never overlap and start in arrival order (one lane per session);
  * - different sessions run in parallel up to `queue.concurrency`;
  * - a job is durable once `submit*` resolves (journal / Redis) and survives a restart;
- * - `wait` is served from the run record, so it works long after the run ended.
+ * - `wait` is served from the run record, so it works long after the run ended;
+ * - a turn's `followUps` are committed atomically with its final status and then submitted, each
+ *   exactly once (transactional outbox), also across a crash right after the run ended.
  * Deliberately outside: what a turn does (the runtime) and where replies go (delivery).
  */
 
-export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive";
+export type JobKind = "turn" | "spawn" | "a2a" | "announce" | "archive" | "wake";
+
+/**
+ * Who asked for a turn. Chat input: `inbound` (a platform message), `operator` (`chat.send`, the
+ * web chat), `command` (a session command's turn); scheduled and webhook turns: `cron`, `hook`;
+ * the flows: `sessions_send` (the primary run of a send), `a2a` (its reply-back and announce
+ * steps), `spawn` (a sub-agent's run), `announce` (a requester woken by a completion or a yield).
+ */
+export const TURN_ORIGINS = [
+  "inbound",
+  "operator",
+  "command",
+  "cron",
+  "hook",
+  "sessions_send",
+  "a2a",
+  "spawn",
+  "announce",
+] as const;
+export type TurnOrigin = (typeof TURN_ORIGINS)[number];
 
 /** One inbound message for a session's lane. */
 export interface TurnRequest {
@@ -20,8 +41,8 @@ export interface TurnRequest {
   provenance?: Provenance;
   /** Deliver the final reply to the session's chat (inbound auto-replies, `chat.send` with deliver). */
   deliver: boolean;
-  /** Who asked: "inbound", "operator", "sessions_send", "spawn", "announce", "a2a", … */
-  origin: string;
+  /** Who asked (see `TurnOrigin`); decides collect mode and what follows the run. */
+  origin: TurnOrigin;
   /** Extra system context for this turn only (inter-session envelopes, announce instructions). */
   extraSystem?: string;
   /** Abort the run with outcome `timeout` after this long (0 = none). */
@@ -45,7 +66,7 @@ export interface TurnJob {
     meta?: Record<string, unknown>;
   }>;
   deliver: boolean;
-  origin: string;
+  origin: TurnOrigin;
   timeoutMs: number;
   meta?: Record<string, unknown>;
   /** 1 on first execution; >1 when re-run after a crash (side effects must be idempotent). */
@@ -60,6 +81,25 @@ export interface TurnResult {
   model?: string;
   /** Set when the reply could not be delivered (recorded on the run, never lost silently). */
   deliveryError?: string;
+  /**
+   * Work this run causes (transactional outbox): the driver writes these together with the final
+   * status in one atomic step (one journal record / one Lua script), then submits each with its
+   * deterministic id. A run recorded `ok` therefore always gets its follow-ups, exactly once.
+   */
+  followUps?: FollowUp[];
+}
+
+/**
+ * One follow-up of a finished turn. Its id (the job id, or the turn's runId) is derived from the
+ * run that caused it, so submitting it again (a re-run, a relay after a crash) is a no-op.
+ */
+export type FollowUp =
+  | { type: "job"; job: BackgroundJob; delayMs?: number }
+  | { type: "turn"; turn: TurnRequest & { runId: string } };
+
+/** The idempotency id of a follow-up (unique across both types). */
+export function followUpId(f: FollowUp): string {
+  return f.type === "job" ? `job:${f.job.id}` : `turn:${f.turn.runId}`;
 }
 
 /** Background jobs that are not turns of a lane. `id` makes submission idempotent. */
@@ -140,7 +180,7 @@ export type RunEvent = { type: "run.started"; run: RunRecord } | { type: "run.fi
  * message marked `meta.noCollect`. Everything else (sessions_send, a2a, announce, spawn, …) carries
  * per-message follow-up semantics and is always its own run. Every driver uses this one rule.
  */
-export const COLLECTABLE_ORIGINS: ReadonlySet<string> = new Set(["inbound", "operator"]);
+export const COLLECTABLE_ORIGINS: ReadonlySet<TurnOrigin> = new Set<TurnOrigin>(["inbound", "operator"]);
 
 export function canCollect(first: TurnRequest, next: TurnRequest): boolean {
   return (

@@ -64,6 +64,17 @@ function gate(l: Latch, ctx: JobContext): Promise<void> {
   return Promise.race([l.promise, untilAborted(ctx.signal)]);
 }
 
+/** Polls `fn` until it returns a value; the bound only matters when the driver is broken. */
+async function until<T>(fn: () => T | undefined, timeoutMs = LONG): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 function ticks(n: number): Promise<void> {
   let p = Promise.resolve();
   for (let i = 0; i < n; i++) p = p.then(() => new Promise<void>((r) => setImmediate(r)));
@@ -712,6 +723,87 @@ export function pipelineContract(
         expect(runsSeen.some((r) => r.text === "done-before")).toBe(false);
         expect(await p2.wait(early.runId, 600_000)).toMatchObject({ status: "ok", reply: "early" });
         await fired.promise;
+      });
+    });
+
+    // -------------------------------------------------------------------------------------------
+    describe("follow-ups (transactional outbox)", () => {
+      it("a run's follow-ups are committed with its final status: a stop right after the run ended still runs them after a restart, exactly once", async () => {
+        const h = await setup({ mode: "followup", concurrency: 2 });
+        let oldRelayed = 0;
+        const p1 = await run(
+          h.pipeline,
+          handlers(
+            async (job) => {
+              if (job.messages[0]!.text !== "cause") return ok("plain");
+              return {
+                ...ok("caused"),
+                followUps: [
+                  { type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: { from: job.runId } } },
+                  {
+                    type: "turn",
+                    turn: {
+                      ...msg("t", "follow-up turn", { origin: "announce" }),
+                      runId: `${job.runId}:next`,
+                    },
+                  },
+                  // The same id twice is one follow-up.
+                  { type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: { from: "dup" } } },
+                ],
+              };
+            },
+            async () => {
+              oldRelayed++;
+            },
+          ),
+        );
+        // The process stops the moment the run is reported final: nothing after that point runs.
+        let stopped: Promise<void> | undefined;
+        const off = p1.onRunEvent((e) => {
+          if (e.type === "run.finished" && e.run.reply === "caused") stopped ??= p1.stop(50);
+        });
+        const rec = await p1.submitTurn(msg("s", "cause"));
+        expect(await p1.wait(rec.runId, LONG)).toMatchObject({ status: "ok", reply: "caused" });
+        await until(() => stopped);
+        await stopped;
+        off();
+        expect(oldRelayed).toBe(0);
+
+        // Restart (twice): the committed follow-ups run once, and only once.
+        const jobs: string[] = [];
+        const turns: string[] = [];
+        const sentinel = latch();
+        const turnRan = latch();
+        const restarted = async () =>
+          run(
+            await h.restart(),
+            handlers(
+              async (job) => {
+                for (const m of job.messages) turns.push(m.runId);
+                turnRan.open();
+                return ok("follow-up done");
+              },
+              async (job) => {
+                if (job.id.startsWith("sentinel")) sentinel.open();
+                else jobs.push(`${job.id}|${String(job.data.from)}`);
+              },
+            ),
+          );
+        const p2 = await restarted();
+        await turnRan.promise;
+        expect(await p2.wait(`${rec.runId}:next`, LONG)).toMatchObject({
+          status: "ok",
+          reply: "follow-up done",
+        });
+        await until(() => jobs.length > 0 || undefined);
+        await p2.stop(50);
+        const p3 = await restarted();
+        await p3.submit({ kind: "archive", id: "sentinel-fu", data: {} });
+        await sentinel.promise;
+        expect(jobs).toEqual([`fu:${rec.runId}|${rec.runId}`]);
+        expect(turns).toEqual([`${rec.runId}:next`]);
+        // The causing turn itself was not run again.
+        expect(await p3.wait(rec.runId, 0)).toMatchObject({ status: "ok", reply: "caused" });
       });
     });
   });

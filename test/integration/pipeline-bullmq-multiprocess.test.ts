@@ -203,4 +203,35 @@ describeRedis("bullmq pipeline across processes", () => {
     const zombieTurns = (await list("markers")).filter((m) => m.startsWith("end|zombie|"));
     expect(zombieTurns.map((m) => m.split("|")[4])).toContain("2");
   }, 60_000);
+
+  it("SIGKILL after the outbox commit, before the RunStore write: the survivor applies the committed outcome (no re-run) and its follow-ups run exactly once", async () => {
+    const rec = await producer.submitTurn(
+      turn("commit-kill", { seq: 0, followUp: true, dieAfterCommit: true }),
+    );
+    const commit = await until(
+      async () => (await list("commits")).find((c) => c.startsWith(`committed|${rec.runId}|`)),
+      "the commit",
+    );
+    const victimName = commit.split("|")[2]!;
+    const victim = children.find((c) => c.name === victimName)!;
+    victim.proc.kill("SIGKILL");
+    await victim.exited;
+    // The outcome the victim committed wins; the turn never runs a second time.
+    const fin = await producer.wait(rec.runId, LONG);
+    expect(fin).toMatchObject({ status: "ok", reply: `${victimName}:1` });
+    await until(
+      async () => (await list("markers")).find((m) => m.startsWith("end|commit-kill-next|")),
+      "the follow-up turn",
+    );
+    expect((await producer.wait(`${rec.runId}:next`, LONG))?.status).toBe("ok");
+    await until(async () => (await list("jobs")).find((j) => j.startsWith(`fu:${rec.runId}|`)), "the job");
+    // A later job of the survivor proves nothing else was still coming.
+    await producer.submit({ kind: "archive", id: `after:${rec.runId}`, data: {} });
+    await until(async () => (await list("jobs")).find((j) => j.startsWith(`after:${rec.runId}|`)), "after");
+    expect((await list("jobs")).filter((j) => j.startsWith(`fu:${rec.runId}|`))).toHaveLength(1);
+    const starts = (await list("markers")).filter((m) => m.startsWith("start|commit-kill|"));
+    expect(starts).toEqual([`start|commit-kill|0|${victimName}|1`]);
+    expect((await list("markers")).filter((m) => m.startsWith("start|commit-kill-next|"))).toHaveLength(1);
+    expect(await redis.llen(`${tag}:outbox`)).toBe(0);
+  }, 60_000);
 });

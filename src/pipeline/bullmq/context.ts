@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "../../log.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import type { RunRecord, RunStore } from "../../store/types.js";
-import type { JobHandlers, RunEvent, TurnRequest } from "../types.js";
+import type { FollowUp, JobHandlers, RunEvent, TurnRequest } from "../types.js";
 import type { PipelineKeys } from "./keys.js";
 import type { BullmqTuning } from "./schema.js";
 
@@ -28,6 +28,8 @@ export interface DriverContext {
   settle(run: RunRecord): void;
   /** true once stop() began: jobs fetched now are handed back untouched. */
   stopping(): boolean;
+  /** Submits one follow-up through this pipeline (idempotent by its id); rejects once stopping. */
+  submitFollowUp(f: FollowUp): Promise<void>;
 }
 
 export function queuedRecord(runId: string, req: TurnRequest, createdAt: number): RunRecord {

@@ -140,6 +140,10 @@ class BullmqPipelineImpl implements BullmqPipeline {
       emit: (event) => this.emit(event),
       settle: (run) => this.waiters.settle(run),
       stopping: () => this.state === "stopping" || this.state === "stopped",
+      submitFollowUp: async (f) => {
+        if (f.type === "job") await this.submit(f.job, f.delayMs ? { delayMs: f.delayMs } : undefined);
+        else await this.submitTurn(f.turn);
+      },
     };
     this.turns = new TurnProcessor(this.ctx);
     this.bg = new BackgroundProcessor(this.ctx);

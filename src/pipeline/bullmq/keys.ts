@@ -12,6 +12,7 @@
  *   {sb}:run:<runId>          per-run pipeline state: hash { s (session), st, env (JSON request) }
  *   {sb}:cancel:<runId>       persistent cancel flag for a running run (value: reason), with TTL
  *   {sb}:dirty                set of sessions whose mailbox or turn may need a drain (sweeper)
+ *   {sb}:outbox               list of committed follow-ups (JSON) not yet relayed (outbox.ts)
  *   {sb}:bus                  pub/sub channel: run events, cancel and steer broadcasts
  */
 
@@ -26,6 +27,7 @@ export class PipelineKeys {
   /** The hash tag; also BullMQ's `prefix` option. */
   readonly tag: string;
   readonly dirty: string;
+  readonly outbox: string;
   readonly bus: string;
   readonly runPrefix: string;
   readonly cancelPrefix: string;
@@ -35,6 +37,7 @@ export class PipelineKeys {
   constructor(prefix: string) {
     this.tag = hashTag(prefix);
     this.dirty = `${this.tag}:dirty`;
+    this.outbox = `${this.tag}:outbox`;
     this.bus = `${this.tag}:bus`;
     this.runPrefix = `${this.tag}:run:`;
     this.cancelPrefix = `${this.tag}:cancel:`;

@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { RunRecord } from "../../store/types.js";
-import { backgroundJobSchema, parseInput, turnRequestSchema } from "../schema.js";
+import {
+  backgroundJobSchema,
+  finalResultSchema,
+  followUpSchema,
+  parseInput,
+  turnRequestSchema,
+} from "../schema.js";
 
 export { backgroundJobSchema, parseInput, turnRequestSchema };
 
@@ -14,6 +20,13 @@ export const envelopeSchema = z.object({ req: turnRequestSchema, createdAt: z.nu
 export type Envelope = z.infer<typeof envelopeSchema>;
 
 export const drainDataSchema = z.object({ s: z.string().min(1) });
+
+/** One entry of `{tag}:outbox`: a follow-up and the run that committed it. */
+export const outboxEntrySchema = z.object({ from: z.string(), followUp: followUpSchema });
+export type OutboxEntry = z.infer<typeof outboxEntrySchema>;
+
+/** `act.final`: the committed outcome of the turn in flight and its outbox entries (exact strings). */
+export const committedSchema = z.object({ result: finalResultSchema, outbox: z.array(z.string()) });
 
 const usageSchema = z.object({
   input: z.number(),

@@ -1,10 +1,19 @@
 import { DelayedError, type Job, UnrecoverableError, WaitingError } from "bullmq";
 import { errorMessage, SwitchboardError } from "../../errors.js";
-import { ackTurn, checkOwner, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
+import { ackTurn, checkOwner, commitTurn, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
+import { checkFollowUps, type FinalResult, finalResultOf } from "../schema.js";
 import { canCollect, type JobContext, type TurnJob, type TurnResult } from "../types.js";
 import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
-import { drainDataSchema, type Envelope, envelopeSchema, parseStored } from "./schema.js";
+import { relayQuietly } from "./outbox.js";
+import {
+  committedSchema,
+  drainDataSchema,
+  type Envelope,
+  envelopeSchema,
+  type OutboxEntry,
+  parseStored,
+} from "./schema.js";
 
 /**
  * The drain job of one session: takes ONE turn from the session's mailbox (or resumes the turn a
@@ -14,9 +23,14 @@ import { drainDataSchema, type Envelope, envelopeSchema, parseStored } from "./s
  * round-robin, with one BullMQ job per burst rather than per message.
  *
  * Commit order: (1) fence: this worker still holds the BullMQ job lock (a worker that stalled past
- * its lock was replaced and must not write), (2) final run records to the RunStore, (3) ack script,
- * again fenced: clears `act`, marks the runs done, publishes run.finished. A crash between (2)
- * and (3) leaves `act` in place; the next drain finds the records final and only acks.
+ * its lock was replaced and must not write), (1b) when the turn caused follow-ups, the
+ * transactional outbox: ONE fenced script (`commitTurn-3`) writes the outcome onto `act` and
+ * pushes the follow-ups onto `{tag}:outbox` — from here the outcome and its follow-ups are
+ * durable together, (2) final run records to the RunStore, (3) ack script, again fenced: clears
+ * `act`, marks the runs done, publishes run.finished, (4) the relay submits this turn's follow-ups
+ * (outbox.ts). A crash between (1b) and (3) leaves `act` with its outcome: the next drain applies
+ * it (no re-run) and relays; a crash after (3) leaves the entries to the sweep. A crash between
+ * (2) and (3) without follow-ups: the next drain finds the records final and only acks.
  * The RunStore is a separate store, so (1)→(2) is not one atomic step: a worker that loses its lock
  * in the few milliseconds between them can still write. That window is the limit of the fence.
  */
@@ -145,6 +159,15 @@ export class TurnProcessor {
     const flag = entries.find((e) => e.flag === "aborted" || e.flag === "timeout")?.flag as
       | Outcome
       | undefined;
+    if (taken.kind === "resume") {
+      // Committed with its follow-ups before the worker died: finish that commit, never re-run.
+      const raw = await this.ctx.redis.hget(this.ctx.keys.active(sessionKey), "final");
+      const committed = raw ? parseStored(committedSchema, raw) : null;
+      if (committed)
+        return this.commit(job, token, sessionKey, entries, committed.result, undefined, committed);
+      if (raw)
+        this.ctx.logger.error({ sessionKey }, "bullmq pipeline: committed outcome unreadable; re-running");
+    }
     if (attempt > this.ctx.tuning.maxTurnAttempts) {
       const error = `turn abandoned after ${attempt - 1} attempts (its worker stopped each time)`;
       this.ctx.logger.error({ runIds: entries.map((e) => e.runId), sessionKey }, `bullmq pipeline: ${error}`);
@@ -262,7 +285,7 @@ export class TurnProcessor {
       if (!result || !FINAL_RUN_STATUSES.has(result.status)) {
         return { status: "error", error: "turn handler returned no final status" };
       }
-      return result;
+      return checkFollowUps(result);
     } catch (err) {
       return { status: "error", error: errorMessage(err) };
     }
@@ -274,6 +297,7 @@ export class TurnProcessor {
   /**
    * Fenced final write + ack. `result` null means the records are already final (`finals`); a
    * cancel flag found at the fence forces the status (a cancel whose broadcast was missed).
+   * `committed`: the outcome and outbox entries a previous owner already committed (`act.final`).
    * Returns the mailbox length left, or -1 when the write was refused.
    */
   private async commit(
@@ -283,6 +307,7 @@ export class TurnProcessor {
     entries: Entry[],
     result: TurnResult | null,
     finals?: RunRecord[],
+    committed?: { result: FinalResult; outbox: string[] },
   ): Promise<number> {
     const { keys, scripts, runs, logger, now, tuning, instanceId } = this.ctx;
     const runIds = entries.map((e) => e.runId);
@@ -301,10 +326,34 @@ export class TurnProcessor {
       return -1;
     }
     let records = finals;
+    let outbox = committed?.outbox ?? [];
     if (!records) {
-      let res = result ?? { status: "error" as const };
-      if ((flag === "aborted" || flag === "timeout") && res.status !== flag) res = { ...res, status: flag };
-      const patch = finalPatch(res, now());
+      let res: FinalResult = committed?.result ?? finalResultOf(result ?? { status: "error" });
+      if (!committed && (flag === "aborted" || flag === "timeout") && res.status !== flag)
+        res = { ...res, status: flag };
+      const followUps = committed ? [] : (result?.followUps ?? []);
+      if (followUps.length > 0) {
+        // The transactional outbox: outcome and follow-ups in one fenced script.
+        outbox = followUps.map((f) =>
+          JSON.stringify({ from: runIds[0] ?? "", followUp: f } satisfies OutboxEntry),
+        );
+        const ok = Number(
+          await scripts.run(
+            commitTurn,
+            [keys.lock(jobId), keys.active(sessionKey), keys.outbox],
+            [token, JSON.stringify({ result: res, outbox }), ...outbox],
+          ),
+        );
+        if (ok !== 1) {
+          this.stats.fenced++;
+          logger.warn(
+            { runIds, jobId },
+            "bullmq pipeline: final write refused: this worker no longer owns the turn",
+          );
+          return -1;
+        }
+      }
+      const patch: Partial<RunRecord> = { ...res, endedAt: now() };
       records = await Promise.all(
         entries.map(async (e) => {
           const own: Partial<RunRecord> =
@@ -353,6 +402,8 @@ export class TurnProcessor {
       this.ctx.emit({ type: "run.finished", run });
       this.ctx.settle(run);
     }
+    // Committed follow-ups are in the outbox whatever happens next; relay them now.
+    if (outbox.length > 0) await relayQuietly(this.ctx, outbox);
     return left;
   }
 
@@ -444,14 +495,4 @@ export class TurnProcessor {
     active.lostLock = true;
     active.ac.abort(new SwitchboardError("CONFLICT", "lost the job lock; another worker owns this turn"));
   }
-}
-
-function finalPatch(result: TurnResult, endedAt: number): Partial<RunRecord> {
-  const patch: Partial<RunRecord> = { status: result.status, endedAt };
-  if (result.reply !== undefined) patch.reply = result.reply;
-  if (result.error !== undefined) patch.error = result.error;
-  if (result.usage !== undefined) patch.usage = result.usage;
-  if (result.model !== undefined) patch.model = result.model;
-  if (result.deliveryError !== undefined) patch.deliveryError = result.deliveryError;
-  return patch;
 }

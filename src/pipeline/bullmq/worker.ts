@@ -7,6 +7,7 @@ import { settleWithin } from "../../retry/index.js";
 import type { BackgroundProcessor } from "./background.js";
 import type { DriverContext } from "./context.js";
 import { drainDedupId, QUEUE_NAME } from "./keys.js";
+import { relayQuietly } from "./outbox.js";
 import type { TurnProcessor } from "./turns.js";
 
 /**
@@ -34,8 +35,12 @@ export async function addDrain(queue: Queue, sessionKey: string): Promise<void> 
   );
 }
 
-/** Adds a drain job for every dirty session that has queued or in-flight work; forgets idle ones. */
+/**
+ * Adds a drain job for every dirty session that has queued or in-flight work (forgets idle ones),
+ * and relays follow-ups left in the outbox by a worker that died after its commit.
+ */
 export async function sweepDirty(ctx: DriverContext): Promise<void> {
+  await relayQuietly(ctx);
   const { keys, redis, scripts } = ctx;
   let cursor = "0";
   do {
@@ -105,6 +110,8 @@ export class WorkerHost {
       .run()
       .catch((err: unknown) => logger.error({ err: errorMessage(err) }, "bullmq pipeline: worker stopped"));
     await worker.waitUntilReady();
+    // Follow-ups a dead worker committed but did not relay: do not wait for the first sweep.
+    await relayQuietly(ctx);
   }
 
   /** Stops fetching; in-flight jobs get `graceMs`, then are aborted and handed back to the queue. */

@@ -16,6 +16,7 @@ import type {
 import { BackgroundQueue } from "./background.js";
 import { JobRunner } from "./job-runner.js";
 import { Journal, type JournalStats } from "./journal.js";
+import type { LiveTurn } from "./journal-model.js";
 import { type LaneEntry, LaneScheduler } from "./lanes.js";
 import {
   backgroundJobSchema,
@@ -37,6 +38,9 @@ import { RunWaiters } from "./waiters.js";
  * arrival order, a turn that was running (crash, or aborted by `stop`) is re-run with `attempt`
  * incremented (at-least-once), and pending/delayed background jobs resume at their due time.
  * Records whose loss only means such a re-run (`start`, `done`, job completion) are not awaited.
+ * A turn with follow-ups commits them with its outcome in one awaited `final` record (turn-runner.ts);
+ * replay applies a committed outcome instead of re-running the turn, and relays follow-ups that
+ * were not yet `relayed` (each submit idempotent by its id).
  */
 
 export interface LocalPipelineOptions {
@@ -74,6 +78,9 @@ export function createLocalPipeline(opts: LocalPipelineOptions): LocalPipeline {
 
 type State = "idle" | "started" | "stopping" | "stopped";
 
+/** Pause before relaying follow-ups again after a submit failed (journal write refused). */
+const RELAY_RETRY_MS = 1000;
+
 class LocalPipelineImpl implements LocalPipeline {
   readonly driver = "local" as const;
   private state: State = "idle";
@@ -95,6 +102,9 @@ class LocalPipelineImpl implements LocalPipeline {
   private readonly listeners = new Set<(event: RunEvent) => void>();
   private running = 0;
   private preferBackground = false;
+  private relaying: Promise<void> | null = null;
+  private relayAgain = false;
+  private relayTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly dir: string,
@@ -119,6 +129,7 @@ class LocalPipelineImpl implements LocalPipeline {
         this.emit({ type: "run.finished", run });
         this.waiters.notify(run);
       },
+      relay: () => this.relay(),
     });
     this.jobs = new JobRunner({
       logger,
@@ -159,6 +170,7 @@ class LocalPipelineImpl implements LocalPipeline {
   private async shutdown(graceMs: number): Promise<void> {
     this.state = "stopping";
     this.bg.stop();
+    clearTimeout(this.relayTimer);
     await settleWithin(this.inflight, graceMs);
     this.turns.shutdownAll();
     this.jobs.shutdownAll();
@@ -166,6 +178,10 @@ class LocalPipelineImpl implements LocalPipeline {
     const journal = this.journal ?? (await this.opening?.catch(() => null));
     await journal?.close();
     this.state = "stopped";
+  }
+
+  private closing(): boolean {
+    return this.state === "stopping" || this.state === "stopped";
   }
 
   private assertOpenForWork(): void {
@@ -195,11 +211,17 @@ class LocalPipelineImpl implements LocalPipeline {
     const live = [...journal.model.turns.values()];
     const records = await mapChunked(live, 256, (t) => this.runs.get(t.runId));
     const alreadyFinal: string[] = [];
+    const committed: LiveTurn[] = [];
     live.forEach((t, i) => {
       // A `done` record lost in a crash: the RunStore already has the outcome, do not re-run.
       const rec = records[i];
       if (rec && FINAL_RUN_STATUSES.has(rec.status)) {
         alreadyFinal.push(t.runId);
+        return;
+      }
+      // Committed (`final` record) before a crash, RunStore not written yet: finish it, no re-run.
+      if (t.final) {
+        committed.push(t);
         return;
       }
       const entry: LaneEntry = {
@@ -216,7 +238,7 @@ class LocalPipelineImpl implements LocalPipeline {
     if (alreadyFinal.length > 0) journal.note({ t: "done", runIds: alreadyFinal });
     for (const j of journal.model.jobs.values()) this.bg.schedule(j.job.id, j.dueAt);
     if (live.length > 0 || journal.model.jobs.size > 0) {
-      const turns = live.length - alreadyFinal.length;
+      const turns = live.length - alreadyFinal.length - committed.length;
       const byKind: Record<string, number> = {};
       for (const j of journal.model.jobs.values()) byKind[j.job.kind] = (byKind[j.job.kind] ?? 0) + 1;
       this.logger.info(
@@ -225,7 +247,68 @@ class LocalPipelineImpl implements LocalPipeline {
       );
     }
     this.journal = journal;
+    for (const t of committed) {
+      const final = t.final;
+      if (!final) continue;
+      await this.turns.writeFinal([t], final).catch((err: unknown) => {
+        this.logger.error(
+          { err: errorMessage(err), runId: t.runId },
+          "local pipeline: could not record a committed outcome; retried at the next start",
+        );
+      });
+    }
+    if (journal.model.outbox.size > 0) {
+      this.logger.info({ runs: journal.model.outbox.size }, "local pipeline: relaying committed follow-ups");
+      this.relay();
+    }
     return journal;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // follow-ups (transactional outbox)
+
+  /**
+   * Submits the follow-ups of every committed turn still in the journal's outbox, then marks the
+   * turn `relayed`. Each submit is idempotent by its id, so relaying again after a crash (or a
+   * relay that failed half-way) never runs one twice. A failed relay is tried again in a second.
+   */
+  private relay(): void {
+    if (this.relaying) {
+      this.relayAgain = true;
+      return;
+    }
+    this.relaying = this.relayOnce().finally(() => {
+      this.relaying = null;
+      if (this.relayAgain) {
+        this.relayAgain = false;
+        this.relay();
+      }
+    });
+  }
+
+  private async relayOnce(): Promise<void> {
+    const journal = this.journal;
+    if (!journal) return;
+    for (const [key, entry] of [...journal.model.outbox]) {
+      if (this.closing()) return;
+      try {
+        for (const f of entry.followUps) {
+          if (f.type === "job") await this.submit(f.job, f.delayMs ? { delayMs: f.delayMs } : undefined);
+          else await this.submitTurn(f.turn);
+        }
+        journal.note({ t: "relayed", runId: key });
+      } catch (err) {
+        if (this.closing()) return;
+        this.logger.warn(
+          { err: errorMessage(err), runId: key },
+          "local pipeline: submitting a run's follow-ups failed; retrying",
+        );
+        clearTimeout(this.relayTimer);
+        this.relayTimer = setTimeout(() => this.relay(), RELAY_RETRY_MS);
+        this.relayTimer.unref();
+        return;
+      }
+    }
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-import type { BackgroundJob, TurnRequest } from "../types.js";
+import type { FinalResult } from "../schema.js";
+import type { BackgroundJob, FollowUp, TurnRequest } from "../types.js";
 import type { JournalRecord } from "./schema.js";
 
 /**
@@ -13,6 +14,17 @@ export interface LiveTurn {
   req: TurnRequest;
   /** Executions begun (a restart re-runs it with attempt = started + 1). */
   started: number;
+  /** Committed outcome (a `final` record) not yet confirmed by `done`: replay applies it, no re-run. */
+  final?: FinalResult;
+  bytes: number;
+}
+
+/** Follow-ups committed with a run (`final`) and not yet all submitted (`relayed`). */
+export interface OutboxEntry {
+  /** The runs of the turn; the first one keys the entry. */
+  runIds: string[];
+  result: FinalResult;
+  followUps: FollowUp[];
   bytes: number;
 }
 
@@ -30,6 +42,8 @@ export class JournalModel {
   /** Insertion order = arrival order, which replay relies on for per-session FIFO. */
   readonly turns = new Map<string, LiveTurn>();
   readonly jobs = new Map<string, LiveJob>();
+  /** Follow-ups waiting to be relayed, by the first runId of their turn, in commit order. */
+  readonly outbox = new Map<string, OutboxEntry>();
   /** Recently completed background job ids, oldest first, at most `completedCap`. */
   readonly completed = new Set<string>();
   /** Bytes of the records that a snapshot would keep (approximate: string length). */
@@ -64,6 +78,20 @@ export class JournalModel {
           this.turns.delete(id);
           this.liveBytes -= t.bytes;
         }
+        return;
+      case "final": {
+        for (const id of rec.runIds) {
+          const t = this.turns.get(id);
+          if (t) t.final = rec.result;
+        }
+        const key = rec.runIds[0]!;
+        if (rec.followUps.length === 0 || this.outbox.has(key)) return;
+        this.outbox.set(key, { runIds: rec.runIds, result: rec.result, followUps: rec.followUps, bytes });
+        this.liveBytes += bytes;
+        return;
+      }
+      case "relayed":
+        this.relayed(rec.runId);
         return;
       case "job": {
         if (this.jobs.has(rec.job.id) || this.completed.has(rec.job.id)) return;
@@ -101,6 +129,22 @@ export class JournalModel {
     this.liveBytes -= j.bytes;
   }
 
+  /** Forgets a `final` record that failed to reach the disk (the commit rejected). */
+  discardFinal(runIds: readonly string[]): void {
+    for (const id of runIds) {
+      const t = this.turns.get(id);
+      if (t) delete t.final;
+    }
+    this.relayed(runIds[0] ?? "");
+  }
+
+  private relayed(key: string): void {
+    const o = this.outbox.get(key);
+    if (!o) return;
+    this.outbox.delete(key);
+    this.liveBytes -= o.bytes;
+  }
+
   /** The live state as journal lines (each ends with "\n"). */
   snapshot(): string {
     const out: string[] = [];
@@ -117,6 +161,18 @@ export class JournalModel {
     }
     for (const j of this.jobs.values()) {
       out.push(JSON.stringify({ t: "job", job: j.job, dueAt: j.dueAt, attempts: j.attempts }));
+    }
+    // After the turns, so a `final` lands on its live turn; one record per outbox entry, and one
+    // per committed turn whose follow-ups are already relayed.
+    const covered = new Set<string>();
+    for (const [, o] of this.outbox) {
+      for (const id of o.runIds) covered.add(id);
+      const rec: JournalRecord = { t: "final", runIds: o.runIds, result: o.result, followUps: o.followUps };
+      out.push(JSON.stringify(rec));
+    }
+    for (const t of this.turns.values()) {
+      if (!t.final || covered.has(t.runId)) continue;
+      out.push(JSON.stringify({ t: "final", runIds: [t.runId], result: t.final, followUps: [] }));
     }
     return out.length === 0 ? "" : `${out.join("\n")}\n`;
   }

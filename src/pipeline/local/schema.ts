@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { backgroundJobSchema, parseInput, turnRequestSchema } from "../schema.js";
+import {
+  backgroundJobSchema,
+  finalResultSchema,
+  followUpSchema,
+  parseInput,
+  turnRequestSchema,
+} from "../schema.js";
 
 export { backgroundJobSchema, parseInput, turnRequestSchema };
 
@@ -16,6 +22,19 @@ export const journalRecordSchema = z.discriminatedUnion("t", [
   }),
   z.object({ t: z.literal("start"), runIds: z.array(z.string()) }),
   z.object({ t: z.literal("done"), runIds: z.array(z.string()) }),
+  /**
+   * The commit of a turn that caused follow-ups (transactional outbox): its final outcome and the
+   * follow-ups, in ONE record. Replay re-applies the outcome to the RunStore (instead of re-running
+   * the turn) and relays the follow-ups not yet `relayed`.
+   */
+  z.object({
+    t: z.literal("final"),
+    runIds: z.array(z.string()).min(1),
+    result: finalResultSchema,
+    followUps: z.array(followUpSchema),
+  }),
+  /** Every follow-up of the `final` record keyed by `runId` (its first run) was submitted. */
+  z.object({ t: z.literal("relayed"), runId: z.string() }),
   z.object({
     t: z.literal("job"),
     job: backgroundJobSchema,

@@ -1,6 +1,7 @@
 import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
+import { checkFollowUps, finalResultOf } from "../schema.js";
 import type { JobContext, JobHandlers, TurnJob, TurnRequest, TurnResult } from "../types.js";
 import type { Journal } from "./journal.js";
 import type { LaneEntry } from "./lanes.js";
@@ -19,6 +20,8 @@ export interface TurnRunnerDeps {
   handlers: () => JobHandlers | null;
   onStarted: (run: RunRecord) => void;
   onFinished: (run: RunRecord) => void;
+  /** A turn committed follow-ups (in the journal's outbox): submit them now. */
+  relay: () => void;
 }
 
 interface ActiveTurn {
@@ -111,9 +114,12 @@ export class TurnRunner {
       // the turn stays in the journal and is re-run after a restart.
       this.d.logger.error({ err: errorMessage(err), runIds }, "local pipeline: turn bookkeeping failed");
       if (!active.shutdown) {
-        await this.finalize(entries, { status: "error", error: `pipeline: ${errorMessage(err)}` }).catch(
-          () => {},
-        );
+        // Once committed, the outcome stands (its follow-ups are relayed): write it, never "error".
+        const committed = this.committed(runIds);
+        const retry = committed
+          ? this.writeFinal(entries, committed)
+          : this.finalize(entries, { status: "error", error: `pipeline: ${errorMessage(err)}` });
+        await retry.catch(() => {});
       }
     } finally {
       clearTimeout(timer);
@@ -121,14 +127,49 @@ export class TurnRunner {
     }
   }
 
-  /** Writes the outcome for every run of the turn, journals `done`, then reports each run. */
+  /**
+   * Commits the outcome of every run of the turn. Without follow-ups: the RunStore, then `done`
+   * (a lost `done` only means replay finds the final record and skips the turn). With follow-ups
+   * (transactional outbox): first ONE durable `final` record holding the outcome and the
+   * follow-ups — the commit point — then the RunStore, `done`, and the relay that submits them.
+   * A crash after the `final` record is finished by replay (outcome re-applied, follow-ups relayed),
+   * never by re-running the turn; a `final` record that cannot be written fails the commit.
+   */
   async finalize(entries: LaneEntry[], result: TurnResult): Promise<void> {
-    const patch: Partial<RunRecord> = { status: result.status, endedAt: this.d.now() };
-    if (result.reply !== undefined) patch.reply = result.reply;
-    if (result.error !== undefined) patch.error = result.error;
-    if (result.usage !== undefined) patch.usage = result.usage;
-    if (result.model !== undefined) patch.model = result.model;
-    if (result.deliveryError !== undefined) patch.deliveryError = result.deliveryError;
+    const runIds = entries.map((e) => e.runId);
+    const followUps = result.followUps ?? [];
+    const outcome = finalResultOf(result);
+    if (followUps.length > 0) {
+      const journal = this.d.journal();
+      if (!journal) throw new SwitchboardError("UNAVAILABLE", "pipeline journal is not open");
+      try {
+        await journal.append({ t: "final", runIds, result: outcome, followUps });
+      } catch (err) {
+        journal.model.discardFinal(runIds);
+        throw err;
+      }
+      // Committed: the follow-ups are relayed even if the RunStore write below fails.
+      try {
+        await this.writeFinal(entries, outcome);
+      } finally {
+        this.d.relay();
+      }
+      return;
+    }
+    await this.writeFinal(entries, outcome);
+  }
+
+  /** The outcome committed for this turn (`final` record), if any. */
+  private committed(runIds: readonly string[]): TurnResult | undefined {
+    return this.d.journal()?.model.turns.get(runIds[0] ?? "")?.final;
+  }
+
+  /** The RunStore records of a committed outcome, `done`, then each run reported. */
+  async writeFinal(
+    entries: Array<Pick<LaneEntry, "runId" | "req" | "createdAt">>,
+    result: TurnResult,
+  ): Promise<void> {
+    const patch: Partial<RunRecord> = { ...finalResultOf(result), endedAt: this.d.now() };
     const finals = await Promise.all(
       entries.map(async (e) => {
         const rec = await this.d.runs.patch(e.runId, patch);
@@ -158,7 +199,7 @@ export class TurnRunner {
       if (!result || !FINAL_RUN_STATUSES.has(result.status)) {
         return { status: "error", error: "turn handler returned no final status" };
       }
-      return result;
+      return checkFollowUps(result);
     } catch (err) {
       return { status: "error", error: errorMessage(err) };
     }

@@ -7,6 +7,8 @@ import {
   createBullmqPipeline,
 } from "../../../src/pipeline/bullmq/index.js";
 import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../../src/pipeline/bullmq/keys.js";
+import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { REDIS_URL, randomPrefix } from "../../helpers.js";
@@ -338,5 +340,122 @@ describeRedis("bullmq pipeline", () => {
       expect(() => make({ connection: prefixed })).toThrow(/keyPrefix/);
       prefixed.disconnect();
     });
+
+    it("a worker that dies between the outbox commit and the RunStore write: the next worker applies the committed outcome (no re-run) and relays the follow-ups once", async () => {
+      const { make, runs, connection, keys } = env();
+      let hung!: () => void;
+      const reachedFinalWrite = new Promise<void>((r) => {
+        hung = r;
+      });
+      // The first worker's final RunStore write never returns (it "dies" there).
+      const dying: RunStore = {
+        put: (run) => runs.put(run),
+        get: (id) => runs.get(id),
+        listBySession: (key, o) => runs.listBySession(key, o),
+        close: () => runs.close(),
+        patch: (id, patch) => {
+          if (patch.status !== "ok") return runs.patch(id, patch);
+          hung();
+          return new Promise(() => {});
+        },
+      };
+      const p1 = make({ runs: dying, abortSettleMs: 0 });
+      await p1.start({
+        turn: async (job) => ({
+          status: "ok",
+          reply: `caused:${job.attempt}`,
+          followUps: [
+            { type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: {} } },
+            {
+              type: "turn",
+              turn: { ...msg("t", "next", { origin: "announce" }), runId: `${job.runId}:next` },
+            },
+          ],
+        }),
+        background: async () => {},
+      });
+      const rec = await p1.submitTurn(msg("s", "cause"));
+      await reachedFinalWrite;
+      // Outcome and follow-ups were written by one script, before the RunStore.
+      expect(await connection.llen(keys.outbox)).toBe(2);
+      expect(JSON.parse((await connection.hget(keys.active("s"), "final")) ?? "{}")).toMatchObject({
+        result: { status: "ok", reply: "caused:1" },
+      });
+      expect((await runs.get(rec.runId))?.status).toBe("running");
+      await p1.stop(0); // its lock is no longer renewed: the turn moves on after the lock expires
+
+      const turns: string[] = [];
+      const jobs: string[] = [];
+      let nextRan!: () => void;
+      const nextP = new Promise<void>((r) => {
+        nextRan = r;
+      });
+      let sentinel!: () => void;
+      const sentinelP = new Promise<void>((r) => {
+        sentinel = r;
+      });
+      const p2 = make();
+      await p2.start({
+        turn: async (job) => {
+          turns.push(job.messages[0]!.text);
+          if (job.runId === `${rec.runId}:next`) nextRan();
+          return { status: "ok", reply: "ran" };
+        },
+        background: async (job) => {
+          if (job.id === "sentinel") sentinel();
+          else jobs.push(job.id);
+        },
+      });
+      expect(await p2.wait(rec.runId, 15_000)).toMatchObject({ status: "ok", reply: "caused:1" });
+      await nextP;
+      await p2.submit({ kind: "archive", id: "sentinel", data: {} }, { delayMs: 50 });
+      await sentinelP;
+      expect(turns).toEqual(["next"]);
+      expect(jobs).toEqual([`fu:${rec.runId}`]);
+      expect(await connection.llen(keys.outbox)).toBe(0);
+    }, 30_000);
+
+    it("a RunStore write that fails after the outbox commit: the retried drain applies the committed outcome, never a re-run", async () => {
+      const { make, runs, connection, keys } = env();
+      let failures = 1;
+      const flaky: RunStore = {
+        put: (run) => runs.put(run),
+        get: (id) => runs.get(id),
+        listBySession: (key, o) => runs.listBySession(key, o),
+        close: () => runs.close(),
+        patch: async (id, patch) => {
+          if (patch.status === "ok" && failures-- > 0)
+            throw new SwitchboardError("UNAVAILABLE", "store blip");
+          return runs.patch(id, patch);
+        },
+      };
+      const attempts: number[] = [];
+      const jobs: string[] = [];
+      let jobRan!: () => void;
+      const jobP = new Promise<void>((r) => {
+        jobRan = r;
+      });
+      const p = make({ runs: flaky });
+      await p.start({
+        turn: async (job) => {
+          attempts.push(job.attempt);
+          return {
+            status: "ok",
+            reply: `committed:${job.attempt}`,
+            followUps: [{ type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: {} } }],
+          };
+        },
+        background: async (job) => {
+          jobs.push(job.id);
+          jobRan();
+        },
+      });
+      const rec = await p.submitTurn(msg("s", "x"));
+      await jobP;
+      expect(await p.wait(rec.runId, 15_000)).toMatchObject({ status: "ok", reply: "committed:1" });
+      expect(attempts).toEqual([1]);
+      expect(jobs).toEqual([`fu:${rec.runId}`]);
+      expect(await connection.llen(keys.outbox)).toBe(0);
+    }, 30_000);
   });
 });

@@ -7,7 +7,8 @@ import {
   type LocalPipeline,
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
-import type { JobHandlers } from "../../../src/pipeline/types.js";
+import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { eventually, tempDir } from "../../helpers.js";
@@ -334,5 +335,100 @@ describe("local pipeline driver", () => {
     const probe = await p3.submitTurn(msg("s", "probe"));
     await p3.wait(probe.runId, 5000);
     expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["probe"]);
+  });
+
+  it("a crash after the commit record (outcome + follow-ups) and before the RunStore write: the restart records that outcome without re-running the turn, and relays the follow-ups once", async () => {
+    const { dir, runs, make } = env();
+    // The first process dies inside the RunStore write of the final status: it never returns.
+    let hung!: () => void;
+    const reachedFinalWrite = new Promise<void>((r) => {
+      hung = r;
+    });
+    const dying: RunStore = {
+      put: (run) => runs.put(run),
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: (id, patch) => {
+        if (patch.status !== "ok") return runs.patch(id, patch);
+        hung();
+        return new Promise(() => {});
+      },
+    };
+    const p1 = make({ runs: dying });
+    const caused = async (job: TurnJob) => ({
+      status: "ok" as const,
+      reply: `caused:${job.attempt}`,
+      followUps: [
+        { type: "job" as const, job: { kind: "archive" as const, id: `fu:${job.runId}`, data: {} } },
+        {
+          type: "turn" as const,
+          turn: { ...msg("t", "next", { origin: "announce" }), runId: `${job.runId}:next` },
+        },
+      ],
+    });
+    await p1.start({ turn: caused, background: async () => {} });
+    const rec = await p1.submitTurn(msg("s", "cause"));
+    await reachedFinalWrite;
+    expect((await runs.get(rec.runId))?.status).toBe("running");
+    const journal = readFileSync(journalPath(dir), "utf8");
+    expect(journal).toContain('"t":"final"');
+
+    // A new process over the same state dir (the old one is never stopped: it crashed).
+    const turns: string[] = [];
+    const jobs: string[] = [];
+    const nextRan = resolvers();
+    const sentinel = resolvers();
+    const p2 = make();
+    await p2.start({
+      turn: async (job) => {
+        turns.push(job.messages[0]!.text);
+        if (job.runId === `${rec.runId}:next`) nextRan.resolve();
+        return { status: "ok", reply: "ran" };
+      },
+      background: async (job) => {
+        if (job.id === "sentinel") sentinel.resolve();
+        else jobs.push(job.id);
+      },
+    });
+    expect(await p2.wait(rec.runId, 5000)).toMatchObject({ status: "ok", reply: "caused:1" });
+    await nextRan.promise;
+    await p2.submit({ kind: "archive", id: "sentinel", data: {} }, { delayMs: 20 });
+    await sentinel.promise;
+    expect(turns).toEqual(["next"]);
+    expect(jobs).toEqual([`fu:${rec.runId}`]);
+  });
+
+  it("a RunStore write that fails after the commit does not turn the committed outcome into error", async () => {
+    const { runs, make } = env();
+    let failures = 1;
+    const flaky: RunStore = {
+      put: (run) => runs.put(run),
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: async (id, patch) => {
+        if (patch.status === "ok" && failures-- > 0) throw new SwitchboardError("UNAVAILABLE", "store blip");
+        return runs.patch(id, patch);
+      },
+    };
+    const ran = resolvers();
+    const jobs: string[] = [];
+    const p = make({ runs: flaky });
+    await p.start({
+      turn: async (job) => ({
+        status: "ok",
+        reply: "committed",
+        followUps: [{ type: "job", job: { kind: "archive", id: `fu:${job.runId}`, data: {} } }],
+      }),
+      background: async (job) => {
+        jobs.push(job.id);
+        ran.resolve();
+      },
+    });
+    const rec = await p.submitTurn(msg("s", "x"));
+    expect(await p.wait(rec.runId, 5000)).toMatchObject({ status: "ok", reply: "committed" });
+    await ran.promise;
+    expect(jobs).toEqual([`fu:${rec.runId}`]);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { canCollect, type TurnRequest } from "../../../src/pipeline/types.js";
+import { parseInput, turnRequestSchema } from "../../../src/pipeline/schema.js";
+import { canCollect, TURN_ORIGINS, type TurnRequest } from "../../../src/pipeline/types.js";
 
 const base: TurnRequest = { sessionKey: "s", agentId: "main", text: "a", deliver: true, origin: "inbound" };
 
@@ -20,5 +21,15 @@ describe("canCollect (collect-mode folding rule)", () => {
     ["first marked noCollect", { meta: { noCollect: true } }, {}, false],
   ] as const)("%s → %s", (_name, a, b, expected) => {
     expect(canCollect({ ...base, ...a }, { ...base, ...b })).toBe(expected);
+  });
+});
+
+describe("turn requests", () => {
+  it("accept only the known origins, naming the field otherwise", () => {
+    for (const origin of TURN_ORIGINS)
+      expect(parseInput(turnRequestSchema, { ...base, origin }, "turn").origin).toBe(origin);
+    expect(() => parseInput(turnRequestSchema, { ...base, origin: "whatever" }, "turn")).toThrow(
+      /turn\.origin/,
+    );
   });
 });

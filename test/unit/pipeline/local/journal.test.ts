@@ -179,4 +179,47 @@ describe("Journal", () => {
     await j.close();
     await expect(j.append(turn("late"))).rejects.toThrow(/closed/);
   });
+
+  it("keeps a committed outcome and its unrelayed follow-ups through replay and compaction", async () => {
+    const d = dir();
+    const j = await open(d);
+    await j.append(turn("a"));
+    await j.append(turn("b"));
+    const fu = (id: string) => ({ type: "job" as const, job: { kind: "archive" as const, id, data: {} } });
+    // a: committed, RunStore not written yet, follow-ups not relayed; b: committed and relayed.
+    await j.append({
+      t: "final",
+      runIds: ["a"],
+      result: { status: "ok", reply: "A" },
+      followUps: [fu("fa")],
+    });
+    await j.append({ t: "final", runIds: ["b"], result: { status: "error" }, followUps: [fu("fb")] });
+    j.note({ t: "relayed", runId: "b" });
+    // c: finished and relayed long ago: nothing of it stays live.
+    await j.append(turn("c"));
+    j.note({ t: "final", runIds: ["c"], result: { status: "ok" }, followUps: [fu("fc")] });
+    j.note({ t: "done", runIds: ["c"] });
+    j.note({ t: "relayed", runId: "c" });
+    const live = (m: JournalModel) => ({
+      final: [...m.turns.values()].map((t) => [t.runId, t.final?.status, t.final?.reply]),
+      outbox: [...m.outbox.entries()].map(([k, o]) => [
+        k,
+        o.followUps.map((f) => (f.type === "job" ? f.job.id : "")),
+      ]),
+    });
+    const expected = {
+      final: [
+        ["a", "ok", "A"],
+        ["b", "error", undefined],
+      ],
+      outbox: [["a", ["fa"]]],
+    };
+    expect(live(j.model)).toEqual(expected);
+    await j.compact();
+    await j.close();
+    const again = await open(d);
+    expect(live(again.model)).toEqual(expected);
+    expect(readFileSync(path.join(d, JOURNAL_FILE), "utf8")).not.toContain("fc");
+    await again.close();
+  });
 });
