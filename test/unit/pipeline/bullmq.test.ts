@@ -1,5 +1,6 @@
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
 import {
   type BullmqPipeline,

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
 import {
   createLocalPipeline,
@@ -377,17 +378,17 @@ describe("local pipeline driver", () => {
     // A new process over the same state dir (the old one is never stopped: it crashed).
     const turns: string[] = [];
     const jobs: string[] = [];
-    const nextRan = resolvers();
-    const sentinel = resolvers();
+    const nextRan = latch();
+    const sentinel = latch();
     const p2 = make();
     await p2.start({
       turn: async (job) => {
         turns.push(job.messages[0]!.text);
-        if (job.runId === `${rec.runId}:next`) nextRan.resolve();
+        if (job.runId === `${rec.runId}:next`) nextRan.open();
         return { status: "ok", reply: "ran" };
       },
       background: async (job) => {
-        if (job.id === "sentinel") sentinel.resolve();
+        if (job.id === "sentinel") sentinel.open();
         else jobs.push(job.id);
       },
     });
@@ -412,7 +413,7 @@ describe("local pipeline driver", () => {
         return runs.patch(id, patch);
       },
     };
-    const ran = resolvers();
+    const ran = latch();
     const jobs: string[] = [];
     const p = make({ runs: flaky });
     await p.start({
@@ -423,7 +424,7 @@ describe("local pipeline driver", () => {
       }),
       background: async (job) => {
         jobs.push(job.id);
-        ran.resolve();
+        ran.open();
       },
     });
     const rec = await p.submitTurn(msg("s", "x"));
