@@ -400,7 +400,7 @@ export class CronService implements CronJobs {
       origin: "cron",
       runId,
       extraSystem: `This turn was started by the scheduled job "${job.id}" (${describeSchedule(job.schedule)}), not by a person typing. ${job.delivery.mode === "announce" ? "Your final reply is posted to the job's chat; reply exactly NO_REPLY to post nothing." : "Your reply is not posted anywhere."}`,
-      meta: { cron: meta, noCollect: true },
+      meta: { cron: meta },
     });
     if (!manual && (state.lastTick === undefined || tick.tickAt > state.lastTick))
       await this.#putState(job.id, { ...(await this.state(job.id)), lastTick: tick.tickAt });

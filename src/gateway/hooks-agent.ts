@@ -280,7 +280,7 @@ export function registerAgentHook(app: FastifyInstance, deps: AgentHookDeps): vo
         deliver: false,
         origin: "hook",
         ...(runId ? { runId } : {}),
-        ...(deliver ? { meta: { hookDeliver: deliver, noCollect: true } } : { meta: { noCollect: true } }),
+        ...(deliver ? { meta: { hookDeliver: deliver } } : {}),
       });
       const sessionKey = rec.sessionKey;
       const timeoutSeconds = body.timeoutSeconds ?? 0;

@@ -176,9 +176,9 @@ export type RunEvent = { type: "run.started"; run: RunRecord } | { type: "run.fi
  * Collect mode (`queue.mode = "collect"`): when a lane frees, the pending messages at its head are
  * folded into ONE turn while each next message `canCollect` with the FIRST one; the run stops at the
  * first message that cannot (FIFO is never broken by skipping over it). Only plain chat input is
- * folded: origins in `COLLECTABLE_ORIGINS`, the same agent, `deliver` and `timeoutMs`, and neither
- * message marked `meta.noCollect`. Everything else (sessions_send, a2a, announce, spawn, …) carries
- * per-message follow-up semantics and is always its own run. Every driver uses this one rule.
+ * folded: origins in `COLLECTABLE_ORIGINS` (the `TurnOrigin` union decides; no flag in `meta`), the
+ * same agent, `deliver` and `timeoutMs`. Everything else (commands, cron, hooks, sessions_send, a2a,
+ * announce, spawn, …) carries per-message follow-up semantics and is always its own run. Every driver uses this one rule.
  */
 export const COLLECTABLE_ORIGINS: ReadonlySet<TurnOrigin> = new Set<TurnOrigin>(["inbound", "operator"]);
 
@@ -188,8 +188,6 @@ export function canCollect(first: TurnRequest, next: TurnRequest): boolean {
     next.origin === first.origin &&
     next.agentId === first.agentId &&
     next.deliver === first.deliver &&
-    (next.timeoutMs ?? 0) === (first.timeoutMs ?? 0) &&
-    first.meta?.noCollect !== true &&
-    next.meta?.noCollect !== true
+    (next.timeoutMs ?? 0) === (first.timeoutMs ?? 0)
   );
 }

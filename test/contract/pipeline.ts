@@ -273,7 +273,7 @@ export function pipelineContract(
           h.pipeline.submitTurn(msg("s", "m3")),
           h.pipeline.submitTurn(msg("s", "m4")),
           h.pipeline.submitTurn(msg("s", "m5", { origin: "a2a" })),
-          h.pipeline.submitTurn(msg("s", "m6", { meta: { noCollect: true } })),
+          h.pipeline.submitTurn(msg("s", "m6", { origin: "cron" })),
           h.pipeline.submitTurn(msg("s", "m7")),
         ]);
         expect((await h.pipeline.queueInfo("s")).pending).toBe(6);

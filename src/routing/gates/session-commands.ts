@@ -72,7 +72,6 @@ export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
       runId: `compact:${msg.channel}:${msg.accountId}:${msg.messageId}`.slice(0, 200),
       meta: {
         command: "compact",
-        noCollect: true,
         ...(cmd.instructions ? { instructions: cmd.instructions } : {}),
       },
     });

@@ -17,8 +17,10 @@ describe("canCollect (collect-mode folding rule)", () => {
     ["different agent", {}, { agentId: "other" }, false],
     ["different timeout", { timeoutMs: 1000 }, {}, false],
     ["same timeout", { timeoutMs: 1000 }, { timeoutMs: 1000 }, true],
-    ["next marked noCollect", {}, { meta: { noCollect: true } }, false],
-    ["first marked noCollect", { meta: { noCollect: true } }, {}, false],
+    ["inbound then a cron tick", {}, { origin: "cron" }, false],
+    ["two cron ticks", { origin: "cron" }, { origin: "cron" }, false],
+    ["two webhook turns", { origin: "hook" }, { origin: "hook" }, false],
+    ["two chat commands", { origin: "command" }, { origin: "command" }, false],
   ] as const)("%s → %s", (_name, a, b, expected) => {
     expect(canCollect({ ...base, ...a }, { ...base, ...b })).toBe(expected);
   });
