@@ -551,6 +551,8 @@ if (process.argv[1] && import.meta.url === `file://${process.argv[1]}`) {
       kills,
       lifeMs: driver === "bullmq" ? [1000, 3000] : [300, 1500],
       concurrency: 16,
+      // bounded: the final life drains what was acked (unbounded, the local driver acks ~8,000)
+      maxSent: Number(process.env.CHAOS_MAX_SENT ?? (driver === "bullmq" ? 1500 : 3000)),
       seed: Number(process.env.CHAOS_SEED ?? 7),
       log: (l) => console.error(`[${driver}] ${l}`),
     });
