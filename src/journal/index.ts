@@ -70,6 +70,8 @@ export class Journal<R> {
   private appendsSinceSnapshot = 0;
   private pending: Pending[] = [];
   private flushing: Promise<void> | null = null;
+  /** The flush loop is swapping the live log (no write may start). */
+  private rotating = false;
   private rotateWaiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private snapshotting: Promise<void> | null = null;
   private aborting = false;
@@ -198,6 +200,19 @@ export class Journal<R> {
   }
 
   /**
+   * `append`, written at once (with everything queued before it, so order is kept) instead of
+   * after the current I/O phase — for a record whose loss a crash would make visible, such as
+   * the outbox mark right after a platform accepted a message: the window between the
+   * platform's yes and the mark reaching the OS shrinks from the rest of the event-loop phase
+   * to the synchronous step that called this. During a log rotation it waits for the rotation.
+   */
+  appendNow(records: R | R[], apply: () => void): Promise<void> {
+    const done = this.append(records, apply);
+    if (!this.closed && !this.rotating && this.out) this.writePending();
+    return done;
+  }
+
+  /**
    * `append` for a caller that already has the record's JSON (`JSON.stringify(record)`, no
    * newline): saves serialising it twice.
    */
@@ -226,7 +241,12 @@ export class Journal<R> {
     try {
       for (;;) {
         if (this.rotateWaiters.length > 0 && !this.snapshotting) {
-          await this.rotate();
+          this.rotating = true;
+          try {
+            await this.rotate();
+          } finally {
+            this.rotating = false;
+          }
           continue;
         }
         if (this.pending.length === 0) {
@@ -236,33 +256,35 @@ export class Journal<R> {
           this.flushing = null;
           return;
         }
-        const batch = this.pending.splice(0);
-        const text = batch.map((b) => b.text).join("");
-        try {
-          this.out!.append(text); // a failed write is cut back off: the next batch starts clean
-        } catch (err) {
-          this.opts.logger.error(
-            { err, journal: this.opts.name, records: batch.length },
-            "journal write failed",
-          );
-          for (const b of batch) b.reject(err);
-          continue;
-        }
-        for (const b of batch) {
-          this.appendsSinceSnapshot += b.records;
-          try {
-            b.apply();
-          } catch (err) {
-            this.opts.logger.error({ err, journal: this.opts.name }, "journal apply failed");
-          }
-          b.resolve();
-        }
-        this.maybeCompact();
+        this.writePending();
       }
     } catch (err) {
       this.flushing = null;
       throw err;
     }
+  }
+
+  /** One write(2) of everything queued, then `apply` and resolve (or reject) each append. */
+  private writePending(): void {
+    const batch = this.pending.splice(0);
+    const text = batch.map((b) => b.text).join("");
+    try {
+      this.out!.append(text); // a failed write is cut back off: the next batch starts clean
+    } catch (err) {
+      this.opts.logger.error({ err, journal: this.opts.name, records: batch.length }, "journal write failed");
+      for (const b of batch) b.reject(err);
+      return;
+    }
+    for (const b of batch) {
+      this.appendsSinceSnapshot += b.records;
+      try {
+        b.apply();
+      } catch (err) {
+        this.opts.logger.error({ err, journal: this.opts.name }, "journal apply failed");
+      }
+      b.resolve();
+    }
+    this.maybeCompact();
   }
 
   // ---------------------------------------------------------------- compaction

@@ -29,6 +29,8 @@ export interface FakeChatReply {
   model?: string;
   /** Wait before answering; ends early (nothing is sent) if the client goes away. */
   delayMs?: number;
+  /** Wait for this before answering (a gate the test opens). */
+  until?: Promise<unknown>;
   /** Streaming only: wait between SSE chunks. */
   chunkDelayMs?: number;
   /** Streaming only: send this many SSE events, then hold the connection open without ending it. */
@@ -166,6 +168,7 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     const next = queue.shift() ?? fallback;
     const reply = typeof next === "function" ? next(rec) : next;
     rec.reply = reply;
+    if (reply.until) await reply.until;
     if (reply.delayMs && !(await wait(reply.delayMs, res))) return;
     if (reply.drop) {
       res.socket?.destroy();

@@ -17,9 +17,11 @@ function startGateway(
   configPath: string,
   sentPath: string,
   seedKey = "agent:main:crash",
-): Promise<{ child: ChildProcess; url: string }> {
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, configPath, sentPath, seedKey], {
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
   });
   children.push(child);
   let out = "";
@@ -30,7 +32,7 @@ function startGateway(
       const m = /READY (\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve({ child, url: `http://127.0.0.1:${m[1]}` });
+        resolve({ child, url: `http://127.0.0.1:${m[1]}`, output: () => out });
       }
     };
     child.stdout?.on("data", on);
@@ -102,12 +104,100 @@ describe("crash mid-turn", () => {
         500,
         20,
       );
-      expect(lines.map((l) => JSON.parse(l))).toEqual([{ to: "chat-1", text: "prepare" }]);
+      expect(lines.map((l) => JSON.parse(l))).toEqual([
+        { to: "chat-1", text: "prepare", key: `reply:${sent.result.runId}` },
+      ]);
       second.child.kill("SIGTERM");
       await new Promise((r) => second.child.once("exit", r));
     } finally {
       await fake.close();
       t.cleanup();
     }
+  });
+});
+
+/**
+ * A crash right after the platform accepted the reply (issue 11, delivery window): the fake
+ * platform records the post, then SIGKILLs the gateway. The turn re-runs after the restart.
+ */
+describe("crash after the platform accepted the reply", () => {
+  async function crashAfterPost(when: "after" | "inside") {
+    const t = tempDir();
+    stateDir = path.join(t.dir, "state");
+    const configPath = path.join(t.dir, "config.json");
+    const sentPath = path.join(t.dir, "sent.jsonl");
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        stateDir,
+        gateway: { port: 0 },
+        models: {
+          default: "s/echo",
+          providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+        },
+      }),
+    );
+    // A 1 s lease: a send interrupted before its mark is re-sent after 1 s, not 15 s.
+    const env = { LEASE_MS: "1000" };
+    const posts = () =>
+      existsSync(sentPath)
+        ? readFileSync(sentPath, "utf8")
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l) as { to: string; text: string; key?: string })
+        : [];
+    try {
+      const first = await startGateway(configPath, sentPath, "agent:main:crash", {
+        ...env,
+        CRASH_AFTER_POST: "^re: once$",
+        CRASH_WHEN: when,
+      });
+      const exited = new Promise((r) => first.child.once("exit", r));
+      const sent = await rpc(first.url, "chat.send", {
+        sessionKey: "agent:main:crash",
+        message: "once",
+        timeoutSeconds: 0,
+        deliver: true,
+      });
+      expect(sent.result.status).toBe("accepted");
+      await exited;
+      expect(first.child.signalCode).toBe("SIGKILL");
+      expect(posts()).toHaveLength(1);
+
+      // Second life: the journal re-runs the turn, whose delivery meets the outbox record.
+      const second = await startGateway(configPath, sentPath, "agent:main:crash", env);
+      const wait = await rpc(second.url, "agent.wait", { runId: sent.result.runId, timeoutMs: 20_000 });
+      expect(wait.result).toMatchObject({ status: "ok", reply: "re: once" });
+      const result = { posts: posts(), output: second.output() };
+      second.child.kill("SIGTERM");
+      await new Promise((r) => second.child.once("exit", r));
+      return { ...result, runId: sent.result.runId as string };
+    } finally {
+      t.cleanup();
+    }
+  }
+
+  it("once the send returned, the mark is on disk before anything else runs: posted exactly once", {
+    timeout: 60_000,
+  }, async () => {
+    const { posts, output, runId } = await crashAfterPost("after");
+    expect(posts).toEqual([{ to: "chat-1", text: "re: once", key: `reply:${runId}` }]);
+    expect(output).not.toContain("interrupted before its mark");
+  });
+
+  it("the remaining window (the platform said yes, the gateway never heard it): sent again once the lease ran out, logged with the key", {
+    timeout: 60_000,
+  }, async () => {
+    const { posts, output, runId } = await crashAfterPost("inside");
+    // at-least-once: the README's honest window posts it twice, never zero times, and says so
+    expect(posts).toEqual([
+      { to: "chat-1", text: "re: once", key: `reply:${runId}` },
+      { to: "chat-1", text: "re: once", key: `reply:${runId}` },
+    ]);
+    const warn = output
+      .split("\n")
+      .filter((l) => l.includes("interrupted before its mark"))
+      .map((l) => JSON.parse(l) as { idempotencyKey: string });
+    expect(warn).toEqual([expect.objectContaining({ idempotencyKey: `reply:${runId}#0` })]);
   });
 });

@@ -344,7 +344,10 @@ class LocalPipelineImpl implements LocalPipeline {
     try {
       if (explicit) {
         const existing = await this.runs.get(runId);
-        if (existing) {
+        // A "queued" record this pipeline does not hold (checked above) is a torn accept: a crash
+        // wrote the run record but not the journal record. Accept it again instead of answering
+        // with a run that would never start.
+        if (existing && existing.status !== "queued") {
           this.dropEntry(entry);
           return existing;
         }

@@ -111,11 +111,14 @@ export class FsOutboxStore implements OutboxStore {
         ttlMs !== undefined && ttlMs > 0
           ? this.now() + ttlMs
           : (this.live(id)?.expiresAt ?? this.now() + UNCLAIMED_DONE_TTL_MS);
-      await this.write({
+      // Written at once, not after the current I/O phase: a crash between the platform's yes
+      // and this mark re-sends the message, so the mark must not wait for other callbacks.
+      const r: OutboxRecord = {
         op: "set",
         id,
         entry: { state: "done", expiresAt, messageIds: [...result.messageIds] },
-      });
+      };
+      await this.journal.appendNow(r, () => this.apply(r));
     });
   }
 
