@@ -61,7 +61,10 @@ export type DeliveryOutcome =
   | { status: "sent"; channel: string; messageIds: string[] }
   | { status: "duplicate" }
   | { status: "blocked"; reason: string }
-  | { status: "no-route"; reason: string }
+  /** `missingChannel`: the route names a channel this process does not run (a worker's). */
+  | { status: "no-route"; reason: string; missingChannel?: string }
+  /** A process without the channel queued it for a gateway (src/delivery/handoff.ts). */
+  | { status: "handed-off"; channel: string }
   | { status: "failed"; error: string };
 
 export interface Delivery {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { ConfiguredModels } from "../agent/models.js";
 import type { LoadedConfig } from "../config/load.js";
+import type { DeliveryHandoff } from "../delivery/handoff-bullmq.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { hashTag } from "../pipeline/bullmq/keys.js";
@@ -118,6 +119,8 @@ export interface Drivers {
   models: ConfiguredModels;
   /** bullmq only: live events (deltas, typing, transcript) between workers and gateways. */
   live: LiveRelay | null;
+  /** bullmq only: deliveries a worker (no channels) hands to the gateways. */
+  handoff: DeliveryHandoff | null;
 }
 
 /** Store, pipeline and model providers for the config; Redis connections close if a driver fails to open. */
@@ -138,7 +141,31 @@ export async function createDrivers(
     throw err;
   }
   const models = new ConfiguredModels(loaded.config, logger, loaded.baseDir);
-  return { stateDir, redis, store, pipeline, models, live: await createLiveRelay(loaded, logger, redis) };
+  return {
+    stateDir,
+    redis,
+    store,
+    pipeline,
+    models,
+    live: await createLiveRelay(loaded, logger, redis),
+    handoff: await createHandoff(loaded, logger, redis),
+  };
+}
+
+async function createHandoff(
+  loaded: LoadedConfig,
+  logger: Logger,
+  redis: RedisConnections,
+): Promise<DeliveryHandoff | null> {
+  const { queue } = loaded.config;
+  if (queue.driver !== "bullmq") return null;
+  const { DeliveryHandoff } = await import("../delivery/handoff-bullmq.js");
+  return new DeliveryHandoff({
+    connection: await redis.shared(queue.redisUrl, "config: queue.redisUrl"),
+    createBlockingConnection: () => redis.blocking(queue.redisUrl),
+    prefix: hashTag(`${queue.prefix}:queue`),
+    logger,
+  });
 }
 
 async function createLiveRelay(

@@ -6,6 +6,7 @@ import type { LoadedConfig } from "../config/load.js";
 import { installCronFlow } from "../cron/flow.js";
 import { CronService } from "../cron/service.js";
 import type { CronDriver } from "../cron/types.js";
+import { HandoffDelivery } from "../delivery/handoff.js";
 import { AdapterRegistry, ChannelDelivery } from "../delivery/index.js";
 import { EventBus } from "../events.js";
 import { installSendFlow } from "../flows/a2a.js";
@@ -18,7 +19,7 @@ import { ensureGatewayToken, removeGatewayInfo, writeGatewayInfo } from "../gate
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
 import { createRouter, type Router } from "../routing/router.js";
-import type { Services } from "../services.js";
+import type { Delivery, Services } from "../services.js";
 import { allTools } from "../tools/index.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
@@ -87,7 +88,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     bus,
     models,
     channels,
-    delivery: new ChannelDelivery({ config, store, channels, logger }),
+    delivery: deliveryFor(opts.role, new ChannelDelivery({ config, store, channels, logger }), drivers),
     version: packageVersion(),
     now,
   };
@@ -137,10 +138,18 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     start: () => lifecycle.start(),
     stop: () => lifecycle.stop(),
   };
-  const lifecycle = appLifecycle(app, drivers, adapters, () =>
+  const lifecycle = appLifecycle(app, drivers, adapters, opts.role, () =>
     createCronDriver(loaded, drivers, logger, now),
   );
   return app;
+}
+
+/**
+ * A worker runs no channels: on bullmq its deliveries go to the gateways (src/delivery/handoff.ts);
+ * a gateway posts through its own channels and takes the workers' hand-offs (appLifecycle).
+ */
+function deliveryFor(role: AppOptions["role"], local: ChannelDelivery, drivers: Drivers): Delivery {
+  return role === "worker" && drivers.handoff ? new HandoffDelivery(local, drivers.handoff) : local;
 }
 
 /** The URL a client on this machine uses: a wildcard bind is reached over loopback. */
@@ -154,6 +163,7 @@ function appLifecycle(
   app: App,
   drivers: Drivers,
   adapters: ChannelAdapter[],
+  role: AppOptions["role"],
   cronDriver: () => Promise<CronDriver>,
 ) {
   const { services, server, runtime, handlers, router } = app;
@@ -176,6 +186,9 @@ function appLifecycle(
           await router.handle(msg);
         });
       }
+      // Hand-offs from workers are posted once the channels are up.
+      if (drivers.handoff && role === "gateway")
+        await drivers.handoff.consume((req) => services.delivery.deliver(req));
     },
     async stop() {
       if (!started) return;
@@ -186,6 +199,7 @@ function appLifecycle(
       for (const a of services.channels.all())
         await a.stop().catch((err) => services.logger.warn({ err }, "channel stop failed"));
       await drivers.live?.stop();
+      await drivers.handoff?.stop();
       await services.pipeline.stop();
       await drivers.store.close();
       await drivers.redis.close();

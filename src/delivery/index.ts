@@ -156,6 +156,7 @@ export class ChannelDelivery implements Delivery {
       return {
         status: "no-route",
         reason: `channel ${route.channel} (account ${route.accountId ?? "default"}) is not running`,
+        missingChannel: route.channel,
       };
     return { entry, route, adapter };
   }

@@ -323,7 +323,7 @@ async function deliverAnnounce(
     text,
     idempotencyKey: announceIdempotencyKey(flow.primaryRunId),
   });
-  if (res.status === "sent" || res.status === "duplicate") {
+  if (res.status === "sent" || res.status === "duplicate" || res.status === "handed-off") {
     log.info({ status: res.status }, "a2a announce delivered");
     return;
   }

@@ -32,6 +32,8 @@ export async function deliverRoutedReply(
       return { delivery: `sent to ${res.channel}`, failed: false };
     case "duplicate":
       return { delivery: "sent (already posted)", failed: false };
+    case "handed-off":
+      return { delivery: `handed to a gateway for ${res.channel}`, failed: false };
     case "blocked":
       return { delivery: `blocked: ${res.reason}`, failed: false };
     case "no-route":

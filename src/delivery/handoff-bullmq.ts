@@ -1,0 +1,140 @@
+import { createHash } from "node:crypto";
+import { type Job, Queue, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../log.js";
+import { closeClient, closeQueue, closeWorker } from "../redis/close.js";
+import type { DeliveryOutcome, DeliveryRequest } from "../services.js";
+import type { HandoffQueue } from "./handoff.js";
+
+/**
+ * Deliveries from processes that run no channels (`switchboard worker` on the bullmq pipeline).
+ * A worker runs turns but holds no Telegram/Slack/… connection, so its delivery finds no adapter;
+ * instead of dropping the reply as "no-route", it hands the request to the gateways over a BullMQ
+ * queue (`deliver`), durable in Redis. A gateway takes it and posts it through its own delivery,
+ * with the same idempotency key: the outbox still posts each key once, however often the job runs.
+ * A gateway that has no such channel either (or a failed send) lets BullMQ retry, with backoff.
+ */
+
+export const HANDOFF_QUEUE = "deliver";
+const ATTEMPTS = 8;
+
+const requestSchema = z.object({
+  sessionKey: z.string().min(1),
+  text: z.string(),
+  idempotencyKey: z.string().min(1),
+  route: z
+    .object({
+      channel: z.string().min(1),
+      to: z.string().min(1),
+      accountId: z.string().optional(),
+      threadId: z.string().optional(),
+    })
+    .optional(),
+  bypassPolicy: z.boolean().optional(),
+  kind: z.enum(["reply", "failure"]).optional(),
+});
+
+/** The job id of a request: one job per idempotency key (BullMQ ids may not contain ":"). */
+export function handoffJobId(idempotencyKey: string): string {
+  return `d-${createHash("sha256").update(idempotencyKey).digest("hex").slice(0, 40)}`;
+}
+
+export interface HandoffOptions {
+  /** Shared command connection (the composition root owns it). */
+  connection: Redis;
+  /** A new blocking connection for the consumer (closed here). */
+  createBlockingConnection: () => Redis;
+  /** BullMQ prefix (the queue's hash tag). */
+  prefix: string;
+  logger: Logger;
+}
+
+export class DeliveryHandoff implements HandoffQueue {
+  readonly #queue: Queue;
+  #worker: Worker | null = null;
+  #blocking: Redis | null = null;
+
+  constructor(private readonly opts: HandoffOptions) {
+    this.#queue = new Queue(HANDOFF_QUEUE, { connection: opts.connection, prefix: opts.prefix });
+    this.#queue.on("error", (err) =>
+      opts.logger.warn({ err: errorMessage(err) }, "delivery hand-off queue error"),
+    );
+  }
+
+  /** Queues `req` for a gateway; the same idempotency key twice is one job. */
+  async add(req: DeliveryRequest): Promise<void> {
+    await this.#queue.add("deliver", req, {
+      jobId: handoffJobId(req.idempotencyKey),
+      attempts: ATTEMPTS,
+      backoff: { type: "exponential", delay: 1000 },
+      removeOnComplete: { count: 1000 },
+      removeOnFail: { count: 1000 },
+    });
+  }
+
+  /** Gateways: take handed-off requests and post them with `deliver` (the gateway's own delivery). */
+  async consume(deliver: (req: DeliveryRequest) => Promise<DeliveryOutcome>): Promise<void> {
+    if (this.#worker) return;
+    const { logger } = this.opts;
+    const blocking = this.opts.createBlockingConnection();
+    this.#blocking = blocking;
+    const worker = new Worker(
+      HANDOFF_QUEUE,
+      async (job: Job) => {
+        const parsed = requestSchema.safeParse(job.data);
+        if (!parsed.success) {
+          logger.warn({ jobId: job.id }, "delivery hand-off: malformed request dropped");
+          return;
+        }
+        const req = stripUndefined(parsed.data);
+        const res = await deliver(req);
+        if (res.status === "failed" || res.status === "no-route") {
+          // Another attempt (here or on another gateway) may succeed: BullMQ retries with backoff.
+          throw new Error(res.status === "failed" ? res.error : res.reason);
+        }
+        if (res.status === "blocked")
+          logger.info(
+            { key: req.idempotencyKey, why: res.reason },
+            "delivery hand-off: blocked by send policy",
+          );
+      },
+      { connection: blocking, prefix: this.opts.prefix, concurrency: 16, autorun: false },
+    );
+    worker.on("error", (err) => logger.warn({ err: errorMessage(err) }, "delivery hand-off worker error"));
+    worker.on("failed", (job, err) =>
+      logger.warn(
+        { jobId: job?.id, attempt: job?.attemptsMade, err: errorMessage(err) },
+        "delivery hand-off: not posted yet; retrying",
+      ),
+    );
+    this.#worker = worker;
+    worker
+      .run()
+      .catch((err: unknown) => logger.error({ err: errorMessage(err) }, "delivery hand-off worker stopped"));
+    await worker.waitUntilReady();
+  }
+
+  async stop(): Promise<void> {
+    const worker = this.#worker;
+    this.#worker = null;
+    if (worker) await closeWorker(worker, this.opts.logger);
+    const blocking = this.#blocking;
+    this.#blocking = null;
+    if (blocking) await closeClient(blocking);
+    await closeQueue(this.#queue, this.opts.logger);
+  }
+}
+
+function stripUndefined(r: z.infer<typeof requestSchema>): DeliveryRequest {
+  const out: DeliveryRequest = { sessionKey: r.sessionKey, text: r.text, idempotencyKey: r.idempotencyKey };
+  if (r.route) {
+    out.route = { channel: r.route.channel, to: r.route.to };
+    if (r.route.accountId !== undefined) out.route.accountId = r.route.accountId;
+    if (r.route.threadId !== undefined) out.route.threadId = r.route.threadId;
+  }
+  if (r.bypassPolicy !== undefined) out.bypassPolicy = r.bypassPolicy;
+  if (r.kind !== undefined) out.kind = r.kind;
+  return out;
+}

@@ -1,0 +1,29 @@
+import type { Delivery, DeliveryOutcome, DeliveryRequest, ReplyStream } from "../services.js";
+
+/** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
+export interface HandoffQueue {
+  add(req: DeliveryRequest): Promise<void>;
+}
+
+/**
+ * A worker's delivery: posts itself where it has the channel (never, today: workers run none),
+ * and hands the rest to the gateways. Streaming previews need the channel here, so a worker's
+ * turn posts its reply whole.
+ */
+export class HandoffDelivery implements Delivery {
+  constructor(
+    private readonly local: Delivery,
+    private readonly handoff: HandoffQueue,
+  ) {}
+
+  async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
+    const res = await this.local.deliver(req);
+    if (res.status !== "no-route" || !res.missingChannel) return res;
+    await this.handoff.add(req);
+    return { status: "handed-off", channel: res.missingChannel };
+  }
+
+  async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
+    return (await this.local.openStream?.(req)) ?? null;
+  }
+}
