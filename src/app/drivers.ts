@@ -165,6 +165,8 @@ async function createHandoff(
     createBlockingConnection: () => redis.blocking(queue.redisUrl),
     prefix: hashTag(`${queue.prefix}:queue`),
     logger,
+    lockDurationMs: queue.lockDurationMs,
+    stalledIntervalMs: queue.stalledIntervalMs,
   });
 }
 

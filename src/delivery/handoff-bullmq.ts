@@ -49,6 +49,9 @@ export interface HandoffOptions {
   /** BullMQ prefix (the queue's hash tag). */
   prefix: string;
   logger: Logger;
+  /** A gateway that died mid-post is noticed after about lockDurationMs + stalledIntervalMs. */
+  lockDurationMs: number;
+  stalledIntervalMs: number;
 }
 
 export class DeliveryHandoff implements HandoffQueue {
@@ -100,7 +103,15 @@ export class DeliveryHandoff implements HandoffQueue {
             "delivery hand-off: blocked by send policy",
           );
       },
-      { connection: blocking, prefix: this.opts.prefix, concurrency: 16, autorun: false },
+      {
+        connection: blocking,
+        prefix: this.opts.prefix,
+        concurrency: 16,
+        lockDuration: this.opts.lockDurationMs,
+        stalledInterval: this.opts.stalledIntervalMs,
+        maxStalledCount: ATTEMPTS,
+        autorun: false,
+      },
     );
     worker.on("error", (err) => logger.warn({ err: errorMessage(err) }, "delivery hand-off worker error"));
     worker.on("failed", (job, err) =>
