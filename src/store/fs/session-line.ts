@@ -137,34 +137,22 @@ export function scanSessionLine(b: Buffer): ScannedLine {
       if (j === -1) return FALLBACK;
       i = j + 1;
     } else if (c === Q) {
-      // a string value
+      // a kept string (or a member that must not be one)
+      if (flag === CREATED || flag === UPDATED) return FALLBACK; // not a number: invalid
+      let j = b.indexOf(Q, i + 1);
+      while (j !== -1 && isEscaped(b, j)) j = b.indexOf(Q, j + 1);
+      if (j === -1) return FALLBACK;
       const vs = i + 1;
-      let j = vs;
-      let escaped = false;
-      let ascii = true;
-      for (;;) {
-        if (j >= n) return FALLBACK;
-        const d = b[j]!;
-        if (d === Q) break;
-        if (d === BS) {
-          escaped = true;
-          j += 2;
-          continue;
-        }
-        if (d < 0x20) return FALLBACK;
-        if (d >= 0x80) ascii = false;
-        j++;
-      }
       i = j + 1;
-      if (flag !== 0 && flag !== CREATED && flag !== UPDATED && flag !== ARCHIVED) {
-        let str: string;
-        if (escaped) {
+      if (flag !== ARCHIVED) {
+        let str = b.toString("utf8", vs, j);
+        if (str.includes("\\")) {
           try {
             str = JSON.parse(b.toString("utf8", vs - 1, j + 1)) as string;
           } catch {
             return FALLBACK;
           }
-        } else str = b.toString(ascii ? "latin1" : "utf8", vs, j);
+        }
         switch (flag) {
           case KEY:
             key = str;
@@ -189,7 +177,7 @@ export function scanSessionLine(b: Buffer): ScannedLine {
             del = str;
             break;
         }
-      } else if (flag === CREATED || flag === UPDATED) return FALLBACK; // not a number: invalid
+      }
     } else if (c === 0x7b || c === 0x5b) {
       // a nested value: skip to its end (strings may hold brackets)
       if (flag !== 0 && flag !== ARCHIVED && flag !== DISPLAY) return FALLBACK;
@@ -222,10 +210,8 @@ export function scanSessionLine(b: Buffer): ScannedLine {
       }
       if (i === vs) return FALLBACK;
       if (flag === CREATED || flag === UPDATED) {
-        const text = b.toString("latin1", vs, i);
-        if (!NUMBER_RE.test(text)) return FALLBACK;
-        const v = Number(text);
-        if (!Number.isFinite(v)) return FALLBACK;
+        const v = integerAt(b, vs, i) ?? numberAt(b, vs, i);
+        if (v === null) return FALLBACK;
         if (flag === UPDATED) updatedAt = v;
       } else if (flag !== 0 && flag !== ARCHIVED)
         return FALLBACK; // a kept string member that is not one
@@ -255,6 +241,30 @@ export function scanSessionLine(b: Buffer): ScannedLine {
     spawnedBy,
     displayName,
   };
+}
+
+/** A plain integer (no leading zero, ≤ 15 digits), or null. */
+function integerAt(b: Buffer, s: number, e: number): number | null {
+  let i = s;
+  const neg = b[i] === 0x2d;
+  if (neg) i++;
+  const len = e - i;
+  if (len < 1 || len > 15 || (b[i] === 0x30 && len > 1)) return null;
+  let v = 0;
+  for (; i < e; i++) {
+    const d = b[i]! - 0x30;
+    if (d < 0 || d > 9) return null;
+    v = v * 10 + d;
+  }
+  return neg ? -v : v;
+}
+
+/** Any JSON number, or null (not one, or not finite). */
+function numberAt(b: Buffer, s: number, e: number): number | null {
+  const text = b.toString("latin1", s, e);
+  if (!NUMBER_RE.test(text)) return null;
+  const v = Number(text);
+  return Number.isFinite(v) ? v : null;
 }
 
 /** A number or true/false/null starts so (a skipped value is not checked further). */
