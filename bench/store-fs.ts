@@ -16,6 +16,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import {
   createWriteStream,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -335,10 +336,14 @@ async function measureInChild(stateDir: string, workDir: string): Promise<Measur
 
 export async function run(): Promise<StoreFsBenchResult> {
   const workDir = mkdtempSync(path.join(os.tmpdir(), "sb-bench-fs-"));
-  const stateDir = path.join(workDir, "state");
+  // SB_BENCH_STATE_DIR=<dir> keeps the generated state there and reuses it on the next run
+  // (generating 1M sessions takes minutes): for iterating on the open path
+  const keep = process.env.SB_BENCH_STATE_DIR;
+  const stateDir = keep ? path.resolve(keep) : path.join(workDir, "state");
   try {
-    const generateSessionsMs = await generateSessions(stateDir);
-    const tr = await generateTranscript(stateDir);
+    const reuse = keep !== undefined && existsSync(path.join(stateDir, "sessions"));
+    const generateSessionsMs = reuse ? 0 : await generateSessions(stateDir);
+    const tr = reuse ? { ms: 0, bytes: 0 } : await generateTranscript(stateDir);
     const loadAverage = Math.round(os.loadavg()[0]! * 100) / 100;
     const m = await measureInChild(stateDir, workDir);
     const result: StoreFsBenchResult = {

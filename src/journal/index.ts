@@ -36,6 +36,27 @@ export interface WarningSink {
   add(message: string, fields?: Record<string, unknown>): void;
 }
 
+/**
+ * Where a record read at load lies (for an owner that reads records back from the files
+ * instead of keeping them in memory). One object per file, updated for each line: copy what
+ * you keep.
+ */
+export interface LineAt {
+  /** The file as named when it was read (it may be renamed later; an open fd stays valid). */
+  file: string;
+  /** true for the snapshot, false for a log. */
+  snapshot: boolean;
+  /** The snapshot's S or the log's G (from the header; 0 before it). */
+  gen: number;
+  /** Byte offset of the line's first byte. */
+  offset: number;
+  /** Bytes of the line without its newline. */
+  length: number;
+}
+
+/** What `readLine` returns for a line that is not JSON (skipped with an "unreadable" warning). */
+export const UNREADABLE: unique symbol = Symbol("unreadable");
+
 export interface JournalOptions<R> {
   dir: string;
   name: string;
@@ -43,12 +64,27 @@ export interface JournalOptions<R> {
   warnings: WarningSink;
   /** Compact after this many appended records (and at least a quarter of the live state). */
   compactEveryAppends: number;
-  /** Checks one parsed line; null marks it unreadable (skipped with a warning). */
+  /** Checks one parsed line; null marks it invalid (skipped with a warning). */
   decode: (value: unknown) => R | null;
+  /**
+   * Optional: decodes a raw line (header lines excepted) instead of `JSON.parse` + `decode`,
+   * for owners that need only part of each record at load. null: invalid; UNREADABLE: not JSON.
+   */
+  readLine?: (line: Buffer, at: LineAt) => R | null | typeof UNREADABLE;
   /** Applies one record while loading. */
-  replay: (record: R) => void;
+  replay: (record: R, at: LineAt) => void;
   /** The whole current state as records; called synchronously at the rotation point. */
   snapshot: () => R[];
+  /** A record's snapshot line without the newline (default `JSON.stringify`). */
+  serialize?: (record: R) => string;
+  /**
+   * Called once a snapshot is in place (renamed, before older logs are deleted), with each
+   * record's byte offset in it (and one more: the end of the last line's newline), so an owner
+   * that reads records from the files can re-point them.
+   */
+  snapshotWritten?: (written: { file: string; gen: number; records: R[]; offsets: number[] }) => void;
+  /** Compute each appended record's byte offset in the live log (passed to `apply`). */
+  locate?: boolean;
   /** Number of live records, to scale the compaction threshold with the state. */
   size: () => number;
 }
@@ -56,7 +92,7 @@ export interface JournalOptions<R> {
 interface Pending {
   text: string;
   records: number;
-  apply: () => void;
+  apply: (offset: number) => void;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -78,6 +114,11 @@ export class Journal<R> {
   private closed = false;
 
   private constructor(private readonly opts: JournalOptions<R>) {}
+
+  /** Generation of the live log (the one `apply` offsets refer to). */
+  get generation(): number {
+    return this.gen;
+  }
 
   get livePath(): string {
     return path.join(this.opts.dir, `${this.opts.name}.jsonl`);
@@ -153,11 +194,29 @@ export class Journal<R> {
   ): Promise<number> {
     let records = 0;
     const base = path.basename(file);
+    const at: LineAt = { file, snapshot: file === this.snapshotPath, gen: 0, offset: 0, length: 0 };
+    const readLine = this.opts.readLine;
     await forEachLine(file, (buf, info) => {
-      let value: unknown;
-      try {
-        value = JSON.parse(buf.toString("utf8"));
-      } catch {
+      let record: R | null | typeof UNREADABLE = UNREADABLE;
+      at.offset = info.offset;
+      at.length = buf.length;
+      if (readLine && !(info.lineNo === 1 && buf[0] === 0x7b && buf[1] === 0x22 && buf[2] === 0x24)) {
+        record = readLine(buf, at); // not a header ({"$…): the owner decodes it
+      } else {
+        let value: unknown;
+        try {
+          value = JSON.parse(buf.toString("utf8"));
+        } catch {
+          value = UNREADABLE;
+        }
+        if (info.lineNo === 1 && isHeader(value)) {
+          onHeader(value);
+          at.gen = value.$snapshot ?? value.$log ?? 0;
+          return;
+        }
+        if (value !== UNREADABLE) record = readLine ? readLine(buf, at) : this.opts.decode(value);
+      }
+      if (record === UNREADABLE) {
         const what = info.terminated ? `unreadable line ${info.lineNo}` : `torn last line ${info.lineNo}`;
         this.opts.warnings.add(`${path.join(this.opts.dir, base)}: ${what} skipped`, {
           file,
@@ -165,11 +224,6 @@ export class Journal<R> {
         });
         return;
       }
-      if (info.lineNo === 1 && isHeader(value)) {
-        onHeader(value);
-        return;
-      }
-      const record = this.opts.decode(value);
       if (record === null) {
         this.opts.warnings.add(
           `${path.join(this.opts.dir, base)}: invalid record on line ${info.lineNo} skipped`,
@@ -180,7 +234,7 @@ export class Journal<R> {
         );
         return;
       }
-      this.opts.replay(record);
+      this.opts.replay(record, at);
       records++;
     });
     return records;
@@ -192,7 +246,7 @@ export class Journal<R> {
    * Appends records; `apply` runs right after they reached the OS and before anything else is
    * written, so in-memory state always equals what the files replay to. Resolves after `apply`.
    */
-  append(records: R | R[], apply: () => void): Promise<void> {
+  append(records: R | R[], apply: (offset: number) => void): Promise<void> {
     const list = Array.isArray(records) ? records : [records];
     let text = "";
     for (const r of list) text += `${JSON.stringify(r)}\n`;
@@ -216,11 +270,11 @@ export class Journal<R> {
    * `append` for a caller that already has the record's JSON (`JSON.stringify(record)`, no
    * newline): saves serialising it twice.
    */
-  appendJson(json: string, apply: () => void): Promise<void> {
+  appendJson(json: string, apply: (offset: number) => void): Promise<void> {
     return this.appendText(`${json}\n`, 1, apply);
   }
 
-  private appendText(text: string, records: number, apply: () => void): Promise<void> {
+  private appendText(text: string, records: number, apply: (offset: number) => void): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.opts.name));
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ text, records, apply, resolve, reject });
@@ -275,10 +329,13 @@ export class Journal<R> {
       for (const b of batch) b.reject(err);
       return;
     }
+    // where each record landed: the batch is the last `text` bytes of the file
+    let offset = this.opts.locate ? this.out!.size - Buffer.byteLength(text) : -1;
     for (const b of batch) {
       this.appendsSinceSnapshot += b.records;
       try {
-        b.apply();
+        b.apply(offset);
+        if (offset >= 0) offset += Buffer.byteLength(b.text);
       } catch (err) {
         this.opts.logger.error({ err, journal: this.opts.name }, "journal apply failed");
       }
@@ -363,15 +420,30 @@ export class Journal<R> {
   private async writeSnapshot(records: R[], gen: number): Promise<void> {
     const tmp = `${this.snapshotPath}.tmp`;
     const fh = await open(tmp, "w", FILE_MODE);
+    let snapshotOffsets: number[] | null = null;
     try {
-      await writeAll(fh, `{"$snapshot":${gen}}\n`);
+      const serialize = this.opts.serialize ?? JSON.stringify;
+      const offsets: number[] | null = this.opts.snapshotWritten
+        ? new Array<number>(records.length + 1)
+        : null;
+      let offset = await writeAll(fh, `{"$snapshot":${gen}}\n`);
       for (let i = 0; i < records.length; i += SNAPSHOT_SLICE) {
         if (this.aborting) throw new SwitchboardError("UNAVAILABLE", "compaction aborted: store closing");
         let text = "";
+        let sliceBytes = 0;
         const end = Math.min(records.length, i + SNAPSHOT_SLICE);
-        for (let k = i; k < end; k++) text += `${JSON.stringify(records[k])}\n`;
-        await writeAll(fh, text); // each slice yields to the event loop
+        for (let k = i; k < end; k++) {
+          const line = `${serialize(records[k]!)}\n`;
+          if (offsets) {
+            offsets[k] = offset + sliceBytes;
+            sliceBytes += Buffer.byteLength(line);
+          }
+          text += line;
+        }
+        offset += await writeAll(fh, text); // each slice yields to the event loop
       }
+      if (offsets) offsets[records.length] = offset;
+      snapshotOffsets = offsets;
       await fh.sync();
     } catch (err) {
       await fh.close();
@@ -380,6 +452,9 @@ export class Journal<R> {
     }
     await fh.close();
     await rename(tmp, this.snapshotPath);
+    if (snapshotOffsets) {
+      this.opts.snapshotWritten?.({ file: this.snapshotPath, gen, records, offsets: snapshotOffsets });
+    }
     await syncDir(this.opts.dir);
     for (let g = gen - 1; g > 0; g--) {
       try {

@@ -7,6 +7,8 @@ export interface LineInfo {
   lineNo: number;
   /** false for a last line without a trailing newline (possibly torn by a crash). */
   terminated: boolean;
+  /** Byte offset of the line's first byte in the file. */
+  offset: number;
 }
 
 /**
@@ -25,10 +27,12 @@ export async function forEachLine(
     let lineNo = 0;
     let pos = 0;
     let lastByte = NL;
+    let lineStart = 0;
     const buf = Buffer.allocUnsafe(chunkBytes);
     for (;;) {
       const { bytesRead } = await fh.read(buf, 0, chunkBytes, pos);
       if (bytesRead === 0) break;
+      const base = pos;
       pos += bytesRead;
       lastByte = buf[bytesRead - 1]!;
       let start = 0;
@@ -38,8 +42,9 @@ export async function forEachLine(
         const piece = buf.subarray(start, nl);
         const line = carry.length > 0 ? Buffer.concat([...carry, piece]) : piece;
         carry = [];
-        if (line.length > 0) onLine(line, { lineNo, terminated: true });
+        if (line.length > 0) onLine(line, { lineNo, terminated: true, offset: lineStart });
         start = nl + 1;
+        lineStart = base + start;
         nl = buf.indexOf(NL, start);
       }
       // the chunk buffer is reused, so a partial line must be copied out
@@ -48,7 +53,7 @@ export async function forEachLine(
     if (carry.length > 0) {
       lineNo++;
       const line = Buffer.concat(carry);
-      if (line.length > 0) onLine(line, { lineNo, terminated: false });
+      if (line.length > 0) onLine(line, { lineNo, terminated: false, offset: lineStart });
     }
     return { endsWithNewline: lastByte === NL, bytes: pos };
   } finally {

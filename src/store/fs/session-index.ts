@@ -1,7 +1,32 @@
-import type { ListSessionsQuery, SessionEntry, SessionKind } from "../types.js";
+import type { ListSessionsQuery, SessionKind } from "../types.js";
 import { SortedList } from "./sorted-list.js";
 
-type Sorted = SortedList<SessionEntry>;
+/**
+ * What the index knows of an entry: the fields its lookups, orders and filters use (the rest
+ * of the entry stays on disk, read when it is returned).
+ */
+export interface IndexedSession {
+  readonly key: string;
+  /** `sessionIdHash(sessionId)`: lookups by sessionId check the entry itself. */
+  readonly sid: number;
+  readonly agentId: string;
+  readonly updatedAt: number;
+  /** `archivedAt !== undefined`. */
+  readonly archived: boolean;
+  readonly label: string | undefined;
+  readonly spawnedBy: string | undefined;
+  readonly displayName: string | undefined;
+}
+
+/** A 32-bit FNV-1a hash of a sessionId's UTF-16 code units (a small integer: no allocation as a Map key). */
+export function sessionIdHash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h | 0;
+}
+
+/** One key, or a set of them (most labels and parents have one entry: no Set for those). */
+type Keys = string | Set<string>;
 
 /**
  * The in-memory session index: every entry by key, lookups by sessionId, label and spawnedBy,
@@ -13,15 +38,16 @@ type Sorted = SortedList<SessionEntry>;
  * Entries stored here are never mutated: a change replaces the object. That lets a compaction
  * capture the state by reference, and readers get copies from the store layer.
  */
-export class SessionIndex {
-  private readonly byKey = new Map<string, SessionEntry>();
-  private readonly bySessionId = new Map<string, string>();
-  private readonly byLabel = new Map<string, Set<string>>();
-  private readonly bySpawnedBy = new Map<string, Set<string>>();
-  private readonly live: Sorted = new SortedList(compare);
-  private readonly archived: Sorted = new SortedList(compare);
-  private readonly byAgent = new Map<string, Sorted>();
-  private readonly byKind = new Map<SessionKind, Sorted>();
+export class SessionIndex<T extends IndexedSession> {
+  private readonly byKey = new Map<string, T>();
+  /** sessionId hash → entry (or entries, on a collision). */
+  private readonly bySessionId = new Map<number, T | T[]>();
+  private readonly byLabel = new Map<string, Keys>();
+  private readonly bySpawnedBy = new Map<string, Keys>();
+  private readonly live = new SortedList<T>(compare);
+  private readonly archived = new SortedList<T>(compare);
+  private readonly byAgent = new Map<string, SortedList<T>>();
+  private readonly byKind = new Map<SessionKind, SortedList<T>>();
   /** While loading only `byKey` is maintained; `build()` derives the rest in one pass. */
   private loading = true;
 
@@ -31,21 +57,22 @@ export class SessionIndex {
     return this.byKey.size;
   }
 
-  get(key: string): SessionEntry | undefined {
+  get(key: string): T | undefined {
     return this.byKey.get(key);
   }
 
-  getBySessionId(sessionId: string): SessionEntry | undefined {
-    const key = this.bySessionId.get(sessionId);
-    return key === undefined ? undefined : this.byKey.get(key);
+  /** Entries whose sessionId hashes like `sessionId` (the caller checks the sessionId itself). */
+  candidatesBySessionId(sessionId: string): readonly T[] {
+    const v = this.bySessionId.get(sessionIdHash(sessionId));
+    return v === undefined ? [] : Array.isArray(v) ? v : [v];
   }
 
   /** Every entry, live ones oldest-updated first (snapshots are written so; a reload then sorts cheaply). */
-  entries(): SessionEntry[] {
+  entries(): T[] {
     return this.loading ? [...this.byKey.values()] : [...this.archived.toArray(), ...this.live.toArray()];
   }
 
-  set(entry: SessionEntry): void {
+  set(entry: T): void {
     const old = this.byKey.get(entry.key);
     this.byKey.set(entry.key, entry);
     if (this.loading) return;
@@ -67,7 +94,7 @@ export class SessionIndex {
     for (const e of sorted) {
       // appending in sorted order keeps every partition sorted without another sort
       this.indexLookups(e);
-      if (e.archivedAt !== undefined) {
+      if (e.archived) {
         this.archived.appendMax(e);
         continue;
       }
@@ -78,18 +105,18 @@ export class SessionIndex {
     this.loading = false;
   }
 
-  list(query: ListSessionsQuery, now: number): SessionEntry[] {
+  list(query: ListSessionsQuery, now: number): T[] {
     const limit = Math.floor(query.limit ?? 50);
     if (!(limit > 0)) return [];
     const cutoff =
       query.activeMinutes === undefined ? Number.NEGATIVE_INFINITY : now - query.activeMinutes * 60_000;
     const kinds = query.kinds && query.kinds.length > 0 ? new Set(query.kinds) : null;
     const search = query.search ? query.search.toLowerCase() : null;
-    const match = (e: SessionEntry, checkKind: boolean): boolean =>
+    const match = (e: T, checkKind: boolean): boolean =>
       (query.agentId === undefined || e.agentId === query.agentId) &&
       (query.label === undefined || e.label === query.label) &&
       (query.spawnedBy === undefined || e.spawnedBy === query.spawnedBy) &&
-      (query.includeArchived === true || e.archivedAt === undefined) &&
+      (query.includeArchived === true || !e.archived) &&
       e.updatedAt >= cutoff &&
       (!checkKind || kinds === null || kinds.has(this.classify(e.key))) &&
       (search === null ||
@@ -98,12 +125,12 @@ export class SessionIndex {
         (e.displayName?.toLowerCase().includes(search) ?? false));
 
     // label and spawnedBy have their own small key sets: filter those instead of walking lists
-    const keySets: Array<Set<string> | undefined> = [];
+    const keySets: Array<Keys | undefined> = [];
     if (query.label !== undefined) keySets.push(this.byLabel.get(query.label));
     if (query.spawnedBy !== undefined) keySets.push(this.bySpawnedBy.get(query.spawnedBy));
     if (keySets.length > 0) {
       if (keySets.some((s) => s === undefined)) return [];
-      const smallest = (keySets as Array<Set<string>>).reduce((a, b) => (a.size <= b.size ? a : b));
+      const smallest = (keySets as Keys[]).reduce((a, b) => (sizeOf(a) <= sizeOf(b) ? a : b));
       return this.pick(smallest)
         .filter((e) => match(e, true))
         .sort((a, b) => compare(b, a))
@@ -111,7 +138,7 @@ export class SessionIndex {
     }
 
     // walk the smallest live partition that covers the query: the agent's, or the kinds'
-    let sources: Sorted[];
+    let sources: Array<SortedList<T>>;
     let checkKind = true;
     const agentList = query.agentId === undefined ? this.live : this.byAgent.get(query.agentId);
     const kindLists = kinds ? [...kinds].flatMap((k) => this.byKind.get(k) ?? []) : null;
@@ -126,8 +153,8 @@ export class SessionIndex {
       checkKind = true; // the archived list holds every kind
     }
 
-    const collect = (list: Sorted): SessionEntry[] => {
-      const out: SessionEntry[] = [];
+    const collect = (list: SortedList<T>): T[] => {
+      const out: T[] = [];
       list.forEachDesc((e) => {
         if (e.updatedAt < cutoff) return false; // sorted: everything further is older
         if (match(e, checkKind)) out.push(e);
@@ -143,7 +170,7 @@ export class SessionIndex {
       .slice(0, limit);
   }
 
-  findByLabel(label: string, agentId?: string): SessionEntry[] {
+  findByLabel(label: string, agentId?: string): T[] {
     const keys = this.byLabel.get(label);
     if (!keys) return [];
     return this.pick(keys)
@@ -151,18 +178,18 @@ export class SessionIndex {
       .sort((a, b) => compare(b, a));
   }
 
-  private pick(keys: Set<string>): SessionEntry[] {
-    const out: SessionEntry[] = [];
-    for (const k of keys) {
+  private pick(keys: Keys): T[] {
+    const out: T[] = [];
+    for (const k of typeof keys === "string" ? [keys] : keys) {
       const e = this.byKey.get(k);
       if (e) out.push(e);
     }
     return out;
   }
 
-  private index(e: SessionEntry): void {
+  private index(e: T): void {
     this.indexLookups(e);
-    if (e.archivedAt !== undefined) {
+    if (e.archived) {
       this.archived.insert(e);
       return;
     }
@@ -171,17 +198,26 @@ export class SessionIndex {
     listFor(this.byKind, this.classify(e.key)).insert(e);
   }
 
-  private indexLookups(e: SessionEntry): void {
-    this.bySessionId.set(e.sessionId, e.key);
-    if (e.label !== undefined) addToSet(this.byLabel, e.label, e.key);
-    if (e.spawnedBy !== undefined) addToSet(this.bySpawnedBy, e.spawnedBy, e.key);
+  private indexLookups(e: T): void {
+    const same = this.bySessionId.get(e.sid);
+    if (same === undefined) this.bySessionId.set(e.sid, e);
+    else if (Array.isArray(same)) same.push(e);
+    else this.bySessionId.set(e.sid, [same, e]);
+    if (e.label !== undefined) addKey(this.byLabel, e.label, e.key);
+    if (e.spawnedBy !== undefined) addKey(this.bySpawnedBy, e.spawnedBy, e.key);
   }
 
-  private unindex(e: SessionEntry): void {
-    if (this.bySessionId.get(e.sessionId) === e.key) this.bySessionId.delete(e.sessionId);
-    if (e.label !== undefined) removeFromSet(this.byLabel, e.label, e.key);
-    if (e.spawnedBy !== undefined) removeFromSet(this.bySpawnedBy, e.spawnedBy, e.key);
-    if (e.archivedAt !== undefined) {
+  private unindex(e: T): void {
+    const same = this.bySessionId.get(e.sid);
+    if (same === e) this.bySessionId.delete(e.sid);
+    else if (Array.isArray(same)) {
+      const rest = same.filter((x) => x !== e);
+      if (rest.length === 1) this.bySessionId.set(e.sid, rest[0]!);
+      else this.bySessionId.set(e.sid, rest);
+    }
+    if (e.label !== undefined) removeKey(this.byLabel, e.label, e.key);
+    if (e.spawnedBy !== undefined) removeKey(this.bySpawnedBy, e.spawnedBy, e.key);
+    if (e.archived) {
       this.archived.remove(e);
       return;
     }
@@ -192,38 +228,46 @@ export class SessionIndex {
 }
 
 /** Total order: updatedAt, then key (keys are unique, so every entry has one position). */
-function compare(a: SessionEntry, b: SessionEntry): number {
+function compare(a: IndexedSession, b: IndexedSession): number {
   return a.updatedAt - b.updatedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 }
 
-function listFor<K>(map: Map<K, Sorted>, k: K): Sorted {
+function listFor<K, T extends IndexedSession>(map: Map<K, SortedList<T>>, k: K): SortedList<T> {
   let list = map.get(k);
   if (!list) {
-    list = new SortedList(compare);
+    list = new SortedList<T>(compare);
     map.set(k, list);
   }
   return list;
 }
 
-function removeFromList<K>(map: Map<K, Sorted>, k: K, e: SessionEntry): void {
+function removeFromList<K, T extends IndexedSession>(map: Map<K, SortedList<T>>, k: K, e: T): void {
   const list = map.get(k);
   if (!list) return;
   list.remove(e);
   if (list.size === 0) map.delete(k);
 }
 
-function addToSet(map: Map<string, Set<string>>, k: string, v: string): void {
-  let s = map.get(k);
-  if (!s) {
-    s = new Set();
-    map.set(k, s);
-  }
-  s.add(v);
+function sizeOf(keys: Keys): number {
+  return typeof keys === "string" ? 1 : keys.size;
 }
 
-function removeFromSet(map: Map<string, Set<string>>, k: string, v: string): void {
+function addKey(map: Map<string, Keys>, k: string, v: string): void {
   const s = map.get(k);
-  if (!s) return;
+  if (s === undefined) map.set(k, v);
+  else if (typeof s === "string") {
+    if (s !== v) map.set(k, new Set([s, v]));
+  } else s.add(v);
+}
+
+function removeKey(map: Map<string, Keys>, k: string, v: string): void {
+  const s = map.get(k);
+  if (s === undefined) return;
+  if (typeof s === "string") {
+    if (s === v) map.delete(k);
+    return;
+  }
   s.delete(v);
-  if (s.size === 0) map.delete(k);
+  if (s.size === 1) map.set(k, s.values().next().value as string);
+  else if (s.size === 0) map.delete(k);
 }

@@ -1,18 +1,171 @@
+import { closeSync, openSync, readSync } from "node:fs";
 import { InvalidParamsError } from "../../errors.js";
-import { Journal } from "../../journal/index.js";
+import { Journal, type LineAt, UNREADABLE } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
 import { assertRecord, mergePatch, SESSION_IDENTITY, sessionProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { SessionIndex } from "./session-index.js";
+import { type IndexedSession, SessionIndex, sessionIdHash } from "./session-index.js";
+import { FALLBACK, scanSessionLine } from "./session-line.js";
 
 /**
  * One line of `sessions/index.jsonl` (and of its snapshot): a whole entry as stored, or
- * `{"del": key}`. Replay is last-writer-wins. Bare entries keep the 100k-entry snapshot small
- * and quick to parse at start-up.
+ * `{"del": key}`. Replay is last-writer-wins. In memory an entry is a SessionRef: its index
+ * fields and where its line is; the whole entry is read back when it is returned.
  */
-type SessionRecord = SessionEntry | { del: string };
+type SessionRecord = SessionRef | { del: string };
+
+/** Entries kept parsed (the recently written and read ones): hot sessions skip the disk. */
+const CACHED_ENTRIES = 4096;
+/** Lines are read back in aligned blocks of this many bytes (neighbours come along). */
+const BLOCK = 64 * 1024;
+
+/**
+ * A file entries are read back from: the snapshot or a log, by an fd opened when the file was
+ * first met, so later renames (rotation) and the compaction's deletes do not matter. Reads are
+ * synchronous (a page-cache hit is microseconds) and happen in the same step as the index
+ * lookup that found the line, so a compaction never closes a file under a reader.
+ */
+class Segment {
+  private block: Buffer | null = null;
+  private blockStart = 0;
+  private blockLen = 0;
+
+  constructor(
+    private readonly fd: number,
+    /** The snapshot's S or the log's generation. */
+    public gen: number,
+    readonly snapshot: boolean,
+  ) {}
+
+  /** The line at `off` (`len` bytes); the buffer is valid until the next read. */
+  read(off: number, len: number): Buffer {
+    const inBlock = off - this.blockStart;
+    if (this.block && inBlock >= 0 && inBlock + len <= this.blockLen) {
+      return this.block.subarray(inBlock, inBlock + len);
+    }
+    const start = off - (off % BLOCK);
+    if (off + len <= start + BLOCK) {
+      this.block ??= Buffer.allocUnsafe(BLOCK);
+      this.blockLen = 0;
+      const n = readSync(this.fd, this.block, 0, BLOCK, start);
+      this.blockStart = start;
+      this.blockLen = n;
+      if (off + len <= start + n) return this.block.subarray(off - start, off - start + len);
+    }
+    const buf = Buffer.allocUnsafe(len);
+    let got = 0;
+    while (got < len) {
+      const n = readSync(this.fd, buf, got, len - got, off + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return buf.subarray(0, got);
+  }
+
+  /** Bytes from `off` on were (re)written: drop them from the block. */
+  written(off: number): void {
+    if (this.blockStart + this.blockLen > off) this.blockLen = 0;
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/**
+ * An entry as the index holds it. Its fields never change (a write makes a new ref); only its
+ * location does, when a compaction moves its line into a new snapshot.
+ */
+class SessionRef implements IndexedSession {
+  constructor(
+    readonly key: string,
+    readonly sid: number,
+    readonly agentId: string,
+    readonly updatedAt: number,
+    readonly archived: boolean,
+    readonly label: string | undefined,
+    readonly spawnedBy: string | undefined,
+    readonly displayName: string | undefined,
+    public seg: Segment,
+    public off: number,
+    public len: number,
+  ) {}
+
+  static of(e: SessionEntry, seg: Segment, off: number, len: number): SessionRef {
+    return new SessionRef(
+      e.key,
+      sessionIdHash(e.sessionId),
+      e.agentId,
+      e.updatedAt,
+      e.archivedAt !== undefined,
+      e.label,
+      e.spawnedBy,
+      typeof e.displayName === "string" ? e.displayName : undefined,
+      seg,
+      off,
+      len,
+    );
+  }
+}
+
+/** The open files entries point into. */
+class Segments {
+  private readonly all = new Set<Segment>();
+  private readonly byFile = new Map<string, Segment>();
+  private live: Segment | null = null;
+
+  /** The segment of a file being loaded (opened on its first line). */
+  atLoad(at: LineAt): Segment {
+    let seg = this.byFile.get(at.file);
+    if (!seg) {
+      seg = new Segment(openSync(at.file, "r"), at.gen, at.snapshot);
+      this.byFile.set(at.file, seg);
+      this.all.add(seg);
+    }
+    return seg;
+  }
+
+  /** After loading: the live log's segment (if it had lines) belongs to generation `gen`. */
+  loaded(livePath: string, gen: number): void {
+    const seg = this.byFile.get(livePath);
+    this.byFile.clear();
+    if (!seg) return;
+    seg.gen = gen; // the journal goes on appending to this file as generation `gen`
+    this.live = seg;
+  }
+
+  /** The live log's segment for generation `gen` (opened when the generation starts). */
+  liveFor(livePath: string, gen: number): Segment {
+    if (this.live?.gen !== gen) {
+      this.live = new Segment(openSync(livePath, "r"), gen, false);
+      this.all.add(this.live);
+    }
+    return this.live;
+  }
+
+  /** A new snapshot `gen` is in place: returns its segment. */
+  snapshot(file: string, gen: number): Segment {
+    const seg = new Segment(openSync(file, "r"), gen, true);
+    this.all.add(seg);
+    return seg;
+  }
+
+  /** Closes what snapshot `gen` superseded (nothing points there any more). */
+  superseded(keep: Segment): void {
+    for (const seg of this.all) {
+      if (seg === keep || (!seg.snapshot && seg.gen >= keep.gen)) continue;
+      seg.close();
+      this.all.delete(seg);
+    }
+  }
+
+  closeAll(): void {
+    for (const seg of this.all) seg.close();
+    this.all.clear();
+  }
+}
 
 export interface FsSessionStoreOptions {
   dir: string;
@@ -24,37 +177,58 @@ export interface FsSessionStoreOptions {
 }
 
 /**
- * Session entries: in memory (SessionIndex) and journaled to `sessions/index.jsonl`. Every
- * write is serialised per key, reaches the file, and only then becomes visible to readers.
- * Readers get copies; stored entries are immutable.
+ * Session entries: indexed in memory (SessionIndex of SessionRefs) and journaled to
+ * `sessions/index.jsonl`; an entry's whole value is read back from its line when it is returned
+ * (recent ones are kept parsed), so memory holds only what lookups and lists need. Every write
+ * is serialised per key, reaches the file, and only then becomes visible to readers. Readers
+ * get copies; stored entries are immutable.
  */
 export class FsSessionStore implements SessionStore {
   private readonly serial = new KeyedSerial();
+  private journal!: Journal<SessionRecord>;
+  private readonly index: SessionIndex<SessionRef>;
+  private readonly segments = new Segments();
+  /** key → its parsed entry, for the ref it was parsed from; least recently used first. */
+  private readonly cache = new Map<string, { ref: SessionRef; entry: SessionEntry }>();
 
   private constructor(
-    private readonly index: SessionIndex,
-    private readonly journal: Journal<SessionRecord>,
+    private readonly warnings: WarningSink,
     private readonly now: () => number,
-  ) {}
+    classifyKind: (key: string) => SessionKind,
+  ) {
+    this.index = new SessionIndex<SessionRef>(classifyKind);
+  }
 
   static async open(opts: FsSessionStoreOptions): Promise<FsSessionStore> {
-    const index = new SessionIndex(opts.classifyKind);
-    const journal = await Journal.open<SessionRecord>({
-      dir: opts.dir,
-      name: "index",
-      logger: opts.logger,
-      warnings: opts.warnings,
-      compactEveryAppends: opts.compactEveryAppends,
-      decode: decodeRecord,
-      replay: (r) => {
-        if ("key" in r) index.set(r);
-        else index.remove(r.del);
-      },
-      snapshot: () => index.entries(),
-      size: () => index.size,
-    });
+    const store = new FsSessionStore(opts.warnings, opts.now, opts.classifyKind);
+    const { index, segments } = store;
+    try {
+      store.journal = await Journal.open<SessionRecord>({
+        dir: opts.dir,
+        name: "index",
+        logger: opts.logger,
+        warnings: opts.warnings,
+        compactEveryAppends: opts.compactEveryAppends,
+        decode: () => null, // readLine decodes every record line
+        readLine: (line, at) => readRecord(line, at, segments),
+        replay: (r) => {
+          if (r instanceof SessionRef) index.set(r);
+          else index.remove(r.del);
+        },
+        snapshot: () => index.entries(),
+        serialize: (r) =>
+          r instanceof SessionRef ? r.seg.read(r.off, r.len).toString("utf8") : JSON.stringify(r),
+        snapshotWritten: (w) => store.repoint(w.file, w.gen, w.records, w.offsets),
+        size: () => index.size,
+        locate: true,
+      });
+    } catch (err) {
+      segments.closeAll();
+      throw err;
+    }
+    segments.loaded(store.journal.livePath, store.journal.generation);
     index.build();
-    return new FsSessionStore(index, journal, opts.now);
+    return store;
   }
 
   /** Path of the live index log (for doctor and tests). */
@@ -63,7 +237,7 @@ export class FsSessionStore implements SessionStore {
   }
 
   async get(key: string): Promise<SessionEntry | null> {
-    const e = this.index.get(key);
+    const e = this.current(key);
     return e ? cloneEntry(e) : null;
   }
 
@@ -77,7 +251,7 @@ export class FsSessionStore implements SessionStore {
     fn: (current: SessionEntry | null) => SessionEntry | null,
   ): Promise<SessionEntry | null> {
     return this.serial.run(key, async () => {
-      const cur = this.index.get(key);
+      const cur = this.current(key);
       const next = fn(cur ? cloneEntry(cur) : null);
       if (next === null) return cur ? cloneEntry(cur) : null;
       const stored = normalizeEntry(next, "update result");
@@ -93,7 +267,7 @@ export class FsSessionStore implements SessionStore {
 
   patch(key: string, patch: SessionPatch): Promise<SessionEntry | null> {
     return this.serial.run(key, async () => {
-      const cur = this.index.get(key);
+      const cur = this.current(key);
       if (!cur) return null;
       const merged = mergePatch(cur, patch, SESSION_IDENTITY);
       assertRecord(sessionProblem(merged), "patch");
@@ -109,22 +283,29 @@ export class FsSessionStore implements SessionStore {
   delete(key: string): Promise<boolean> {
     return this.serial.run(key, async () => {
       if (!this.index.get(key)) return false;
-      await this.journal.append({ del: key }, () => this.index.remove(key));
+      await this.journal.append({ del: key }, () => {
+        this.index.remove(key);
+        this.cache.delete(key);
+      });
       return true;
     });
   }
 
   async getBySessionId(sessionId: string): Promise<SessionEntry | null> {
-    const e = this.index.getBySessionId(sessionId);
-    return e ? cloneEntry(e) : null;
+    const refs = this.index.candidatesBySessionId(sessionId);
+    for (let i = refs.length - 1; i >= 0; i--) {
+      const e = this.entryOf(refs[i]!);
+      if (e?.sessionId === sessionId) return cloneEntry(e);
+    }
+    return null;
   }
 
   async list(query: ListSessionsQuery): Promise<SessionEntry[]> {
-    return this.index.list(query, this.now()).map(cloneEntry);
+    return this.entriesOf(this.index.list(query, this.now()));
   }
 
   async findByLabel(label: string, agentId?: string): Promise<SessionEntry[]> {
-    return this.index.findByLabel(label, agentId).map(cloneEntry);
+    return this.entriesOf(this.index.findByLabel(label, agentId));
   }
 
   async count(): Promise<number> {
@@ -139,11 +320,110 @@ export class FsSessionStore implements SessionStore {
   async close(): Promise<void> {
     await this.serial.drain();
     await this.journal.close();
+    this.segments.closeAll();
+    this.cache.clear();
   }
 
   private write({ entry, json }: NormalizedEntry): Promise<void> {
-    return this.journal.appendJson(json, () => this.index.set(entry));
+    const len = Buffer.byteLength(json);
+    return this.journal.appendJson(json, (offset) => {
+      const seg = this.segments.liveFor(this.journal.livePath, this.journal.generation);
+      seg.written(offset);
+      const ref = SessionRef.of(entry, seg, offset, len);
+      this.index.set(ref);
+      this.remember(ref, entry);
+    });
   }
+
+  /** The stored entry of `key` (not a copy), or null. */
+  private current(key: string): SessionEntry | null {
+    const ref = this.index.get(key);
+    return ref ? this.entryOf(ref) : null;
+  }
+
+  private entriesOf(refs: readonly SessionRef[]): SessionEntry[] {
+    const out: SessionEntry[] = [];
+    for (const ref of refs) {
+      const e = this.entryOf(ref);
+      if (e) out.push(cloneEntry(e));
+    }
+    return out;
+  }
+
+  /** The whole entry of a ref: from the cache, else parsed from its line (null if that is damaged). */
+  private entryOf(ref: SessionRef): SessionEntry | null {
+    const hit = this.cache.get(ref.key);
+    if (hit !== undefined && hit.ref === ref) {
+      this.cache.delete(ref.key);
+      this.cache.set(ref.key, hit);
+      return hit.entry;
+    }
+    let entry: SessionEntry | null = null;
+    try {
+      const v = JSON.parse(ref.seg.read(ref.off, ref.len).toString("utf8")) as SessionEntry;
+      if (v !== null && typeof v === "object" && v.key === ref.key) entry = v;
+    } catch {
+      // damaged after its index fields were read (the start-up scan skips nested values)
+    }
+    if (!entry) {
+      this.warnings.add(`${this.journal.livePath}: entry "${ref.key}" unreadable on disk; left out`, {
+        key: ref.key,
+      });
+      return null;
+    }
+    this.remember(ref, entry);
+    return entry;
+  }
+
+  private remember(ref: SessionRef, entry: SessionEntry): void {
+    this.cache.delete(ref.key);
+    this.cache.set(ref.key, { ref, entry });
+    if (this.cache.size > CACHED_ENTRIES) this.cache.delete(this.cache.keys().next().value as string);
+  }
+
+  /** A snapshot is in place: entries unchanged since its rotation now point into it. */
+  private repoint(file: string, gen: number, records: SessionRecord[], offsets: number[]): void {
+    const seg = this.segments.snapshot(file, gen);
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      if (!(r instanceof SessionRef) || this.index.get(r.key) !== r) continue;
+      r.seg = seg;
+      r.off = offsets[i]!;
+      r.len = offsets[i + 1]! - offsets[i]! - 1;
+    }
+    this.segments.superseded(seg);
+  }
+}
+
+/** Reads one line at load: the index fields by a scan, or the whole record when the scan is unsure. */
+function readRecord(line: Buffer, at: LineAt, segments: Segments): SessionRecord | null | typeof UNREADABLE {
+  const seg = segments.atLoad(at);
+  const r = scanSessionLine(line);
+  if (r !== FALLBACK) {
+    if ("del" in r) return r;
+    return new SessionRef(
+      r.key,
+      r.sid,
+      r.agentId,
+      r.updatedAt,
+      r.archived,
+      r.label,
+      r.spawnedBy,
+      r.displayName,
+      seg,
+      at.offset,
+      at.length,
+    );
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(line.toString("utf8"));
+  } catch {
+    return UNREADABLE;
+  }
+  const rec = decodeRecord(v);
+  if (rec === null || "del" in rec) return rec;
+  return SessionRef.of(rec, seg, at.offset, at.length);
 }
 
 interface NormalizedEntry {
@@ -159,7 +439,7 @@ function normalizeEntry(entry: SessionEntry, what: string): NormalizedEntry {
   return { entry: JSON.parse(json) as SessionEntry, json };
 }
 
-function decodeRecord(v: unknown): SessionRecord | null {
+function decodeRecord(v: unknown): SessionEntry | { del: string } | null {
   if (typeof v !== "object" || v === null) return null;
   const r = v as Record<string, unknown>;
   if (typeof r.del === "string" && r.key === undefined) return { del: r.del };

@@ -307,6 +307,21 @@ describe("fs store: torn lines", () => {
     expect(s.warnings()).toEqual([]);
   });
 
+  it("leaves out, and reports, an entry whose line is damaged past the fields the start-up scan reads", async () => {
+    const dir = newDir();
+    let s = await open(dir);
+    await s.sessions.put(entry("k1"));
+    await s.close();
+    const line = JSON.stringify({ ...entry("k2"), deliveryContext: { channel: "x" } });
+    appendFileSync(path.join(dir, "sessions", "index.jsonl"), `${line.replace('"x"}', '"x",,}')}\n`);
+
+    s = await open(dir);
+    expect(await s.sessions.get("k2")).toBeNull();
+    expect((await s.sessions.list({})).map((e) => e.key)).toEqual(["k1"]);
+    expect(s.warnings().some((w) => w.includes('entry "k2" unreadable on disk'))).toBe(true);
+    await s.close();
+  });
+
   it("skips unreadable and invalid lines in the middle of a transcript", async () => {
     const dir = newDir();
     const s = await open(dir);
