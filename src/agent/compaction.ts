@@ -99,11 +99,12 @@ export async function loadSessionContext(
   limits: readonly number[] = COMPACTION_SEARCH_LIMITS,
 ): Promise<SessionContext> {
   const first = limits[0] ?? 400;
-  const tail = await transcripts.readTail(ref, { limit: first, includeTools: true });
+  // Read-only: nothing built from a session context mutates its messages (no copies needed).
+  const tail = await transcripts.readTail(ref, { limit: first, includeTools: true, readOnly: true });
   let ctx = contextOfTail(tail, first);
   if (ctx.compaction || !ctx.truncated || !(entry.compactionCount ?? 0)) return ctx;
   for (const limit of limits.slice(1)) {
-    const wider = await transcripts.readTail(ref, { limit, includeTools: true });
+    const wider = await transcripts.readTail(ref, { limit, includeTools: true, readOnly: true });
     const found = contextOfTail(wider, limit);
     if (found.compaction) {
       // Keep the window's view bounded: only the newest `first` uncovered messages.

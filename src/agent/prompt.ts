@@ -61,9 +61,18 @@ function textOf(content: unknown): string {
 /** Groups of model messages that must stay together when the window is cut. */
 type Unit = ModelMessage[];
 
-/** Converts stored transcript messages (oldest first) into model messages grouped into units. */
-export function toUnits(messages: TranscriptMessage[]): Unit[] {
+/**
+ * Converts stored transcript messages (oldest first) into model messages grouped into units.
+ * `sources`, when given, receives per unit the transcript messages it was built from (a unit is
+ * a pure function of them).
+ */
+export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessage[][]): Unit[] {
   const units: Unit[] = [];
+  let from: TranscriptMessage[] = [];
+  const begin = (m: TranscriptMessage) => {
+    from = [m];
+    sources?.push(from);
+  };
   let open: {
     assistant: Extract<ModelMessage, { role: "assistant" }>;
     unit: Unit;
@@ -86,9 +95,11 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
   for (const m of messages) {
     if (m.role === "user") {
       closeOpen();
+      begin(m);
       units.push([{ role: "user", content: renderUserContent(textOf(m.content), m.provenance) }]);
     } else if (m.role === "assistant") {
       closeOpen();
+      begin(m);
       const assistant: Extract<ModelMessage, { role: "assistant" }> = {
         role: "assistant",
         content: textOf(m.content),
@@ -99,6 +110,7 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
     } else if (m.role === "toolCall") {
       if (!open || open.unit.length > 1) {
         closeOpen();
+        begin(m);
         const assistant: Extract<ModelMessage, { role: "assistant" }> = { role: "assistant", content: "" };
         const unit: Unit = [assistant];
         units.push(unit);
@@ -111,12 +123,14 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
         name: m.toolName ?? "unknown",
         arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
       };
+      if (from[0] !== m) from.push(m);
       open.assistant.toolCalls = [...(open.assistant.toolCalls ?? []), call];
       open.pending.add(call.id);
     } else if (m.role === "toolResult") {
       const id = m.toolCallId ?? "";
       if (!open?.pending.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
+      from.push(m);
       open.unit.push({
         role: "tool",
         toolCallId: id,
@@ -127,6 +141,37 @@ export function toUnits(messages: TranscriptMessage[]): Unit[] {
   }
   closeOpen();
   return units;
+}
+
+/** A unit's estimate by its first source message, with the sources it was computed for. */
+const unitCosts = new WeakMap<TranscriptMessage, { sources: readonly TranscriptMessage[]; cost: number }>();
+
+/**
+ * `estimateTokens` of each unit, reusing the figure of a unit built from the very same message
+ * objects before: the runtime's window read hands out the tail cache's own (never mutated)
+ * messages, so every step does not re-serialise the whole window just to count it.
+ */
+export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
+  const out = new Array<number>(units.length);
+  for (let i = 0; i < units.length; i++) {
+    const src = sources[i];
+    const first = src?.[0];
+    const hit = first ? unitCosts.get(first) : undefined;
+    if (hit && src && sameList(hit.sources, src)) {
+      out[i] = hit.cost;
+      continue;
+    }
+    const cost = estimateTokens(units[i]);
+    out[i] = cost;
+    if (first && src) unitCosts.set(first, { sources: src, cost });
+  }
+  return out;
+}
+
+function sameList<T>(a: readonly T[], b: readonly T[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Keeps the newest units that fit `budgetTokens` (always at least the newest unit). */

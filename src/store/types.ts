@@ -166,6 +166,11 @@ export interface ReadTailOptions {
   limit: number;
   /** Include toolCall/toolResult messages (default false). */
   includeTools?: boolean;
+  /**
+   * The caller only reads what it gets (never mutates it): a store with a cache may hand out
+   * its own objects instead of copies (the runtime's window read, every model step).
+   */
+  readOnly?: boolean;
 }
 
 export interface TranscriptStore {

@@ -11,7 +11,7 @@
  *
  * Messages are kept parsed (as `JSON.parse` of their line returned them) and never handed
  * out: a read gets deep copies (`cloneJson`, ~15× cheaper than parsing the line again), so
- * callers may mutate what they get.
+ * callers may mutate what they get; a read-only caller (`shared`) gets the cached objects.
  *
  * Bounded three ways: messages per file, characters of JSON per file, characters of JSON
  * overall (least recently used files are dropped first).
@@ -50,8 +50,9 @@ export class TailCache {
   /**
    * Copies of the newest `limit` messages passing the filter, oldest first, or null when the
    * entry cannot tell (absent, or it holds fewer matching messages than asked and is not complete).
+   * `shared`: the cached objects themselves (in a new array), for a caller that never mutates them.
    */
-  read(file: string, limit: number, includeTools: boolean): TranscriptMessage[] | null {
+  read(file: string, limit: number, includeTools: boolean, shared = false): TranscriptMessage[] | null {
     const e = this.entries.get(file);
     if (!e) {
       this.misses++;
@@ -69,7 +70,10 @@ export class TailCache {
     this.hits++;
     this.touch(file, e);
     const out = new Array<TranscriptMessage>(picked.length);
-    for (let i = 0; i < picked.length; i++) out[i] = cloneJson(picked[picked.length - 1 - i]!);
+    for (let i = 0; i < picked.length; i++) {
+      const m = picked[picked.length - 1 - i]!;
+      out[i] = shared ? m : cloneJson(m);
+    }
     return out;
   }
 

@@ -157,7 +157,7 @@ export class FsTranscriptStore implements TranscriptStore {
     if (!(limit > 0)) return [];
     const includeTools = opts.includeTools === true;
     return this.serial.run(file, async () => {
-      const cached = this.tails?.read(file, limit, includeTools);
+      const cached = this.tails?.read(file, limit, includeTools, opts.readOnly === true);
       if (cached) return cached;
       return this.readTailFromFile(file, limit, includeTools);
     });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
+import { estimateTokens, estimateUnits, toUnits } from "../../../src/agent/prompt.js";
 import type { ModelMessage } from "../../../src/agent/providers/types.js";
 import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
 import { contextPruningSchema } from "../../../src/config/context.js";
@@ -213,5 +214,49 @@ describe("reset policies", () => {
     expect(resetRuleFor(config, "telegram", "group")).toEqual({ mode: "idle", atHour: 5, idleMinutes: 30 });
     expect(resetRuleFor(config, "discord", "group")).toEqual({ mode: "idle", atHour: 5, idleMinutes: 10080 });
     expect(() => parseConfig({ session: { reset: { atHour: 24 } } })).toThrow(/atHour/);
+  });
+});
+
+describe("estimateUnits (the window's per-unit estimates, reused for the same message objects)", () => {
+  const msg = (
+    id: string,
+    role: TranscriptMessage["role"],
+    content: unknown,
+    extra = {},
+  ): TranscriptMessage => ({
+    id,
+    sessionId: "s",
+    role,
+    content,
+    timestamp: 1,
+    ...extra,
+  });
+
+  it("equals estimateTokens of every unit while a tool step grows, for shared and copied messages", () => {
+    const log: TranscriptMessage[] = [msg("u1", "user", "hello")];
+    const check = (messages: TranscriptMessage[]) => {
+      const sources: TranscriptMessage[][] = [];
+      const units = toUnits(messages, sources);
+      expect(sources.map((s) => s[0]?.id)).toHaveLength(units.length);
+      expect(estimateUnits(units, sources)).toEqual(units.map((u) => estimateTokens(u)));
+    };
+    check(log);
+    log.push(msg("a1", "assistant", "let me look"));
+    check(log);
+    log.push(
+      msg("c1", "toolCall", { arguments: { path: "x" } }, { toolCallId: "t1", toolName: "read_file" }),
+    );
+    check(log); // the call has no result yet: answered by a placeholder
+    log.push(msg("r1", "toolResult", '{"status":"ok","text":"a long file body"}', { toolCallId: "t1" }));
+    check(log);
+    log.push(
+      msg("c2", "toolCall", { arguments: { path: "y" } }, { toolCallId: "t2", toolName: "read_file" }),
+    );
+    check(log);
+    log.push(msg("r2", "toolResult", "short", { toolCallId: "t2" }));
+    log.push(msg("a2", "assistant", "done"));
+    check(log);
+    check(structuredClone(log));
+    check(log);
   });
 });

@@ -127,6 +127,20 @@ describe("fs transcripts: tail cache", () => {
     expect(again).toEqual(fileMessages(s, ref("s1")));
   });
 
+  it("a readOnly read gets the cached messages themselves (no copies); a plain read still gets copies", async () => {
+    const s = await open();
+    for (let i = 0; i < 4; i++) await s.transcripts.append(ref("s1"), message(`m${i}`, i));
+    const opts = { limit: 4, includeTools: true, readOnly: true };
+    const a = await s.transcripts.readTail(ref("s1"), opts);
+    const b = await s.transcripts.readTail(ref("s1"), opts);
+    expect(a).toEqual(fileMessages(s, ref("s1")));
+    expect(a).not.toBe(b);
+    for (let i = 0; i < 4; i++) expect(b[i]).toBe(a[i]);
+    const copy = await s.transcripts.readTail(ref("s1"), { limit: 4, includeTools: true });
+    expect(copy).toEqual(a);
+    for (let i = 0; i < 4; i++) expect(copy[i]).not.toBe(a[i]);
+  });
+
   it("keeps the message the caller appended private (later mutation of it is not seen)", async () => {
     const s = await open();
     const m = message("m0", 1);
