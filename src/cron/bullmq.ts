@@ -2,7 +2,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
-import { closeClient, closeQueue, closeWorker } from "../redis/close.js";
+import { closeConsumer } from "../redis/close.js";
 import { everyMs, parseInstant } from "./schedule.js";
 import type { CronDriver, CronJob, TickHandler } from "./types.js";
 
@@ -168,12 +168,9 @@ export class BullmqCronDriver implements CronDriver {
   }
 
   async stop(): Promise<void> {
-    const worker = this.#worker;
+    const parts = { worker: this.#worker, blocking: this.#blocking, queue: this.#queue };
     this.#worker = null;
-    if (worker) await closeWorker(worker, this.opts.logger);
-    const blocking = this.#blocking;
     this.#blocking = null;
-    if (blocking) await closeClient(blocking);
-    await closeQueue(this.#queue, this.opts.logger);
+    await closeConsumer(parts, this.opts.logger);
   }
 }

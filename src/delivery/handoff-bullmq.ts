@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
-import { closeClient, closeQueue, closeWorker } from "../redis/close.js";
+import { closeConsumer } from "../redis/close.js";
 import type { DeliveryOutcome, DeliveryRequest } from "../services.js";
 import type { HandoffQueue } from "./handoff.js";
 
@@ -128,13 +128,10 @@ export class DeliveryHandoff implements HandoffQueue {
   }
 
   async stop(): Promise<void> {
-    const worker = this.#worker;
+    const parts = { worker: this.#worker, blocking: this.#blocking, queue: this.#queue };
     this.#worker = null;
-    if (worker) await closeWorker(worker, this.opts.logger);
-    const blocking = this.#blocking;
     this.#blocking = null;
-    if (blocking) await closeClient(blocking);
-    await closeQueue(this.#queue, this.opts.logger);
+    await closeConsumer(parts, this.opts.logger);
   }
 }
 

@@ -44,6 +44,16 @@ export async function closeWorker(worker: Worker, logger: Logger, force = false)
   if (!(await within(closing, CLOSE_MS))) logger.warn("bullmq worker did not close in time; dropping it");
 }
 
+/** A BullMQ consumer's parts in stop order: its worker, the worker's own blocking client, the queue. */
+export async function closeConsumer(
+  parts: { worker: Worker | null; blocking: Redis | null; queue: Queue },
+  logger: Logger,
+): Promise<void> {
+  if (parts.worker) await closeWorker(parts.worker, logger);
+  if (parts.blocking) await closeClient(parts.blocking);
+  await closeQueue(parts.queue, logger);
+}
+
 /** Closes a BullMQ queue (it does not own its shared connection); bounded. */
 export async function closeQueue(queue: Queue, logger: Logger): Promise<void> {
   const closing = queue.close().then(
