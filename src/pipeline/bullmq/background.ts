@@ -1,8 +1,8 @@
 import { DelayedError, type Job, type JobsOptions, UnrecoverableError, WaitingError } from "bullmq";
 import { errorMessage, SwitchboardError } from "../../errors.js";
+import { backgroundJobSchema } from "../schema.js";
 import { type BackgroundJob, RetryLaterError, UnrecoverableJobError } from "../types.js";
 import type { DriverContext } from "./context.js";
-import { backgroundJobSchema } from "./schema.js";
 
 /**
  * Background jobs (`spawn`, `a2a`, `announce`, `archive`) are plain BullMQ jobs whose `jobId` is

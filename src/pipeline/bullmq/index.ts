@@ -7,7 +7,7 @@ import { closeQueue } from "../../redis/close.js";
 import { cancelRun, submitTurn } from "../../redis/commands/pipeline.js";
 import { ScriptRunner } from "../../redis/scripts.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
-import { singleFlight } from "../schema.js";
+import { backgroundJobSchema, parseInput, singleFlight, turnRequestSchema } from "../schema.js";
 import type {
   BackgroundJob,
   JobHandlers,
@@ -20,15 +20,7 @@ import { BackgroundProcessor, backgroundJobOptions } from "./background.js";
 import { Bus, Waiters } from "./bus.js";
 import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
 import { backgroundJobId, PipelineKeys, QUEUE_NAME } from "./keys.js";
-import {
-  type BullmqTuning,
-  type BullmqTuningInput,
-  type BusMessage,
-  backgroundJobSchema,
-  bullmqOptionsSchema,
-  parseInput,
-  turnRequestSchema,
-} from "./schema.js";
+import { type BullmqTuning, type BullmqTuningInput, type BusMessage, bullmqOptionsSchema } from "./schema.js";
 import { TurnProcessor } from "./turns.js";
 import { addDrain, WorkerHost } from "./worker.js";
 

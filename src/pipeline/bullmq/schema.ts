@@ -1,14 +1,6 @@
 import { z } from "zod";
 import type { RunRecord } from "../../store/types.js";
-import {
-  backgroundJobSchema,
-  finalResultSchema,
-  followUpSchema,
-  parseInput,
-  turnRequestSchema,
-} from "../schema.js";
-
-export { backgroundJobSchema, parseInput, turnRequestSchema };
+import { finalResultSchema, followUpSchema, turnRequestSchema } from "../schema.js";
 
 /**
  * Validation for what callers hand the bullmq driver, for its options, and for what it reads back

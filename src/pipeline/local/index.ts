@@ -4,7 +4,7 @@ import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from
 import type { Logger } from "../../log.js";
 import { settleWithin } from "../../retry/index.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
-import { singleFlight } from "../schema.js";
+import { backgroundJobSchema, parseInput, singleFlight, turnRequestSchema } from "../schema.js";
 import type {
   BackgroundJob,
   JobHandlers,
@@ -18,13 +18,7 @@ import { JobRunner } from "./job-runner.js";
 import { Journal, type JournalStats } from "./journal.js";
 import type { LiveTurn } from "./journal-model.js";
 import { type LaneEntry, LaneScheduler } from "./lanes.js";
-import {
-  backgroundJobSchema,
-  type LocalTuning,
-  localTuningSchema,
-  parseInput,
-  turnRequestSchema,
-} from "./schema.js";
+import { type LocalTuning, localTuningSchema } from "./schema.js";
 import { queuedRecord, TurnRunner } from "./turn-runner.js";
 import { RunWaiters } from "./waiters.js";
 

@@ -1,13 +1,5 @@
 import { z } from "zod";
-import {
-  backgroundJobSchema,
-  finalResultSchema,
-  followUpSchema,
-  parseInput,
-  turnRequestSchema,
-} from "../schema.js";
-
-export { backgroundJobSchema, parseInput, turnRequestSchema };
+import { backgroundJobSchema, finalResultSchema, followUpSchema, turnRequestSchema } from "../schema.js";
 
 /** Validation for what callers hand the pipeline and for what the journal reads back from disk. */
 

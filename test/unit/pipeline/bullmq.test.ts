@@ -8,7 +8,6 @@ import {
   createBullmqPipeline,
 } from "../../../src/pipeline/bullmq/index.js";
 import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../../src/pipeline/bullmq/keys.js";
-import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
 import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";

@@ -8,7 +8,7 @@ import {
   type LocalPipeline,
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
-import type { JobHandlers, TurnJob, TurnRequest } from "../../../src/pipeline/types.js";
+import type { JobHandlers, TurnJob } from "../../../src/pipeline/types.js";
 import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
