@@ -192,7 +192,7 @@ function startNode(args: string[], stderr: string[]): ChildProcess {
   const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "ignore", "pipe"],
+    stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
   });
   proc.stderr?.on("data", (d: Buffer) => {
     if (stderr.length < 50) stderr.push(d.toString());
@@ -296,8 +296,11 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
   const pids = () => [gw.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
   try {
     await waitHealthy(url, gw);
-    // Warm up: JIT, first-session paths, worker connections.
-    for (let i = 0; i < 30; i++) await turn(url, `agent:main:bench:warm:${i % 3}`);
+    // Warm up: JIT (V8 optimises a function after it ran hot for a while: the first few hundred
+    // turns run partly unoptimised code), first-session paths, worker connections. Spread over
+    // 16 sessions so no measured session starts with a long history.
+    const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 600);
+    for (let i = 0; i < warmup; i++) await turn(url, `agent:main:bench:warm:${i % 16}`);
 
     const cpu = () => pids().reduce((s, p) => s + cpuTicks(p), 0);
     const split = () =>

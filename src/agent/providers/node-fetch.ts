@@ -40,38 +40,32 @@ function abortError(signal: AbortSignal): unknown {
   return new DOMException("This operation was aborted", "AbortError");
 }
 
-export function nodeFetch(input: FetchArgs[0], init: FetchArgs[1] = {}): Promise<Response> {
-  const url = new URL(input instanceof Request ? input.url : String(input));
-  const body = init.body;
+export interface SendOptions {
+  method: string;
+  headers: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * One request over the keep-alive agents; resolves with the response once its headers arrived
+ * (the caller reads the body). An abort before that destroys the request and rejects with the
+ * signal's reason; after it, the response stream errors (the caller watches the signal).
+ */
+export function sendRequest(
+  url: URL,
+  opts: SendOptions,
+  body?: string | Uint8Array | null,
+): Promise<IncomingMessage> {
   const agent = agents[url.protocol as keyof typeof agents];
-  if (
-    !agent ||
-    input instanceof Request ||
-    (body != null && typeof body !== "string" && !(body instanceof Uint8Array))
-  ) {
-    return fetch(input, init);
-  }
-  const signal = init.signal ?? undefined;
+  if (!agent) return Promise.reject(new TypeError(`unsupported protocol ${url.protocol}`));
+  const signal = opts.signal;
   if (signal?.aborted) return Promise.reject(abortError(signal));
-  return new Promise<Response>((resolve, reject) => {
+  return new Promise<IncomingMessage>((resolve, reject) => {
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = send(
-      url,
-      { method: init.method ?? "GET", headers: headersOf(init.headers), agent },
-      (res) => {
-        res.once("close", () => signal?.removeEventListener("abort", onAbort));
-        const status = res.statusCode ?? 502;
-        const nullBody = status === 204 || status === 205 || status === 304 || init.method === "HEAD";
-        if (nullBody) res.resume();
-        resolve(
-          new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
-            status,
-            statusText: res.statusMessage ?? "",
-            headers: responseHeaders(res),
-          }),
-        );
-      },
-    );
+    const req = send(url, { method: opts.method, headers: opts.headers, agent }, (res) => {
+      res.once("close", () => signal?.removeEventListener("abort", onAbort));
+      resolve(res);
+    });
     function onAbort() {
       const err = abortError(signal as AbortSignal);
       req.destroy(err instanceof Error ? err : undefined);
@@ -83,5 +77,31 @@ export function nodeFetch(input: FetchArgs[0], init: FetchArgs[1] = {}): Promise
       reject(signal?.aborted ? abortError(signal) : err);
     });
     req.end(body ?? undefined);
+  });
+}
+
+export async function nodeFetch(input: FetchArgs[0], init: FetchArgs[1] = {}): Promise<Response> {
+  const url = new URL(input instanceof Request ? input.url : String(input));
+  const body = init.body;
+  if (
+    !(url.protocol in agents) ||
+    input instanceof Request ||
+    (body != null && typeof body !== "string" && !(body instanceof Uint8Array))
+  ) {
+    return fetch(input, init);
+  }
+  const method = init.method ?? "GET";
+  const res = await sendRequest(
+    url,
+    { method, headers: headersOf(init.headers), signal: init.signal ?? undefined },
+    body,
+  );
+  const status = res.statusCode ?? 502;
+  const nullBody = status === 204 || status === 205 || status === 304 || method === "HEAD";
+  if (nullBody) res.resume();
+  return new Response(nullBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
+    status,
+    statusText: res.statusMessage ?? "",
+    headers: responseHeaders(res),
   });
 }

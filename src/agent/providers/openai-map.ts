@@ -1,9 +1,7 @@
 import type {
   ChatCompletion,
   ChatCompletionChunk,
-  ChatCompletionCreateParamsNonStreaming,
   ChatCompletionMessageParam,
-  ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import type { Usage } from "../../store/types.js";
@@ -36,21 +34,6 @@ export function toOpenAIMessages(
     } else out.push({ role: "assistant", content: m.content });
   }
   return out;
-}
-
-export function toOpenAIRequest(req: ModelRequest): ChatCompletionCreateParamsNonStreaming {
-  const body: ChatCompletionCreateParamsNonStreaming = { model: req.model, messages: toOpenAIMessages(req) };
-  // An empty `tools` array is rejected by some servers: leave the field out instead.
-  if (req.tools.length > 0) {
-    body.tools = req.tools.map(
-      (t): ChatCompletionTool => ({
-        type: "function",
-        function: { name: t.name, description: t.description, parameters: t.parameters },
-      }),
-    );
-  }
-  if (req.maxOutputTokens !== undefined) body.max_tokens = req.maxOutputTokens;
-  return body;
 }
 
 /** `input` counts prompt tokens not served from cache, so pricing can charge cache reads apart. */

@@ -16,7 +16,8 @@ import {
   sdkLogger,
 } from "./failure.js";
 import { nodeFetch } from "./node-fetch.js";
-import { ChunkAccumulator, fromOpenAICompletion, toOpenAIRequest } from "./openai-map.js";
+import { ChatHttpError, postChat } from "./openai-http.js";
+import { ChunkAccumulator, fromOpenAICompletion } from "./openai-map.js";
 import {
   AttemptTimeoutError,
   type CallTuning,
@@ -29,8 +30,10 @@ import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
 
 /**
  * Any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio,
- * OpenRouter) through the official SDK. Streams when the caller wants text deltas; retries,
- * timeouts and error mapping are ours (retry.ts, failure.ts).
+ * OpenRouter). Completions go through the lean call in openai-http.ts (the SDK's request pipeline
+ * cost more CPU than the rest of a turn); `ping` lists models through the official SDK, whose
+ * types describe every body. Streams when the caller wants text deltas; retries, timeouts and
+ * error mapping are ours (retry.ts, failure.ts).
  */
 
 export type OpenAIProviderConfig = Extract<ProviderConfig, { kind: "openai" }>;
@@ -42,6 +45,8 @@ const NO_KEY = "not-needed";
 /** Turns an OpenAI SDK error (or our attempt timeout) into a Failure; undefined for anything else. */
 export function describeOpenAIError(err: unknown): Failure | undefined {
   if (err instanceof AttemptTimeoutError) return { kind: "timeout", timeoutMs: err.timeoutMs };
+  if (err instanceof ChatHttpError) return err.failure;
+  if (isSocketError(err)) return { kind: "connection", message: connectionReason(err) };
   if (err instanceof APIConnectionTimeoutError) return { kind: "timeout" };
   if (err instanceof APIUserAbortError) return undefined;
   if (err instanceof APIConnectionError) return { kind: "connection", message: connectionReason(err) };
@@ -52,6 +57,13 @@ export function describeOpenAIError(err: unknown): Failure | undefined {
     return { kind: "status", status: err.status ?? 500, message, headers: err.headers };
   }
   return undefined;
+}
+
+/** A Node socket or DNS failure (`ECONNREFUSED`, `ENOTFOUND`, `ECONNRESET`, "socket hang up"). */
+function isSocketError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as Error & { code?: unknown }).code;
+  return (typeof code === "string" && /^E[A-Z0-9_]+$/.test(code)) || err.message === "socket hang up";
 }
 
 export function createOpenAIProvider(
@@ -77,6 +89,15 @@ export function createOpenAIProvider(
     logLevel: "warn",
     fetch: nodeFetch,
   });
+  const chatUrl = new URL(`${baseUrl.replace(/\/+$/, "")}/chat/completions`);
+  const chatHeaders: Record<string, string> = {
+    accept: "application/json",
+    "content-type": "application/json",
+    "user-agent": "switchboard",
+    authorization: `Bearer ${cfg.apiKey || NO_KEY}`,
+  };
+  // configured headers win over ours (e.g. a gateway that wants its own authorization scheme)
+  for (const [k, v] of Object.entries(cfg.headers ?? {})) chatHeaders[k.toLowerCase()] = v;
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey ?? "", ...Object.values(cfg.headers ?? {})].filter((s) => s.length > 0);
 
@@ -96,22 +117,14 @@ export function createOpenAIProvider(
     signal: AbortSignal,
     onDelta: (d: string) => void,
   ): Promise<ModelResponse> {
-    const body = toOpenAIRequest(req);
-    if (!req.onTextDelta) {
-      const r = await client.chat.completions.create({ ...body, stream: false }, { signal });
-      return fromOpenAICompletion(r, req.model);
-    }
-    // Servers without stream_options support simply send no usage chunk; usage is then zero.
-    const stream = await client.chat.completions.create(
-      { ...body, stream: true, stream_options: { include_usage: true } },
-      { signal },
-    );
+    const call = { url: chatUrl, headers: chatHeaders, req, signal };
+    if (!req.onTextDelta) return fromOpenAICompletion((await postChat(call))!, req.model);
     const acc = new ChunkAccumulator();
-    for await (const chunk of stream) {
+    await postChat(call, (chunk) => {
       const delta = acc.push(chunk);
       if (delta) onDelta(delta);
-    }
-    // The SDK ends a stream quietly when its signal aborts; a cut-off answer must not pass as complete.
+    });
+    // A stream that ends because its signal aborted must not pass as a complete answer.
     if (signal.aborted) throw signal.reason;
     return acc.result(req.model);
   }

@@ -1,0 +1,152 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
+import { chatBody, SseParser } from "../../../../src/agent/providers/openai-http.js";
+import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
+import { SwitchboardError } from "../../../../src/errors.js";
+import { silentLogger } from "../../../../src/log.js";
+
+function parse(pieces: string[]): string[] {
+  const p = new SseParser();
+  const out: string[] = [];
+  for (const piece of pieces) p.push(piece, (d) => out.push(d));
+  p.end((d) => out.push(d));
+  return out;
+}
+
+describe("SseParser", () => {
+  it("splits events on blank lines, whatever the line ending and however the text is cut", () => {
+    const body = 'data: {"a":1}\n\ndata: {"b":2}\r\n\r\ndata:{"c":3}\r\rdata: [DONE]\n\n';
+    const whole = parse([body]);
+    expect(whole).toEqual(['{"a":1}', '{"b":2}', '{"c":3}', "[DONE]"]);
+    // every cut point, including between the CR and LF of a CRLF
+    for (let i = 1; i < body.length; i++) expect(parse([body.slice(0, i), body.slice(i)])).toEqual(whole);
+    expect(parse(body.split(""))).toEqual(whole);
+  });
+
+  it("joins multi-line data, skips comments and other fields, and keeps a last event without its blank line", () => {
+    expect(parse([": keep-alive\n\nevent: x\nid: 7\ndata: one\ndata: two\n\nretry: 10\ndata: tail"])).toEqual(
+      ["one\ntwo", "tail"],
+    );
+  });
+});
+
+describe("chatBody", () => {
+  const tools: ToolSpec[] = [
+    { name: "t1", description: "one", parameters: { type: "object", properties: { a: { type: "string" } } } },
+  ];
+  const req: ModelRequest = {
+    model: "m",
+    system: "sys",
+    messages: [
+      { role: "user", content: 'hi "there"\n' },
+      { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "t1", arguments: '{"a":"x"}' }] },
+      { role: "tool", toolCallId: "c1", name: "t1", content: "ok" },
+    ],
+    tools,
+    maxOutputTokens: 5,
+  };
+
+  it("is the Chat Completions request the SDK would send, with tools from a cached serialisation", () => {
+    const expected = {
+      model: "m",
+      messages: [
+        { role: "system", content: "sys" },
+        { role: "user", content: 'hi "there"\n' },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "c1", type: "function", function: { name: "t1", arguments: '{"a":"x"}' } }],
+        },
+        { role: "tool", tool_call_id: "c1", content: "ok" },
+      ],
+      tools: [
+        { type: "function", function: { name: "t1", description: "one", parameters: tools[0]!.parameters } },
+      ],
+      max_tokens: 5,
+    };
+    expect(JSON.parse(chatBody(req, false))).toEqual(expected);
+    expect(JSON.parse(chatBody(req, true))).toEqual({
+      ...expected,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    expect(JSON.parse(chatBody({ ...req, tools: [] }, false))).not.toHaveProperty("tools");
+  });
+});
+
+describe("openai provider: stream events", () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+    server = undefined;
+  });
+
+  async function serve(sse: string): Promise<string> {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end(sse);
+      });
+    });
+    await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/`;
+  }
+
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "x", object: "chat.completion.chunk", created: 0, model: "srv", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+
+  function provider(baseUrl: string) {
+    return createOpenAIProvider(
+      "oa",
+      { kind: "openai", baseUrl, models: {}, timeoutMs: 5000, maxRetries: 0 },
+      silentLogger(),
+    );
+  }
+
+  it("an `error` object mid-stream fails the call with the server's message (HTTP 500 semantics)", async () => {
+    const url = await serve(
+      `${chunk({ role: "assistant", content: "par" })}data: {"error":{"message":"overloaded, try later"}}\n\n`,
+    );
+    const deltas: string[] = [];
+    const err = await provider(url)
+      .complete({
+        model: "m",
+        system: "",
+        messages: [{ role: "user", content: "q" }],
+        tools: [],
+        onTextDelta: (d) => deltas.push(d),
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(deltas).toEqual(["par"]);
+    expect(err).toBeInstanceOf(SwitchboardError);
+    expect((err as SwitchboardError).code).toBe("UNAVAILABLE");
+    expect((err as SwitchboardError).message).toContain("overloaded, try later");
+  });
+
+  it("reads a CRLF stream cut into odd pieces, and a trailing slash on baseUrl is harmless", async () => {
+    const url = await serve(
+      `${chunk({ role: "assistant", content: "he" })}${chunk({ content: "llo" }, "stop")}data: [DONE]\n\n`.replace(
+        /\n/g,
+        "\r\n",
+      ),
+    );
+    const deltas: string[] = [];
+    const r = await provider(url).complete({
+      model: "m",
+      system: "",
+      messages: [{ role: "user", content: "q" }],
+      tools: [],
+      onTextDelta: (d) => deltas.push(d),
+    });
+    expect(r.text).toBe("hello");
+    expect(deltas).toEqual(["he", "llo"]);
+    expect(r.model).toBe("srv");
+    expect(r.stopReason).toBe("stop");
+  });
+});
