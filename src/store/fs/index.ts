@@ -151,6 +151,8 @@ export async function createFsStore(opts: FsStoreOptions): Promise<FsStore> {
       maxOpenFiles: o.maxOpenTranscripts,
       tailCache: { maxChars: o.tailCacheChars },
     });
+    // after the other stores opened, so the slices do not stretch the open itself
+    sessions.startBackgroundWork();
     return new FsStore(stateDir, sessions, transcripts, runs, outbox, kv, lock, warnings);
   } catch (err) {
     await Promise.allSettled(opened.map((s) => s.close()));

@@ -50,6 +50,15 @@ export class SessionIndex<T extends IndexedSession> {
   private readonly byKind = new Map<SessionKind, SortedList<T>>();
   /** While loading only `byKey` is maintained; `build()` derives the rest in one pass. */
   private loading = true;
+  /**
+   * The lookups by sessionId, label and spawnedBy are not needed to open or to list: `build()`
+   * leaves them to `buildLookups()` (a background pass, or the first call that needs them),
+   * which at a million sessions keeps about a second off the start-up.
+   */
+  private lookupsBuilt = false;
+  /** The entries a started build still has to visit (from `lookupsAt` on), or null. */
+  private lookupsPending: T[] | null = null;
+  private lookupsAt = 0;
 
   constructor(private readonly classify: (key: string) => SessionKind) {}
 
@@ -63,6 +72,7 @@ export class SessionIndex<T extends IndexedSession> {
 
   /** Entries whose sessionId hashes like `sessionId` (the caller checks the sessionId itself). */
   candidatesBySessionId(sessionId: string): readonly T[] {
+    this.buildLookups();
     const v = this.bySessionId.get(sessionIdHash(sessionId));
     return v === undefined ? [] : Array.isArray(v) ? v : [v];
   }
@@ -73,9 +83,12 @@ export class SessionIndex<T extends IndexedSession> {
   }
 
   set(entry: T): void {
+    if (this.loading) {
+      this.byKey.set(entry.key, entry);
+      return;
+    }
     const old = this.byKey.get(entry.key);
     this.byKey.set(entry.key, entry);
-    if (this.loading) return;
     if (old) this.unindex(old);
     this.index(entry);
   }
@@ -88,12 +101,45 @@ export class SessionIndex<T extends IndexedSession> {
     return true;
   }
 
+  /** Builds (or finishes building) the lookups by sessionId, label and spawnedBy, once. */
+  buildLookups(): void {
+    if (this.lookupsBuilt || this.loading) return;
+    this.lookupsPending ??= [...this.byKey.values()];
+    this.lookupsSlice(Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Builds the lookups in slices of `slice` entries between other work (setImmediate). A
+   * change or a lookup before it ends finishes it at once, so nothing ever sees it half done.
+   */
+  buildLookupsInBackground(slice = 20_000): void {
+    if (this.lookupsBuilt || this.loading || this.lookupsPending) return;
+    this.lookupsPending = [...this.byKey.values()];
+    const step = () => {
+      if (!this.lookupsBuilt && !this.lookupsSlice(slice)) setImmediate(step).unref();
+    };
+    setImmediate(step).unref();
+  }
+
+  /** Indexes up to `max` pending entries; true once every entry is in. */
+  private lookupsSlice(max: number): boolean {
+    const pending = this.lookupsPending;
+    if (!pending) return this.lookupsBuilt;
+    const end = Math.min(pending.length, this.lookupsAt + max);
+    for (let i = this.lookupsAt; i < end; i++) this.indexLookups(pending[i]!);
+    this.lookupsAt = end;
+    if (end < pending.length) return false;
+    this.lookupsPending = null;
+    this.lookupsAt = 0;
+    this.lookupsBuilt = true;
+    return true;
+  }
+
   /** Ends the load phase: builds every derived index from `byKey` with one sort. */
   build(): void {
     const sorted = [...this.byKey.values()].sort(compare);
     for (const e of sorted) {
       // appending in sorted order keeps every partition sorted without another sort
-      this.indexLookups(e);
       if (e.archived) {
         this.archived.appendMax(e);
         continue;
@@ -126,6 +172,7 @@ export class SessionIndex<T extends IndexedSession> {
 
     // label and spawnedBy have their own small key sets: filter those instead of walking lists
     const keySets: Array<Keys | undefined> = [];
+    if (query.label !== undefined || query.spawnedBy !== undefined) this.buildLookups();
     if (query.label !== undefined) keySets.push(this.byLabel.get(query.label));
     if (query.spawnedBy !== undefined) keySets.push(this.bySpawnedBy.get(query.spawnedBy));
     if (keySets.length > 0) {
@@ -171,6 +218,7 @@ export class SessionIndex<T extends IndexedSession> {
   }
 
   findByLabel(label: string, agentId?: string): T[] {
+    this.buildLookups();
     const keys = this.byLabel.get(label);
     if (!keys) return [];
     return this.pick(keys)
@@ -188,7 +236,8 @@ export class SessionIndex<T extends IndexedSession> {
   }
 
   private index(e: T): void {
-    this.indexLookups(e);
+    if (this.lookupsPending) this.buildLookups(); // its list predates this change
+    if (this.lookupsBuilt) this.indexLookups(e);
     if (e.archived) {
       this.archived.insert(e);
       return;
@@ -208,6 +257,18 @@ export class SessionIndex<T extends IndexedSession> {
   }
 
   private unindex(e: T): void {
+    if (this.lookupsPending) this.buildLookups();
+    if (this.lookupsBuilt) this.unindexLookups(e);
+    if (e.archived) {
+      this.archived.remove(e);
+      return;
+    }
+    this.live.remove(e);
+    removeFromList(this.byAgent, e.agentId, e);
+    removeFromList(this.byKind, this.classify(e.key), e);
+  }
+
+  private unindexLookups(e: T): void {
     const same = this.bySessionId.get(e.sid);
     if (same === e) this.bySessionId.delete(e.sid);
     else if (Array.isArray(same)) {
@@ -217,13 +278,6 @@ export class SessionIndex<T extends IndexedSession> {
     }
     if (e.label !== undefined) removeKey(this.byLabel, e.label, e.key);
     if (e.spawnedBy !== undefined) removeKey(this.bySpawnedBy, e.spawnedBy, e.key);
-    if (e.archived) {
-      this.archived.remove(e);
-      return;
-    }
-    this.live.remove(e);
-    removeFromList(this.byAgent, e.agentId, e);
-    removeFromList(this.byKind, this.classify(e.key), e);
   }
 }
 

@@ -231,6 +231,14 @@ export class FsSessionStore implements SessionStore {
     return store;
   }
 
+  /**
+   * Starts the work the open left for later (the lookups by sessionId, label and spawnedBy),
+   * in slices between requests; anything that needs it first finishes it at once.
+   */
+  startBackgroundWork(): void {
+    this.index.buildLookupsInBackground();
+  }
+
   /** Path of the live index log (for doctor and tests). */
   get indexPath(): string {
     return this.journal.livePath;

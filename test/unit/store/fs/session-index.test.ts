@@ -88,58 +88,75 @@ function randomQuery(rand: () => number): ListSessionsQuery {
 }
 
 describe("SessionIndex", () => {
-  it("agrees with a reference filter/sort through random changes and queries", () => {
-    const rand = rng(7);
-    const index = new SessionIndex<ReturnType<typeof indexed>>(defaultClassifyKind);
-    const model = new Map<string, SessionEntry>();
-    // a loaded part (bulk build) then live changes
-    for (let i = 0; i < 300; i++) {
-      const e = randomEntry(rand, i);
-      index.set(indexed(e));
-      model.set(e.key, e);
-    }
-    index.build();
-    for (let step = 0; step < 3000; step++) {
-      const r = rand();
-      const keys = [...model.keys()];
-      if (r < 0.15 && keys.length > 0) {
-        const k = keys[Math.floor(rand() * keys.length)]!;
-        expect(index.remove(k)).toBe(true);
-        model.delete(k);
-      } else if (r < 0.6 && keys.length > 0) {
-        // replace an existing entry: new time, maybe archived/unarchived, maybe another agent
-        const old = model.get(keys[Math.floor(rand() * keys.length)]!)!;
-        const next = { ...randomEntry(rand, step + 1000), key: old.key };
-        index.set(indexed(next));
-        model.set(next.key, next);
-      } else {
-        const e = randomEntry(rand, step + 1000);
+  // the lookups by sessionId/label/spawnedBy are built after the open: on first use ("lazy"), or
+  // in small background slices that changes and queries interleave with ("background")
+  it.each(["lazy", "background"] as const)(
+    "agrees with a reference filter/sort through random changes and queries (lookups %s)",
+    async (mode) => {
+      const rand = rng(7);
+      const index = new SessionIndex<ReturnType<typeof indexed>>(defaultClassifyKind);
+      const model = new Map<string, SessionEntry>();
+      // a loaded part (bulk build) then live changes
+      for (let i = 0; i < 300; i++) {
+        const e = randomEntry(rand, i);
         index.set(indexed(e));
         model.set(e.key, e);
       }
-      if (step % 10 === 0) {
-        const q = randomQuery(rand);
-        expect(
-          index.list(q, NOW).map((e) => e.key),
-          JSON.stringify(q),
-        ).toEqual(reference(model.values(), q));
+      index.build();
+      if (mode === "background") index.buildLookupsInBackground(7);
+      for (let step = 0; step < 3000; step++) {
+        if (mode === "background" && step % 3 === 0) await new Promise((r) => setImmediate(r));
+        const r = rand();
+        const keys = [...model.keys()];
+        if (r < 0.15 && keys.length > 0) {
+          const k = keys[Math.floor(rand() * keys.length)]!;
+          expect(index.remove(k)).toBe(true);
+          model.delete(k);
+        } else if (r < 0.6 && keys.length > 0) {
+          // replace an existing entry: new time, maybe archived/unarchived, maybe another agent
+          const old = model.get(keys[Math.floor(rand() * keys.length)]!)!;
+          const next = { ...randomEntry(rand, step + 1000), key: old.key };
+          index.set(indexed(next));
+          model.set(next.key, next);
+        } else {
+          const e = randomEntry(rand, step + 1000);
+          index.set(indexed(e));
+          model.set(e.key, e);
+        }
+        if (step % 10 === 0) {
+          const q = randomQuery(rand);
+          expect(
+            index.list(q, NOW).map((e) => e.key),
+            JSON.stringify(q),
+          ).toEqual(reference(model.values(), q));
+        }
       }
-    }
-    expect(index.size).toBe(model.size);
-    for (const e of model.values()) {
-      expect(index.candidatesBySessionId(e.sessionId).map((x) => x.key)).toContain(e.key);
-    }
-    const labels = new Set([...model.values()].flatMap((e) => (e.label ? [e.label] : [])));
-    for (const l of labels) {
-      expect(index.findByLabel(l).map((e) => e.key)).toEqual(
-        reference(model.values(), { label: l, includeArchived: true, limit: 1e9 }),
-      );
-    }
-    expect(
-      index
-        .entries()
-        .map((e) => e.key)
-        .sort(),
-    ).toEqual([...model.keys()].sort());
-  });
+      expect(index.size).toBe(model.size);
+      for (const e of model.values()) {
+        expect(index.candidatesBySessionId(e.sessionId).map((x) => x.key)).toContain(e.key);
+      }
+      // no lookup still holds an entry that was replaced or removed
+      for (const e of model.values()) {
+        for (const c of index.candidatesBySessionId(e.sessionId))
+          expect(model.get(c.key)?.sessionId).toBe(c.sessionId);
+      }
+      const parents = new Set([...model.values()].flatMap((e) => (e.spawnedBy ? [e.spawnedBy] : [])));
+      for (const p of parents) {
+        const q = { spawnedBy: p, includeArchived: true, limit: 1e9 };
+        expect(index.list(q, NOW).map((e) => e.key)).toEqual(reference(model.values(), q));
+      }
+      const labels = new Set([...model.values()].flatMap((e) => (e.label ? [e.label] : [])));
+      for (const l of labels) {
+        expect(index.findByLabel(l).map((e) => e.key)).toEqual(
+          reference(model.values(), { label: l, includeArchived: true, limit: 1e9 }),
+        );
+      }
+      expect(
+        index
+          .entries()
+          .map((e) => e.key)
+          .sort(),
+      ).toEqual([...model.keys()].sort());
+    },
+  );
 });
