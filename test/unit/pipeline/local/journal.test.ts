@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { open as openFile } from "node:fs/promises";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../../../src/log.js";
 import { JOURNAL_FILE, QueueJournal } from "../../../../src/pipeline/local/journal.js";
 import type { JournalModel } from "../../../../src/pipeline/local/journal-model.js";
@@ -9,6 +10,7 @@ import { tempDir } from "../../../helpers.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
+  vi.restoreAllMocks();
   for (const c of cleanups.splice(0)) c();
 });
 
@@ -330,6 +332,36 @@ describe("QueueJournal (the shared journal with the queue model)", () => {
       ...expected,
       turns: [...expected.turns, ["after", 0, "x"]],
     });
+    await again.close();
+  });
+
+  it("an append whose fdatasync fails rejects with STORAGE_UNAVAILABLE; undone, it is in neither model nor file", async () => {
+    const d = dir();
+    const j = await open(d, { fsync: true });
+    await j.append(turn("kept"));
+    const probe = await openFile(path.join(d, ".probe"), "w");
+    const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    vi.spyOn(proto, "datasync").mockRejectedValueOnce(
+      Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }),
+    );
+    const job: JournalRecord = {
+      t: "job",
+      job: { kind: "archive", id: "j-lost", data: {} },
+      dueAt: 1,
+      attempts: 0,
+    };
+    const failed = j.append(job);
+    expect(j.model.jobs.has("j-lost")).toBe(true); // applied at add time: duplicates see it at once
+    await expect(failed).rejects.toMatchObject({ code: "STORAGE_UNAVAILABLE" });
+    j.model.discardJob("j-lost"); // what acceptJob does
+    await j.append(turn("after"));
+    const expected = view(j.model);
+    expect(expected.jobs).toEqual([]);
+    await j.close();
+    expect(allText(d)).not.toContain("j-lost");
+    const again = await open(d);
+    expect(view(again.model)).toEqual(expected);
     await again.close();
   });
 });
