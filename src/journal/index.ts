@@ -291,7 +291,8 @@ export class Journal<R> {
 
   /**
    * Appends records; `apply` runs right after they reached the OS and before anything else is
-   * written, so in-memory state always equals what the files replay to. Resolves after `apply`.
+   * written, so in-memory state always equals what the files replay to. Resolves after `apply`
+   * (with `fsync`, after the batch's fdatasync too).
    */
   append(records: R | R[], apply: (offset: number) => void): Promise<void> {
     const list = Array.isArray(records) ? records : [records];

@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Journal, type JournalOptions } from "../../../src/journal/index.js";
-import type { Logger } from "../../../src/log.js";
-import { silentLogger } from "../../../src/log.js";
+import { createLogger, type Logger, silentLogger } from "../../../src/log.js";
 import { tempDir } from "../../helpers.js";
 
 /**
@@ -63,6 +63,18 @@ async function openMap(d: string, extra: Partial<JournalOptions<Rec>> = {}) {
   return { j, state, warnings, put };
 }
 
+/** A logger whose error messages land in an array. */
+function errorLogger(): { logger: Logger; errors: string[] } {
+  const errors: string[] = [];
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      for (const l of String(chunk).split("\n")) if (l) errors.push((JSON.parse(l) as { msg: string }).msg);
+      cb();
+    },
+  });
+  return { logger: createLogger({ level: "error", destination }), errors };
+}
+
 const lines = (file: string) => readFileSync(file, "utf8").trim().split("\n");
 
 /** Makes the next `n` fdatasync calls of any file handle fail as `code` would. */
@@ -118,8 +130,7 @@ describe("shared Journal: fsync, note, stats", () => {
 
   it("a failed fdatasync rejects with STORAGE_UNAVAILABLE, cuts the batch off, and the next batch works", async () => {
     const d = dir();
-    const errors: string[] = [];
-    const logger = { ...silentLogger(), error: (_: unknown, msg: string) => errors.push(msg) } as Logger;
+    const { logger, errors } = errorLogger();
     const { j, put } = await openMap(d, { fsync: true, logger });
     await put("before", 1);
     const spy = await failDatasync(d, "EIO");
@@ -138,8 +149,7 @@ describe("shared Journal: fsync, note, stats", () => {
 
   it("a note in a failed batch is logged once and never becomes an unhandled rejection", async () => {
     const d = dir();
-    const errors: string[] = [];
-    const logger = { ...silentLogger(), error: (_: unknown, msg: string) => errors.push(msg) } as Logger;
+    const { logger, errors } = errorLogger();
     const { j, put } = await openMap(d, { logger });
     const unhandled: unknown[] = [];
     const onUnhandled = (e: unknown) => unhandled.push(e);
