@@ -4,8 +4,8 @@ import { SwitchboardError } from "../errors.js";
 import { appendSync } from "./fsutil.js";
 
 /**
- * The rules every append-only JSONL file of the gateway follows (the journal, the local queue,
- * transcripts):
+ * The rules every append-only JSONL file of the gateway follows (the journal — used by the fs
+ * store and the local queue — and transcripts):
  * - every record starts on a fresh line: a write that failed part-way is cut back to where it
  *   started (ftruncate), so the next record is never glued onto a fragment;
  * - a full disk, a quota or an I/O error reaches the caller as STORAGE_UNAVAILABLE with a clear
@@ -78,6 +78,20 @@ export class CleanAppender {
         this.dirty = true;
       }
       throw storageError(err, this.what);
+    }
+  }
+
+  /**
+   * Takes everything after `size` back off the file (a batch that was written but must not
+   * count, e.g. its fdatasync failed). If the truncation fails, the next append retries it.
+   */
+  cutBack(size: number): void {
+    this.size = size;
+    try {
+      ftruncateSync(this.fd, size);
+      this.dirty = false;
+    } catch {
+      this.dirty = true;
     }
   }
 }

@@ -7,7 +7,9 @@ import { ensureDir, FILE_MODE, fileSize, isErrno, syncDir, writeAll } from "./fs
 import { forEachLine } from "./lines.js";
 
 /**
- * An append-only record log with background compaction: the durable half of an in-memory map.
+ * The gateway's one append-only record log with background compaction: the durable half of an
+ * in-memory map. Used by the fs store (sessions, runs, outbox, kv: src/store/fs/) and by the
+ * local pipeline's queue (src/pipeline/local/journal.ts, with `fsync`).
  *
  * Files in `dir` for journal `name`:
  *   <name>.jsonl            the live log; first line `{"$log":G}`, then one record per line
@@ -26,10 +28,19 @@ import { forEachLine } from "./lines.js";
  * cut back off the file, its appends reject with STORAGE_UNAVAILABLE, and the next batch
  * starts clean on the same open file — so the journal recovers by itself once space returns.
  *
- * Durability: a write resolves once it reached the OS (one write(2) per batch: the appends
- * made in one event-loop phase, plus those made while a write is in flight), without fsync.
- * That survives a process crash, not a power loss; snapshots are fsynced because they
- * replace older files.
+ * Durability: by default a write resolves once it reached the OS (one write(2) per batch: the
+ * appends made in one event-loop phase, plus those made while a write is in flight), without
+ * fsync. That survives a process crash, not a power loss; snapshots are fsynced because they
+ * replace older files. With `fsync`, a batch holding at least one awaited `append` is
+ * fdatasynced before those appends resolve (an OS crash cannot lose them); a batch of only
+ * fire-and-forget `note`s is written but not synced (the next synced batch covers it). A failed
+ * fdatasync cuts the batch back off the file and its appends reject with STORAGE_UNAVAILABLE.
+ *
+ * Two ways to own a journal: apply a record to memory in `apply` (after the write — the fs
+ * store), or apply it when appending and undo it if the append rejects (the local queue, whose
+ * duplicates and cancels must see a record at once). Both hold because the state is captured for
+ * a snapshot in the same synchronous step as the last write to the rotated log: nothing queued
+ * is in the state without being in that log.
  */
 /** Where problems found while reading go (logged once, kept for health and doctor). */
 export interface WarningSink {
@@ -64,6 +75,12 @@ export interface JournalOptions<R> {
   warnings: WarningSink;
   /** Compact after this many appended records (and at least a quarter of the live state). */
   compactEveryAppends: number;
+  /**
+   * fdatasync every batch that holds an awaited `append` before resolving it (default false).
+   * `apply` still runs right after the write; if the sync fails the batch is cut back off the
+   * file and its appends reject, so an owner undoes on rejection what `apply` did.
+   */
+  fsync?: boolean;
   /** Checks one parsed line; null marks it invalid (skipped with a warning). */
   decode: (value: unknown) => R | null;
   /**
@@ -89,9 +106,23 @@ export interface JournalOptions<R> {
   size: () => number;
 }
 
+/** Counters for tests and introspection. */
+export interface JournalStats {
+  /** Batch writes: one write(2) each, however many records. */
+  writes: number;
+  /** fdatasync calls (with `fsync`: only batches holding an awaited append). */
+  syncs: number;
+  /** Snapshots completed since open. */
+  compactions: number;
+  /** Bytes on disk: live log, rotated logs not yet deleted, snapshot. */
+  bytes: number;
+}
+
 interface Pending {
   text: string;
   records: number;
+  /** An `append` someone awaits (not a `note`): with `fsync`, its batch is synced first. */
+  awaited: boolean;
   apply: (offset: number) => void;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -110,8 +141,17 @@ export class Journal<R> {
   private rotating = false;
   private rotateWaiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private snapshotting: Promise<void> | null = null;
+  /** An fdatasync of the last batch is in flight: nothing else may be written meanwhile. */
+  private syncing = false;
+  /** Why the last failed batch failed (for the rotation that wrote it). */
+  private lastError: unknown = null;
   private aborting = false;
   private closed = false;
+  private writes = 0;
+  private syncs = 0;
+  private compactions = 0;
+  private snapshotBytes = 0;
+  private rotatedBytes = 0;
 
   private constructor(private readonly opts: JournalOptions<R>) {}
 
@@ -154,7 +194,9 @@ export class Journal<R> {
     rotated.sort((a, b) => a - b);
 
     let snapGen = 0;
-    if ((await fileSize(this.snapshotPath)) >= 0) {
+    const snapBytes = await fileSize(this.snapshotPath);
+    if (snapBytes >= 0) {
+      this.snapshotBytes = snapBytes;
       await this.readFile(this.snapshotPath, (header) => {
         snapGen = header.$snapshot ?? 0;
       });
@@ -162,9 +204,14 @@ export class Journal<R> {
     for (const g of rotated) {
       if (g < snapGen)
         await unlink(this.rotatedPath(g)); // already in the snapshot
-      else this.appendsSinceSnapshot += await this.readFile(this.rotatedPath(g), () => {});
+      else {
+        this.rotatedBytes += Math.max(0, await fileSize(this.rotatedPath(g)));
+        this.appendsSinceSnapshot += await this.readFile(this.rotatedPath(g), () => {});
+      }
     }
     const minGen = Math.max(snapGen, (rotated.at(-1) ?? 0) + 1, 1);
+    // A live log without a `{"$log":G}` header (written before this format) replays as is and
+    // becomes generation `minGen`; the first rotation moves it out like any other log.
     let liveGen = 0;
     const torn = await repairTornTail(this.livePath);
     if (torn.cut > 0) {
@@ -244,7 +291,8 @@ export class Journal<R> {
 
   /**
    * Appends records; `apply` runs right after they reached the OS and before anything else is
-   * written, so in-memory state always equals what the files replay to. Resolves after `apply`.
+   * written, so in-memory state always equals what the files replay to. Resolves after `apply`
+   * (with `fsync`, after the batch's fdatasync too).
    */
   append(records: R | R[], apply: (offset: number) => void): Promise<void> {
     const list = Array.isArray(records) ? records : [records];
@@ -254,15 +302,48 @@ export class Journal<R> {
   }
 
   /**
+   * Fire-and-forget `append` (in the same batches, same order): for a record whose loss after a
+   * crash is harmless. Nobody awaits it, so with `fsync` a batch of notes alone is not synced. A
+   * failed batch is logged once (never an unhandled rejection); after `close` a note is dropped.
+   */
+  note(records: R | R[], apply: (offset: number) => void = noop): void {
+    const list = Array.isArray(records) ? records : [records];
+    let text = "";
+    for (const r of list) text += `${JSON.stringify(r)}\n`;
+    this.noteText(text, list.length, apply);
+  }
+
+  /** `note` for a caller that already has the record's JSON (no newline). */
+  noteJson(json: string, apply: (offset: number) => void = noop): void {
+    this.noteText(`${json}\n`, 1, apply);
+  }
+
+  private noteText(text: string, records: number, apply: (offset: number) => void): void {
+    if (this.closed) return;
+    this.pending.push({ text, records, awaited: false, apply, resolve: noop, reject: noop });
+    this.kick();
+  }
+
+  stats(): JournalStats {
+    return {
+      writes: this.writes,
+      syncs: this.syncs,
+      compactions: this.compactions,
+      bytes: (this.out?.size ?? 0) + this.rotatedBytes + this.snapshotBytes,
+    };
+  }
+
+  /**
    * `append`, written at once (with everything queued before it, so order is kept) instead of
    * after the current I/O phase — for a record whose loss a crash would make visible, such as
    * the outbox mark right after a platform accepted a message: the window between the
    * platform's yes and the mark reaching the OS shrinks from the rest of the event-loop phase
-   * to the synchronous step that called this. During a log rotation it waits for the rotation.
+   * to the synchronous step that called this. During a log rotation (or an fdatasync) it waits
+   * for it.
    */
   appendNow(records: R | R[], apply: () => void): Promise<void> {
     const done = this.append(records, apply);
-    if (!this.closed && !this.rotating && this.out) this.writePending();
+    if (!this.closed && !this.rotating && !this.syncing && this.out) void this.writePending();
     return done;
   }
 
@@ -277,7 +358,7 @@ export class Journal<R> {
   private appendText(text: string, records: number, apply: (offset: number) => void): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.opts.name));
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ text, records, apply, resolve, reject });
+      this.pending.push({ text, records, awaited: true, apply, resolve, reject });
       this.kick();
     });
   }
@@ -310,7 +391,8 @@ export class Journal<R> {
           this.flushing = null;
           return;
         }
-        this.writePending();
+        const written = this.writePending();
+        if (written !== true && written !== false) await written;
       }
     } catch (err) {
       this.flushing = null;
@@ -318,36 +400,76 @@ export class Journal<R> {
     }
   }
 
-  /** One write(2) of everything queued, then `apply` and resolve (or reject) each append. */
-  private writePending(): void {
+  /**
+   * One write(2) of everything queued, then `apply` for each append, then resolve (or reject)
+   * them. true/false: written and settled, or failed; a promise: the batch is being fdatasynced
+   * (no other write may start until it settles; it resolves to whether the sync succeeded).
+   */
+  private writePending(): boolean | Promise<boolean> {
     const batch = this.pending.splice(0);
     const text = batch.map((b) => b.text).join("");
+    const start = this.out!.size;
     try {
       this.out!.append(text); // a failed write is cut back off: the next batch starts clean
     } catch (err) {
-      this.opts.logger.error({ err, journal: this.opts.name, records: batch.length }, "journal write failed");
-      for (const b of batch) b.reject(err);
-      return;
+      this.failed(batch, err, "journal write failed");
+      return false;
     }
+    this.writes++;
     // where each record landed: the batch is the last `text` bytes of the file
     let offset = this.opts.locate ? this.out!.size - Buffer.byteLength(text) : -1;
+    let awaited = false;
     for (const b of batch) {
       this.appendsSinceSnapshot += b.records;
+      if (b.awaited) awaited = true;
       try {
         b.apply(offset);
         if (offset >= 0) offset += Buffer.byteLength(b.text);
       } catch (err) {
         this.opts.logger.error({ err, journal: this.opts.name }, "journal apply failed");
       }
-      b.resolve();
     }
+    if (this.opts.fsync && awaited) return this.syncBatch(batch, start);
+    for (const b of batch) b.resolve();
     this.maybeCompact();
+    return true;
+  }
+
+  private async syncBatch(batch: Pending[], start: number): Promise<boolean> {
+    this.syncing = true;
+    try {
+      await this.fh!.datasync();
+      this.syncs++;
+    } catch (err) {
+      // Not known to be on disk: take it off the file, so a rejected append is never replayed.
+      // Nothing was written after it (a sync holds every other write back).
+      this.out!.cutBack(start);
+      this.failed(batch, storageError(err, `journal ${this.opts.name}`), "journal fdatasync failed");
+      return false;
+    } finally {
+      this.syncing = false;
+    }
+    for (const b of batch) b.resolve();
+    this.maybeCompact();
+    return true;
+  }
+
+  /**
+   * Rejects a failed batch's appends (logged once for the whole batch) and any rotation waiting
+   * for the loop: an owner that applied those records when appending has not undone them yet, so
+   * its state must not be captured before its rejection handlers ran (maybeCompact retries).
+   */
+  private failed(batch: Pending[], err: unknown, msg: string): void {
+    this.opts.logger.error({ err, journal: this.opts.name, records: batch.length }, msg);
+    this.lastError = err;
+    for (const b of batch) b.reject(err);
+    for (const w of this.rotateWaiters.splice(0)) w.reject(err);
   }
 
   // ---------------------------------------------------------------- compaction
 
   private maybeCompact(): void {
-    if (this.closed || this.snapshotting || this.rotateWaiters.length > 0) return;
+    if (this.closed || this.snapshotting || this.rotating || this.rotateWaiters.length > 0) return;
     // scaling with the state bounds both the rewrite cost per append (≤ 4 records) and the
     // log replayed at start-up (≤ 25% of the snapshot)
     const threshold = Math.max(this.opts.compactEveryAppends, Math.floor(this.opts.size() / 4));
@@ -377,12 +499,27 @@ export class Journal<R> {
 
   /** Runs inside the flush loop, so no write is in flight and state matches the files. */
   private async rotate(): Promise<void> {
+    // Queued appends go to the old log first, and the state is captured in the same synchronous
+    // step: an owner that applies records when appending (before the write) holds exactly what
+    // the old logs replay to, and everything appended from here on goes to the new log.
+    let written: boolean | Promise<boolean> = true;
+    if (this.pending.length > 0) written = this.writePending();
+    if (written === false) return; // failed() rejected the waiting rotations
     const waiters = this.rotateWaiters.splice(0);
+    const records = this.opts.snapshot();
+    const appendsBefore = this.appendsSinceSnapshot;
+    this.appendsSinceSnapshot = 0;
+    if (written !== true && !(await written)) {
+      this.appendsSinceSnapshot += appendsBefore;
+      for (const w of waiters) w.reject(this.lastError);
+      return;
+    }
     const oldGen = this.gen;
     try {
       await this.fh!.close();
       this.fh = null;
       await rename(this.livePath, this.rotatedPath(oldGen));
+      this.rotatedBytes += this.out!.size;
       this.gen = oldGen + 1;
       this.fh = await open(this.livePath, "a", FILE_MODE);
       this.out = new CleanAppender(this.fh.fd, 0, `journal ${this.opts.name}`);
@@ -392,11 +529,10 @@ export class Journal<R> {
         this.fh = await open(this.livePath, "a", FILE_MODE);
         this.out = new CleanAppender(this.fh.fd, (await this.fh.stat()).size, `journal ${this.opts.name}`);
       }
+      this.appendsSinceSnapshot += appendsBefore;
       for (const w of waiters) w.reject(storageError(err, `journal ${this.opts.name}`));
       return;
     }
-    const records = this.opts.snapshot();
-    this.appendsSinceSnapshot = 0;
     const done = this.writeSnapshot(records, this.gen);
     this.snapshotting = done;
     done
@@ -452,6 +588,8 @@ export class Journal<R> {
     }
     await fh.close();
     await rename(tmp, this.snapshotPath);
+    this.snapshotBytes = snapshotOffsets?.[records.length] ?? (await fileSize(this.snapshotPath));
+    this.compactions++;
     if (snapshotOffsets) {
       this.opts.snapshotWritten?.({ file: this.snapshotPath, gen, records, offsets: snapshotOffsets });
     }
@@ -464,6 +602,7 @@ export class Journal<R> {
         throw err;
       }
     }
+    this.rotatedBytes = 0;
   }
 
   // ---------------------------------------------------------------- closing
@@ -481,6 +620,8 @@ export class Journal<R> {
     this.out = null;
   }
 }
+
+function noop(): void {}
 
 function isHeader(v: unknown): v is { $log?: number; $snapshot?: number } {
   if (typeof v !== "object" || v === null) return false;

@@ -15,7 +15,7 @@ import type {
 } from "../types.js";
 import { BackgroundQueue } from "./background.js";
 import { JobRunner } from "./job-runner.js";
-import { Journal, type JournalStats } from "./journal.js";
+import { type JournalStats, QueueJournal } from "./journal.js";
 import type { LiveTurn } from "./journal-model.js";
 import { type LaneEntry, LaneScheduler } from "./lanes.js";
 import { type LocalTuning, localTuningSchema } from "./schema.js";
@@ -47,7 +47,7 @@ export interface LocalPipelineOptions {
   now?: () => number;
   /** Optional tunables, defaults in `localTuningSchema`. */
   fsync?: boolean;
-  compactAfterBytes?: number;
+  compactEveryAppends?: number;
   completedJobIds?: number;
   jobMaxAttempts?: number;
   retryBaseMs?: number;
@@ -79,8 +79,8 @@ class LocalPipelineImpl implements LocalPipeline {
   readonly driver = "local" as const;
   private state: State = "idle";
   private handlers: JobHandlers | null = null;
-  private journal: Journal | null = null;
-  private opening: Promise<Journal> | null = null;
+  private journal: QueueJournal | null = null;
+  private opening: Promise<QueueJournal> | null = null;
   private stopping: Promise<void> | null = null;
   private readonly lanes: LaneScheduler;
   private readonly bg: BackgroundQueue;
@@ -185,7 +185,7 @@ class LocalPipelineImpl implements LocalPipeline {
   }
 
   /** Replays the journal once; every entry point awaits it, so replayed work precedes new work. */
-  private open(): Promise<Journal> {
+  private open(): Promise<QueueJournal> {
     if (this.journal) return Promise.resolve(this.journal);
     this.opening ??= this.replay().catch((err) => {
       this.opening = null;
@@ -194,12 +194,12 @@ class LocalPipelineImpl implements LocalPipeline {
     return this.opening;
   }
 
-  private async replay(): Promise<Journal> {
-    const journal = await Journal.open({
+  private async replay(): Promise<QueueJournal> {
+    const journal = await QueueJournal.open({
       dir: this.dir,
       logger: this.logger,
       fsync: this.tuning.fsync,
-      compactAfterBytes: this.tuning.compactAfterBytes,
+      compactEveryAppends: this.tuning.compactEveryAppends,
       completedCap: this.tuning.completedJobIds,
     });
     const live = [...journal.model.turns.values()];

@@ -2,7 +2,7 @@ import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { JobHandlers } from "../types.js";
 import type { BackgroundQueue } from "./background.js";
-import type { Journal } from "./journal.js";
+import type { QueueJournal } from "./journal.js";
 import type { LiveJob } from "./journal-model.js";
 import { decideRetry } from "./retry.js";
 
@@ -14,7 +14,7 @@ import { decideRetry } from "./retry.js";
 export interface JobRunnerDeps {
   logger: Logger;
   now: () => number;
-  journal: () => Journal | null;
+  journal: () => QueueJournal | null;
   handlers: () => JobHandlers | null;
   queue: BackgroundQueue;
   policy: { maxAttempts: number; baseMs: number };

@@ -4,8 +4,8 @@ import type { JournalRecord } from "./schema.js";
 
 /**
  * What the journal says is still live, rebuilt by applying records in order (replay and live
- * appends use the same `apply`). A compaction writes `snapshot()` and nothing else, so the file
- * size after compaction is proportional to live work, never to history.
+ * appends use the same `apply`). A compaction's snapshot holds `snapshot()` and nothing else, so
+ * the files after compaction are proportional to live work, never to history.
  */
 
 export interface LiveTurn {
@@ -145,36 +145,45 @@ export class JournalModel {
     this.liveBytes -= o.bytes;
   }
 
-  /** The live state as journal lines (each ends with "\n"). */
-  snapshot(): string {
-    const out: string[] = [];
+  /** Records a snapshot holds (to scale the compaction threshold with the live state). */
+  records(): number {
+    return (
+      this.turns.size + this.jobs.size + this.outbox.size + Math.ceil(this.completed.size / COMPLETED_CHUNK)
+    );
+  }
+
+  /**
+   * The live state as records that replay to it, in order. Fresh objects holding copies of the
+   * mutable counters (the shared journal serialises them later, in slices).
+   */
+  snapshot(): JournalRecord[] {
+    const out: JournalRecord[] = [];
     if (this.completed.size > 0) {
       const ids = [...this.completed];
       for (let i = 0; i < ids.length; i += COMPLETED_CHUNK) {
-        out.push(JSON.stringify({ t: "completed", ids: ids.slice(i, i + COMPLETED_CHUNK) }));
+        out.push({ t: "completed", ids: ids.slice(i, i + COMPLETED_CHUNK) });
       }
     }
     for (const t of this.turns.values()) {
       const rec: JournalRecord = { t: "turn", runId: t.runId, createdAt: t.createdAt, req: t.req };
       if (t.started > 0) rec.started = t.started;
-      out.push(JSON.stringify(rec));
+      out.push(rec);
     }
     for (const j of this.jobs.values()) {
-      out.push(JSON.stringify({ t: "job", job: j.job, dueAt: j.dueAt, attempts: j.attempts }));
+      out.push({ t: "job", job: j.job, dueAt: j.dueAt, attempts: j.attempts });
     }
     // After the turns, so a `final` lands on its live turn; one record per outbox entry, and one
     // per committed turn whose follow-ups are already relayed.
     const covered = new Set<string>();
     for (const [, o] of this.outbox) {
       for (const id of o.runIds) covered.add(id);
-      const rec: JournalRecord = { t: "final", runIds: o.runIds, result: o.result, followUps: o.followUps };
-      out.push(JSON.stringify(rec));
+      out.push({ t: "final", runIds: o.runIds, result: o.result, followUps: o.followUps });
     }
     for (const t of this.turns.values()) {
       if (!t.final || covered.has(t.runId)) continue;
-      out.push(JSON.stringify({ t: "final", runIds: [t.runId], result: t.final, followUps: [] }));
+      out.push({ t: "final", runIds: [t.runId], result: t.final, followUps: [] });
     }
-    return out.length === 0 ? "" : `${out.join("\n")}\n`;
+    return out;
   }
 
   private remember(id: string): void {

@@ -1,322 +1,157 @@
-import { chmod, type FileHandle, open, readFile, rename, rm } from "node:fs/promises";
+import { chmod, rm } from "node:fs/promises";
 import path from "node:path";
-import { errorMessage, SwitchboardError } from "../../errors.js";
-import { CleanAppender, repairTornTail, storageError } from "../../journal/append.js";
-import { DIR_MODE, ensureDir, FILE_MODE } from "../../journal/fsutil.js";
+import { SwitchboardError } from "../../errors.js";
+import { DIR_MODE, ensureDir, FILE_MODE, fileSize } from "../../journal/fsutil.js";
+import { Journal, type WarningSink } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
 import { JournalModel } from "./journal-model.js";
 import { type JournalRecord, journalRecordSchema } from "./schema.js";
 
 /**
- * The local driver's durable queue: one append-only JSONL file `<stateDir>/queue/journal.jsonl`.
+ * The local driver's durable queue: the shared journal (src/journal/, the one the fs store uses)
+ * named `journal` in `<stateDir>/queue/`, with `fsync`, bound to the in-memory `JournalModel`.
  *
- * - `append` applies the record to the in-memory model at once and resolves when the line is on
- *   disk. Appends made in the same tick (and while a write is in flight) share ONE write call
- *   (group commit), so the cost per accepted message is a string push, not a syscall.
- * - `open` replays the file; a torn last line (crash mid-write) is cut off (logged with its byte
- *   count) so later appends start on a clean line; other unreadable lines are skipped and
- *   reported in `warnings`.
- * - Appends follow the shared rules of `src/journal/append.ts`: a batch whose write fails (full
- *   disk) is cut back off the file and its awaited appends reject with STORAGE_UNAVAILABLE (no
- *   ack for a record not on disk); the next batch starts clean, so space returning is enough.
- * - Compaction rewrites only the live records (temp file + rename) in the background once the file
- *   is over `compactAfterBytes` and mostly dead. Appends made meanwhile wait and go to the new file.
+ * Files: `journal.jsonl` (the live log: `{"$log":G}`, then one record per line),
+ * `journal.snapshot.jsonl` (the live work at the last compaction) and, while a compaction writes
+ * its snapshot, `journal.<g>.jsonl`. A `journal.jsonl` written by older versions (no header, the
+ * whole queue history since its last rewrite) replays as is and moves out at the first compaction.
+ *
+ * - `append` applies the record to the model at once (duplicates and cancels see it at once) and
+ *   resolves when the line is written and, with `fsync`, fdatasynced; a rejected append leaves the
+ *   record applied and the caller undoes it (acceptTurn/acceptJob, the `final` commit). Appends of
+ *   one event-loop phase share one write(2) and one fdatasync (group commit).
+ * - `note` is fire-and-forget for records whose loss only means a re-run after a crash: a batch of
+ *   notes alone is written but not synced; a failed batch is logged once.
+ * - Torn tail, unreadable lines, full disk (STORAGE_UNAVAILABLE, recovery on the same open file)
+ *   and compaction (rotation + background snapshot, triggered by appends, so the files stay
+ *   proportional to live work) are the shared journal's.
  */
 
-export interface JournalOptions {
+export interface QueueJournalOptions {
   dir: string;
   logger: Logger;
   fsync: boolean;
-  compactAfterBytes: number;
+  /** Compact after this many appended records (and at least a quarter of the live records). */
+  compactEveryAppends: number;
   completedCap: number;
 }
 
 export interface JournalStats {
+  /** Bytes of the queue's files on disk (live log, snapshot, rotated logs not yet deleted). */
   fileBytes: number;
+  /** Bytes of the records a snapshot would keep (approximate). */
   liveBytes: number;
   compactions: number;
+  /** Batch writes (one syscall each), not records. */
   writes: number;
   /** fdatasync calls: only batches holding an awaited (`append`) record are synced. */
   syncs: number;
 }
 
-interface Batch {
-  lines: string[];
-  /** Holds a record someone awaits (`append`): fdatasync it before resolving (when `fsync`). */
-  durable: boolean;
-  promise: Promise<void>;
-  resolve: () => void;
-  reject: (err: unknown) => void;
+export const JOURNAL_NAME = "journal";
+export const JOURNAL_FILE = `${JOURNAL_NAME}.jsonl`;
+
+/** Problems met while loading, kept for `warnings()` and logged once each. */
+class Warnings implements WarningSink {
+  readonly list: string[] = [];
+  constructor(private readonly logger: Logger) {}
+  add(message: string, fields: Record<string, unknown> = {}): void {
+    this.list.push(message);
+    this.logger.warn(fields, message);
+  }
 }
 
-export const JOURNAL_FILE = "journal.jsonl";
-
-export class Journal {
+export class QueueJournal {
   readonly model: JournalModel;
-  readonly warnings: string[] = [];
-  private fh: FileHandle | null = null;
-  private out: CleanAppender | null = null;
-  private batch: Batch | null = null;
-  private flushScheduled = false;
-  private flushing: Promise<void> | null = null;
-  private compacting = false;
+  private readonly sink: Warnings;
   private closed = false;
-  private fileBytes = 0;
-  private compactions = 0;
-  private writes = 0;
-  private syncs = 0;
 
   private constructor(
-    private readonly file: string,
-    private readonly opts: JournalOptions,
+    private readonly log: Journal<JournalRecord>,
+    model: JournalModel,
+    sink: Warnings,
   ) {
-    this.model = new JournalModel(opts.completedCap);
+    this.model = model;
+    this.sink = sink;
   }
 
-  static async open(opts: JournalOptions): Promise<Journal> {
+  static async open(opts: QueueJournalOptions): Promise<QueueJournal> {
     await ensureDir(opts.dir);
-    const j = new Journal(path.join(opts.dir, JOURNAL_FILE), opts);
-    await rm(`${j.file}.tmp`, { force: true });
-    await j.replay();
-    j.fh = await open(j.file, "a", FILE_MODE);
     // files and folders from older versions were 0644/0755: they hold message text
-    await j.fh.chmod(FILE_MODE);
     await chmod(opts.dir, DIR_MODE);
-    j.out = new CleanAppender(j.fh.fd, j.fileBytes, "pipeline journal");
-    j.maybeCompact();
-    return j;
+    const live = path.join(opts.dir, JOURNAL_FILE);
+    if ((await fileSize(live)) >= 0) await chmod(live, FILE_MODE);
+    // an unfinished whole-file rewrite of older versions (the live file was still complete)
+    await rm(`${live}.tmp`, { force: true });
+    const model = new JournalModel(opts.completedCap);
+    const sink = new Warnings(opts.logger);
+    const log = await Journal.open<JournalRecord>({
+      dir: opts.dir,
+      name: JOURNAL_NAME,
+      logger: opts.logger,
+      warnings: sink,
+      fsync: opts.fsync,
+      compactEveryAppends: opts.compactEveryAppends,
+      decode: (value) => {
+        const rec = journalRecordSchema.safeParse(value);
+        return rec.success ? rec.data : null;
+      },
+      replay: (rec, at) => model.apply(rec, at.length + 1),
+      snapshot: () => model.snapshot(),
+      size: () => model.records(),
+    });
+    return new QueueJournal(log, model, sink);
+  }
+
+  get warnings(): readonly string[] {
+    return this.sink.list;
   }
 
   /**
    * Applies the record now; resolves once it is written — and, with `fsync`, fdatasynced, so an
-   * accepted message survives an OS crash (rejects if the write failed).
+   * accepted message survives an OS crash (rejects if the write failed: undo it then).
    */
   append(rec: JournalRecord): Promise<void> {
-    return this.add(rec, true);
+    if (this.closed) return Promise.reject(closedError());
+    const json = JSON.stringify(rec);
+    this.model.apply(rec, json.length + 1);
+    return this.log.appendJson(json, noop);
   }
 
-  /**
-   * Fire-and-forget append: records whose loss only means a re-run after a crash. A batch of
-   * notes alone is written but not fdatasynced (the next durable batch's fdatasync covers them).
-   */
+  /** Applies the record now and writes it without anyone waiting (see the module comment). */
   note(rec: JournalRecord): void {
     if (this.closed) return;
-    this.add(rec, false).catch(() => {
-      // Logged once per failed batch in flush().
-    });
+    const json = JSON.stringify(rec);
+    this.model.apply(rec, json.length + 1);
+    this.log.noteJson(json);
   }
 
-  private add(rec: JournalRecord, durable: boolean): Promise<void> {
-    if (this.closed) return Promise.reject(new SwitchboardError("UNAVAILABLE", "pipeline journal is closed"));
-    const line = JSON.stringify(rec);
-    // Applied now so that duplicates and cancels see it at once; a failed write rejects the
-    // promise, and the caller undoes it (acceptTurn/acceptJob) — the model then matches the file.
-    this.model.apply(rec, line.length + 1);
-    const batch = this.currentBatch();
-    batch.lines.push(line);
-    if (durable) batch.durable = true;
-    this.scheduleFlush();
-    return batch.promise;
-  }
-
-  /** `writes` counts batch writes (one syscall each), not records. */
   stats(): JournalStats {
+    const s = this.log.stats();
     return {
-      fileBytes: this.fileBytes,
+      fileBytes: s.bytes,
       liveBytes: this.model.liveBytes,
-      compactions: this.compactions,
-      writes: this.writes,
-      syncs: this.syncs,
+      compactions: s.compactions,
+      writes: s.writes,
+      syncs: s.syncs,
     };
   }
 
-  /** Writes everything appended so far, then closes the file. Later appends reject. */
+  /** Compacts now (normally triggered by appends); resolves when the snapshot is on disk. */
+  compact(): Promise<void> {
+    return this.log.compact();
+  }
+
+  /** Writes everything appended so far, then closes the files. Later appends reject. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    while (this.compacting) await new Promise((r) => setImmediate(r));
-    while (this.flushing || this.batch) await this.flush();
-    await this.fh?.close();
-    this.fh = null;
-  }
-
-  /** Rewrites the file with only the live records. Normally triggered by size; public for tests. */
-  async compact(): Promise<void> {
-    if (this.compacting || !this.fh) return;
-    this.compacting = true;
-    try {
-      while (this.flushing) await this.flushing;
-      // From here until the rename no batch is written. The snapshot already contains every record
-      // appended so far; the batch pending right now still goes to the old file first, so a crash
-      // before the rename loses nothing. Records appended after this point go to the new file.
-      const snapshot = this.model.snapshot();
-      const pending = this.batch;
-      this.batch = null;
-      if (pending) await this.writeBatch(pending);
-      const tmp = `${this.file}.tmp`;
-      let next: FileHandle | null = null;
-      try {
-        await rm(tmp, { force: true });
-        // The handle follows the inode through the rename, so it becomes the new append handle.
-        next = await open(tmp, "a", FILE_MODE);
-        await next.writeFile(snapshot);
-        await next.sync();
-        await rename(tmp, this.file);
-        if (this.opts.fsync) await syncDir(this.opts.dir);
-      } catch (err) {
-        await next?.close().catch(() => {});
-        await rm(tmp, { force: true });
-        this.opts.logger.error(
-          { err: errorMessage(err) },
-          "pipeline journal compaction failed; keeping old file",
-        );
-        return;
-      }
-      const old = this.fh;
-      this.fh = next;
-      this.fileBytes = Buffer.byteLength(snapshot);
-      this.out = new CleanAppender(next.fd, this.fileBytes, "pipeline journal");
-      await old?.close();
-      this.compactions++;
-    } finally {
-      this.compacting = false;
-      if (this.batch) this.scheduleFlush();
-    }
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // internals
-
-  private currentBatch(): Batch {
-    if (this.batch) return this.batch;
-    let resolve!: () => void;
-    let reject!: (err: unknown) => void;
-    const promise = new Promise<void>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    // A batch nobody awaits (only `note` records) must not become an unhandled rejection.
-    promise.catch(() => {});
-    this.batch = { lines: [], durable: false, promise, resolve, reject };
-    return this.batch;
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushScheduled || this.flushing || this.compacting || !this.fh) return;
-    this.flushScheduled = true;
-    // setImmediate, not a microtask: lets every submit of this tick join the batch.
-    setImmediate(() => {
-      this.flushScheduled = false;
-      void this.flush();
-    });
-  }
-
-  private flush(): Promise<void> {
-    if (!this.flushing) {
-      this.flushing = this.drain().finally(() => {
-        this.flushing = null;
-        // An append between the loop's last check and here found `flushing` set and did not schedule.
-        if (this.batch) this.scheduleFlush();
-        this.maybeCompact();
-      });
-    }
-    return this.flushing;
-  }
-
-  private async drain(): Promise<void> {
-    while (this.batch && !this.compacting) {
-      const b = this.batch;
-      this.batch = null;
-      await this.writeBatch(b);
-    }
-  }
-
-  private async writeBatch(b: Batch): Promise<void> {
-    const fh = this.fh;
-    const out = this.out;
-    if (!fh || !out) {
-      b.reject(new SwitchboardError("UNAVAILABLE", "pipeline journal is not open"));
-      return;
-    }
-    try {
-      // A synchronous write(2): one batch of small lines into the page cache costs microseconds,
-      // less than the thread-pool round trip of an async write. fdatasync stays asynchronous.
-      // A failed write is cut back off the file (CleanAppender): the next batch starts clean.
-      const written = out.append(`${b.lines.join("\n")}\n`);
-      if (this.opts.fsync && b.durable) {
-        await fh.datasync().catch((err: unknown) => {
-          throw storageError(err, "pipeline journal");
-        });
-        this.syncs++;
-      }
-      this.fileBytes += written;
-      this.writes++;
-      b.resolve();
-    } catch (err) {
-      this.opts.logger.error(
-        { err: errorMessage(err), records: b.lines.length },
-        "pipeline journal write failed",
-      );
-      b.reject(err);
-    }
-  }
-
-  private maybeCompact(): void {
-    if (this.closed || this.compacting) return;
-    if (this.fileBytes <= this.opts.compactAfterBytes) return;
-    if (this.fileBytes <= 2 * this.model.liveBytes + 64 * this.model.completed.size) return;
-    setImmediate(() => {
-      if (!this.closed) void this.compact();
-    });
-  }
-
-  private async replay(): Promise<void> {
-    let text: string;
-    try {
-      text = await readFile(this.file, "utf8");
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
-      throw err;
-    }
-    if (text.length > 0 && !text.endsWith("\n")) {
-      // A crash mid-write leaves a partial last line: cut the file back to the last whole record
-      // so the next append does not glue onto the fragment (the shared journal rule).
-      const torn = await repairTornTail(this.file);
-      if (torn.cut > 0) this.warn(`journal: cut off a torn last record (${torn.cut} bytes)`);
-      text = await readFile(this.file, "utf8");
-    }
-    this.fileBytes = Buffer.byteLength(text);
-    let lineNo = 0;
-    for (const line of text.split("\n")) {
-      lineNo++;
-      if (line.length === 0) continue;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(line);
-      } catch {
-        this.warn(`journal: line ${lineNo} is not JSON; skipped`);
-        continue;
-      }
-      const rec = journalRecordSchema.safeParse(parsed);
-      if (!rec.success) {
-        this.warn(`journal: line ${lineNo} is not a journal record; skipped`);
-        continue;
-      }
-      this.model.apply(rec.data, line.length + 1);
-    }
-  }
-
-  private warn(msg: string): void {
-    this.warnings.push(msg);
-    this.opts.logger.warn({ file: this.file }, msg);
+    await this.log.close();
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const d = await open(dir, "r");
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
+function noop(): void {}
+
+function closedError(): SwitchboardError {
+  return new SwitchboardError("UNAVAILABLE", "pipeline journal is closed");
 }

@@ -54,12 +54,11 @@ export const localTuningSchema = z.object({
   mode: z.enum(["collect", "followup"]),
   /** fdatasync the journal after each batch write (survives an OS crash, not just a process crash). */
   fsync: z.boolean().default(true),
-  /** Compact when the journal file passes this size AND is mostly dead records. */
-  compactAfterBytes: z
-    .number()
-    .int()
-    .min(1024)
-    .default(8 * 1024 * 1024),
+  /**
+   * Compact the journal after this many appended records (and at least a quarter of its live
+   * records): a turn writes about three, so the default keeps ~16k turns of history at most.
+   */
+  compactEveryAppends: z.number().int().min(1).default(50_000),
   /** Completed background job ids remembered for idempotency (oldest forgotten first). */
   completedJobIds: z.number().int().min(1).default(10_000),
   /** Failed background job: attempts in total before it is dropped (RetryLaterError does not count). */

@@ -3,7 +3,7 @@ import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { checkFollowUps, finalResultOf } from "../schema.js";
 import type { JobContext, JobHandlers, TurnJob, TurnRequest, TurnResult } from "../types.js";
-import type { Journal } from "./journal.js";
+import type { QueueJournal } from "./journal.js";
 import type { LaneEntry } from "./lanes.js";
 
 /**
@@ -16,7 +16,7 @@ export interface TurnRunnerDeps {
   runs: RunStore;
   logger: Logger;
   now: () => number;
-  journal: () => Journal | null;
+  journal: () => QueueJournal | null;
   handlers: () => JobHandlers | null;
   onStarted: (run: RunRecord) => void;
   onFinished: (run: RunRecord) => void;

@@ -1,14 +1,16 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { open as openFile } from "node:fs/promises";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../../../src/log.js";
-import { JOURNAL_FILE, Journal } from "../../../../src/pipeline/local/journal.js";
+import { JOURNAL_FILE, QueueJournal } from "../../../../src/pipeline/local/journal.js";
 import type { JournalModel } from "../../../../src/pipeline/local/journal-model.js";
 import type { JournalRecord } from "../../../../src/pipeline/local/schema.js";
 import { tempDir } from "../../../helpers.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
+  vi.restoreAllMocks();
   for (const c of cleanups.splice(0)) c();
 });
 
@@ -18,14 +20,31 @@ function dir(): string {
   return t.dir;
 }
 
-const open = (d: string, extra: { compactAfterBytes?: number; completedCap?: number } = {}) =>
-  Journal.open({
+const open = (
+  d: string,
+  extra: { compactEveryAppends?: number; completedCap?: number; fsync?: boolean } = {},
+) =>
+  QueueJournal.open({
     dir: d,
     logger: silentLogger(),
-    fsync: false,
-    compactAfterBytes: extra.compactAfterBytes ?? 1 << 30,
+    fsync: extra.fsync ?? false,
+    compactEveryAppends: extra.compactEveryAppends ?? 1 << 30,
     completedCap: extra.completedCap ?? 100,
   });
+
+/** The live log's lines, its `{"$log":G}` header left out. */
+const liveRecords = (d: string) =>
+  readFileSync(path.join(d, JOURNAL_FILE), "utf8")
+    .trim()
+    .split("\n")
+    .filter((l) => !l.startsWith('{"$'));
+
+/** Every file of the queue journal, concatenated (snapshot, rotated logs, live log). */
+const allText = (d: string) =>
+  readdirSync(d)
+    .filter((f) => f.startsWith("journal."))
+    .map((f) => readFileSync(path.join(d, f), "utf8"))
+    .join("");
 
 const turn = (runId: string, text = "x"): JournalRecord => ({
   t: "turn",
@@ -43,7 +62,7 @@ function view(m: JournalModel) {
   };
 }
 
-describe("Journal", () => {
+describe("QueueJournal (the shared journal with the queue model)", () => {
   it("writes every append of one tick with a single write", async () => {
     const d = dir();
     const j = await open(d);
@@ -52,19 +71,12 @@ describe("Journal", () => {
     await Promise.all(all);
     expect(j.stats().writes - before).toBe(1);
     await j.close();
-    const lines = readFileSync(path.join(d, JOURNAL_FILE), "utf8").trim().split("\n");
-    expect(lines).toHaveLength(1000);
+    expect(liveRecords(d)).toHaveLength(1000);
   });
 
   it("fdatasyncs a batch only when it holds an awaited record (notes alone are just written)", async () => {
     const d = dir();
-    const j = await Journal.open({
-      dir: d,
-      logger: silentLogger(),
-      fsync: true,
-      compactAfterBytes: 1 << 30,
-      completedCap: 100,
-    });
+    const j = await open(d, { fsync: true });
     await j.append(turn("r1"));
     const s0 = j.stats();
     expect(s0.syncs).toBe(1);
@@ -80,7 +92,7 @@ describe("Journal", () => {
     expect(s2.writes - s1.writes).toBe(1);
     expect(s2.syncs - s1.syncs).toBe(1);
     await j.close();
-    expect(readFileSync(path.join(d, JOURNAL_FILE), "utf8").trim().split("\n")).toHaveLength(5);
+    expect(liveRecords(d)).toHaveLength(5);
   });
 
   it("replays to the same live state it had before closing", async () => {
@@ -147,7 +159,7 @@ describe("Journal", () => {
     expect(duringIds.length).toBeGreaterThan(2);
     const expected = view(j.model);
     await j.close();
-    const text = readFileSync(path.join(d, JOURNAL_FILE), "utf8");
+    const text = allText(d);
     expect(text).not.toContain("dead1");
     expect(text.length).toBeLessThan(200 * (duringIds.length + 3));
     const again = await open(d);
@@ -158,17 +170,24 @@ describe("Journal", () => {
     await again.close();
   });
 
-  it("compacts by itself once the file is large and mostly dead", async () => {
+  it("compacts by itself after enough appends, keeping the files proportional to live work", async () => {
     const d = dir();
-    const j = await open(d, { compactAfterBytes: 2048 });
+    const j = await open(d, { compactEveryAppends: 50 });
     for (let i = 0; i < 200; i++) {
       await j.append(turn(`r${i}`, "z".repeat(40)));
       j.note({ t: "done", runIds: [`r${i}`] });
     }
     await j.append(turn("keep"));
-    for (let i = 0; i < 100 && j.stats().compactions === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    const written = j.stats().fileBytes;
+    // ~400 records written (~40 KB). Appends made while a snapshot is written wait for the next
+    // one, which starts when it ends: the files settle at a snapshot of live work plus < 50 appends.
+    const settled = () => j.stats().fileBytes < 8000;
+    for (let i = 0; i < 200 && !settled(); i++) await new Promise((r) => setTimeout(r, 5));
     expect(j.stats().compactions).toBeGreaterThan(0);
+    expect(written).toBeGreaterThan(8000);
+    expect(j.stats().fileBytes).toBeLessThan(8000);
     await j.close();
+    expect(allText(d).split("\n").length).toBeLessThan(60);
     const again = await open(d);
     expect([...again.model.turns.keys()]).toEqual(["keep"]);
     await again.close();
@@ -219,7 +238,130 @@ describe("Journal", () => {
     await j.close();
     const again = await open(d);
     expect(live(again.model)).toEqual(expected);
-    expect(readFileSync(path.join(d, JOURNAL_FILE), "utf8")).not.toContain("fc");
+    expect(allText(d)).not.toContain("fc");
+    await again.close();
+  });
+
+  it("a record noted in the tick a compaction starts is counted once (state captured with the last write)", async () => {
+    const d = dir();
+    const j = await open(d);
+    await j.append(turn("r1"));
+    // Applied to the model at once; written by the rotation, to the old log, right before the
+    // state is captured — so it is in the snapshot and not in the new log as well.
+    j.note({ t: "start", runIds: ["r1"] });
+    const compaction = j.compact();
+    j.note({ t: "jobdone", id: "j-during" }); // same tick: also before the capture
+    await compaction;
+    j.note({ t: "start", runIds: ["r1"] }); // after: in the new log only
+    await j.append(turn("r2"));
+    expect(view(j.model).turns).toEqual([
+      ["r1", 2, "x"],
+      ["r2", 0, "x"],
+    ]);
+    const expected = view(j.model);
+    await j.close();
+    const again = await open(d);
+    expect(view(again.model)).toEqual(expected);
+    await again.close();
+  });
+
+  it("replays a journal.jsonl written by the previous format (no header) and continues in the new one", async () => {
+    const d = dir();
+    // What the former private queue journal wrote: records only, the whole history since its last
+    // whole-file rewrite, and maybe the temp file of a rewrite a crash interrupted.
+    const legacy: JournalRecord[] = [
+      { t: "completed", ids: ["old-1", "old-2"] },
+      turn("done-long-ago"),
+      turn("queued"),
+      turn("running"),
+      { t: "start", runIds: ["done-long-ago"] },
+      { t: "done", runIds: ["done-long-ago"] },
+      { t: "start", runIds: ["running"] },
+      { t: "job", job: { kind: "archive", id: "j-delayed", data: { n: 1 } }, dueAt: 500, attempts: 0 },
+      { t: "jobretry", id: "j-delayed", dueAt: 900, attempts: 2 },
+      { t: "job", job: { kind: "spawn", id: "j-done", data: {} }, dueAt: 1, attempts: 0 },
+      { t: "jobdone", id: "j-done" },
+      turn("committed"),
+      {
+        t: "final",
+        runIds: ["committed"],
+        result: { status: "ok", reply: "R" },
+        followUps: [{ type: "job", job: { kind: "archive", id: "fu-1", data: {} } }],
+      },
+    ];
+    writeFileSync(path.join(d, JOURNAL_FILE), `${legacy.map((r) => JSON.stringify(r)).join("\n")}\n`);
+    writeFileSync(path.join(d, `${JOURNAL_FILE}.tmp`), '{"t":"turn","runId":"half-written');
+    const state = (m: JournalModel) => ({
+      ...view(m),
+      final: [...m.turns.values()].filter((t) => t.final).map((t) => [t.runId, t.final?.reply]),
+      outbox: [...m.outbox.keys()],
+    });
+    const expected = {
+      turns: [
+        ["queued", 0, "x"],
+        ["running", 1, "x"],
+        ["committed", 0, "x"],
+      ],
+      jobs: [["j-delayed", 900, 2]],
+      completed: ["old-1", "old-2", "j-done"],
+      final: [["committed", "R"]],
+      outbox: ["committed"],
+    };
+
+    const j = await open(d);
+    expect(state(j.model)).toEqual(expected);
+    expect(j.warnings).toEqual([]);
+    expect(existsSync(path.join(d, `${JOURNAL_FILE}.tmp`))).toBe(false);
+    // it keeps appending to the old file until the first compaction
+    await j.append(turn("new"));
+    j.note({ t: "done", runIds: ["new"] });
+    await j.compact();
+    expect(state(j.model)).toEqual(expected);
+    await j.append(turn("after"));
+    await j.close();
+
+    // now in the shared format: a snapshot of live work only, a live log with a header
+    expect(readdirSync(d).sort()).toEqual([JOURNAL_FILE, "journal.snapshot.jsonl"]);
+    expect(readFileSync(path.join(d, JOURNAL_FILE), "utf8")).toMatch(/^\{"\$log":2\}\n/);
+    const snapshot = readFileSync(path.join(d, "journal.snapshot.jsonl"), "utf8");
+    expect(snapshot).toMatch(/^\{"\$snapshot":2\}\n/);
+    expect(snapshot).not.toContain("done-long-ago");
+    expect(snapshot).not.toContain('"new"');
+    const again = await open(d);
+    expect(state(again.model)).toEqual({
+      ...expected,
+      turns: [...expected.turns, ["after", 0, "x"]],
+    });
+    await again.close();
+  });
+
+  it("an append whose fdatasync fails rejects with STORAGE_UNAVAILABLE; undone, it is in neither model nor file", async () => {
+    const d = dir();
+    const j = await open(d, { fsync: true });
+    await j.append(turn("kept"));
+    const probe = await openFile(path.join(d, ".probe"), "w");
+    const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    vi.spyOn(proto, "datasync").mockRejectedValueOnce(
+      Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }),
+    );
+    const job: JournalRecord = {
+      t: "job",
+      job: { kind: "archive", id: "j-lost", data: {} },
+      dueAt: 1,
+      attempts: 0,
+    };
+    const failed = j.append(job);
+    expect(j.model.jobs.has("j-lost")).toBe(true); // applied at add time: duplicates see it at once
+    await expect(failed).rejects.toMatchObject({ code: "STORAGE_UNAVAILABLE" });
+    j.model.discardJob("j-lost"); // what acceptJob does
+    await j.append(turn("after"));
+    const expected = view(j.model);
+    expect(expected.jobs).toEqual([]);
+    await j.close();
+    expect(allText(d)).not.toContain("j-lost");
+    const again = await open(d);
+    expect(view(again.model)).toEqual(expected);
     await again.close();
   });
 });
