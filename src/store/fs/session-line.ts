@@ -58,6 +58,38 @@ const NAMES: Array<[number, Buffer]> = (
   ] as Array<[number, string]>
 ).map(([f, n]) => [f, Buffer.from(n)]);
 
+/**
+ * The FNV-1a `sessionIdHash` of a string value's bytes `b[s..e)` without decoding it, when
+ * every byte is ASCII without escapes (a UUID): then bytes and UTF-16 code units agree. null
+ * otherwise (the caller decodes the string).
+ */
+function asciiHash(b: Buffer, s: number, e: number): number | null {
+  let h = 0x811c9dc5;
+  for (let i = s; i < e; i++) {
+    const c = b[i]!;
+    if (c >= 0x80 || c === BS) return null;
+    h = Math.imul(h ^ c, 0x01000193);
+  }
+  return h | 0;
+}
+
+/** The last few agent ids seen, by their bytes: most lines repeat one of them. */
+const recentAgents: Array<{ bytes: Buffer; str: string }> = [];
+
+/** The agent id in `b[s..e)` when it is one of the recent ones (no decoding), else undefined. */
+function recentAgent(b: Buffer, s: number, e: number): string | undefined {
+  const len = e - s;
+  for (const a of recentAgents) {
+    if (a.bytes.length === len && b.compare(a.bytes, 0, len, s, e) === 0) return a.str;
+  }
+  return undefined;
+}
+
+function rememberAgent(b: Buffer, s: number, e: number, str: string): void {
+  if (recentAgents.length >= 8) recentAgents.shift();
+  recentAgents.push({ bytes: Buffer.from(b.subarray(s, e)), str });
+}
+
 /** Strings kept by many entries (agent ids, parents) share one copy. */
 const intern = new Map<string, string>();
 function interned(s: string): string {
@@ -144,7 +176,23 @@ export function scanSessionLine(b: Buffer): ScannedLine {
       if (j === -1) return FALLBACK;
       const vs = i + 1;
       i = j + 1;
-      if (flag !== ARCHIVED) {
+      // the common cases without decoding: an ASCII sessionId is only hashed, and an agent id
+      // is usually the one of a recent line
+      let quick = flag === ARCHIVED; // its value is not kept
+      if (flag === SID && j > vs) {
+        const h = asciiHash(b, vs, j);
+        if (h !== null) {
+          sessionId = h;
+          quick = true;
+        }
+      } else if (flag === AGENT) {
+        const hit = recentAgent(b, vs, j);
+        if (hit !== undefined) {
+          agentId = hit;
+          quick = true;
+        }
+      }
+      if (!quick) {
         let str = b.toString("utf8", vs, j);
         if (str.includes("\\")) {
           try {
@@ -163,6 +211,7 @@ export function scanSessionLine(b: Buffer): ScannedLine {
             break;
           case AGENT:
             agentId = interned(str);
+            rememberAgent(b, vs, j, agentId);
             break;
           case LABEL:
             label = str;
