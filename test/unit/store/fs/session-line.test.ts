@@ -48,6 +48,17 @@ describe("scanSessionLine", () => {
     JSON.stringify({ ...base, note: "ends with backslash \\", other: '\\"' }),
     JSON.stringify({ ...base, createdAt: 1.5e3, updatedAt: -0.25 }),
     JSON.stringify({ del: "k1" }),
+    // sessionIds hashed from their bytes (ASCII) or decoded first (non-ASCII, escapes)
+    JSON.stringify({ ...base, sessionId: "sëssion-ü-1" }),
+    '{"key":"k","sessionId":"s\\u0031x","agentId":"a","createdAt":1,"updatedAt":2}',
+    '{"key":"k","sessionId":"s\\"q","agentId":"a","createdAt":1,"updatedAt":2}',
+    // agent ids reused from recent lines by their bytes, and ones that only look alike
+    JSON.stringify({ ...base, agentId: "ops" }),
+    JSON.stringify({ ...base, agentId: "ops" }),
+    JSON.stringify({ ...base, agentId: "opt" }),
+    JSON.stringify({ ...base, agentId: "ops2" }),
+    JSON.stringify({ ...base, agentId: "öps" }),
+    '{"key":"k","sessionId":"s","agentId":"\\u006fps","createdAt":1,"updatedAt":2}',
     ` { "key" : "k" , "sessionId":"s","agentId":"a","createdAt":1,"updatedAt":2 } `,
     // invalid records and broken lines: the scan must not accept them
     JSON.stringify({ ...base, label: 5 }),
