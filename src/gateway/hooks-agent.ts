@@ -19,8 +19,11 @@ import { ensureSession } from "../sessions/service.js";
  * model as external, untrusted content.
  */
 
+/** The agents (config), the hook session (store, created with bus and clock), its turn (pipeline), logs. */
+export type HookServices = Pick<Services, "config" | "logger" | "now" | "pipeline" | "store" | "bus">;
+
 export interface AgentHookDeps {
-  services: Services;
+  services: HookServices;
   hooks: HooksConfig;
   /** The gateway's own token (however it was set): a hook token equal to it is refused. */
   gatewayToken?: string;
