@@ -15,7 +15,6 @@ import {
 import {
   activeChildren,
   KV_SPAWN_REQUESTS,
-  type SpawnMeta,
   type SpawnRequestRecord,
   subagentSettings,
 } from "../flows/spawn.js";
@@ -405,86 +404,110 @@ class UndoList {
   }
 }
 
-/** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
-export async function applySpawn(
-  plan: SpawnPlan,
-  ctx: Pick<ToolContext, "services" | "caller" | "effectId">,
-): Promise<ToolResult> {
-  const { services, caller } = ctx;
-  const { args, targetAgent, mode } = plan;
-  // Ids derive from the tool call's effect id when a turn runs it: a turn re-run after a crash
-  // finds the child it already spawned and reports it again instead of spawning a second one.
-  const seed = ctx.effectId;
-  const childKey = subagentKey(targetAgent, seed ? uuidFrom(`${seed}:key`) : randomUUID());
-  const sessionId = seed ? uuidFrom(`${seed}:session`) : randomUUID();
-  const runId = seed ? uuidFrom(`${seed}:run`) : randomUUID();
-  if (seed) {
-    const prior = await services.store.sessions.get(childKey);
-    const asked = await services.store.kv.get<SpawnRequestRecord>(KV_SPAWN_REQUESTS, childKey);
-    if (prior?.subagent?.runId === runId && asked) {
-      // the first attempt may have died before its submit: submitting again is a no-op otherwise
-      await services.pipeline.submitTurn({
-        sessionKey: childKey,
-        agentId: targetAgent,
-        text: asked.text,
-        provenance: {
-          kind: "inter_session",
-          sourceSessionKey: caller.sessionKey,
-          sourceTool: "sessions_spawn",
-          sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
-        },
-        deliver: false,
-        origin: "spawn",
-        extraSystem: asked.extraSystem,
-        timeoutMs: asked.timeoutMs,
-        runId,
-        meta: { spawn: asked.meta },
-      });
-      const again: ToolResult = {
-        status: "accepted",
-        runId,
-        childSessionKey: childKey,
-        mode,
-        note: SPAWN_NOTE,
-      };
-      if (prior.label) again.label = prior.label;
-      if (prior.threadBinding) again.threadId = prior.threadBinding.threadId;
-      return again;
-    }
-  }
-  const now = services.now();
-  const label = args.label;
-  const undo = new UndoList();
+type SpawnCtx = Pick<ToolContext, "services" | "caller" | "effectId">;
 
-  let binding: SessionEntry["threadBinding"];
-  if (plan.thread) {
-    const { adapter, route } = plan.thread;
-    try {
-      const title = (label ?? args.task).slice(0, 80);
-      const { threadId } = await adapter.createThread(route.to, title);
-      binding = {
+/** The child's session key, session id and run id. */
+interface SpawnIds {
+  childKey: string;
+  sessionId: string;
+  runId: string;
+}
+
+/**
+ * Ids derive from the tool call's effect id when a turn runs it: a turn re-run after a crash
+ * finds the child it already spawned and reports it again instead of spawning a second one.
+ */
+function spawnIds(targetAgent: string, seed: string | undefined): SpawnIds {
+  return {
+    childKey: subagentKey(targetAgent, seed ? uuidFrom(`${seed}:key`) : randomUUID()),
+    sessionId: seed ? uuidFrom(`${seed}:session`) : randomUUID(),
+    runId: seed ? uuidFrom(`${seed}:run`) : randomUUID(),
+  };
+}
+
+/** Submits the child's run (the same submission for a first spawn and a re-run's resubmit). */
+async function submitChild(
+  ctx: SpawnCtx,
+  targetAgent: string,
+  ids: SpawnIds,
+  request: SpawnRequestRecord,
+): Promise<void> {
+  const { caller } = ctx;
+  await ctx.services.pipeline.submitTurn({
+    sessionKey: ids.childKey,
+    agentId: targetAgent,
+    text: request.text,
+    provenance: {
+      kind: "inter_session",
+      sourceSessionKey: caller.sessionKey,
+      sourceTool: "sessions_spawn",
+      // The same rule as sessions_send: the requester row's channel (SEMANTICS §1).
+      sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
+    },
+    deliver: false,
+    origin: "spawn",
+    extraSystem: request.extraSystem,
+    timeoutMs: request.timeoutMs,
+    runId: ids.runId,
+    meta: { spawn: request.meta },
+  });
+}
+
+/**
+ * A re-run of the same tool call whose child already exists: its run is submitted again (a no-op
+ * unless the first attempt died before its submit) and reported as accepted. null when it is new.
+ */
+async function resumeSpawn(ctx: SpawnCtx, plan: SpawnPlan, ids: SpawnIds): Promise<ToolResult | null> {
+  const { store } = ctx.services;
+  const prior = await store.sessions.get(ids.childKey);
+  const asked = await store.kv.get<SpawnRequestRecord>(KV_SPAWN_REQUESTS, ids.childKey);
+  if (prior?.subagent?.runId !== ids.runId || !asked) return null;
+  await submitChild(ctx, plan.targetAgent, ids, asked);
+  const again: ToolResult = {
+    status: "accepted",
+    runId: ids.runId,
+    childSessionKey: ids.childKey,
+    mode: plan.mode,
+    note: SPAWN_NOTE,
+  };
+  if (prior.label) again.label = prior.label;
+  if (prior.threadBinding) again.threadId = prior.threadBinding.threadId;
+  return again;
+}
+
+type ThreadBinding = NonNullable<SessionEntry["threadBinding"]>;
+
+/** Creates the chat thread of `thread: true`; the failure to return when the channel refuses. */
+async function createThreadBinding(
+  thread: NonNullable<SpawnPlan["thread"]>,
+  title: string,
+  now: number,
+): Promise<{ ok: true; binding: ThreadBinding } | { ok: false; result: ToolResult }> {
+  const { adapter, route } = thread;
+  try {
+    const { threadId } = await adapter.createThread(route.to, title.slice(0, 80));
+    return {
+      ok: true,
+      binding: {
         channel: route.channel,
         to: route.to,
         threadId,
         boundAt: now,
         accountId: route.accountId ?? adapter.accountId,
-      };
-    } catch (err) {
-      return failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`);
-    }
+      },
+    };
+  } catch (err) {
+    return {
+      ok: false,
+      result: failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`),
+    };
   }
+}
 
-  let written: WrittenAttachments | undefined;
-  if (plan.files) {
-    try {
-      written = await writeAttachments(childWorkspace(services, targetAgent, sessionId), plan.files.files);
-    } catch (err) {
-      return failed(`attachments: could not write the files: ${errorMessage(err)}`);
-    }
-    const w = written;
-    undo.push(() => w.remove());
-  }
-  const attachInfo = written
+type AttachInfo = { absDir: string; relDir: string; count: number; totalBytes: number };
+
+function attachInfoOf(written: WrittenAttachments | undefined): AttachInfo | undefined {
+  return written
     ? {
         absDir: written.absDir,
         relDir: written.receipt.relDir,
@@ -492,11 +515,20 @@ export async function applySpawn(
         totalBytes: written.receipt.totalBytes,
       }
     : undefined;
-  const mountPath = sanitizeMountPath(args.attachAs?.mountPath);
+}
 
-  const timeoutMs = Math.round(plan.runTimeoutSeconds * 1000);
+/** The child's first message, system addendum, timeout and announce metadata (kept in kv for a re-run). */
+async function childRequest(
+  ctx: SpawnCtx,
+  plan: SpawnPlan,
+  childKey: string,
+  attachInfo: AttachInfo | undefined,
+): Promise<SpawnRequestRecord> {
+  const { services, caller } = ctx;
+  const { args, mode } = plan;
+  const label = args.label;
+  const mountPath = sanitizeMountPath(args.attachAs?.mountPath);
   const chain = await spawnedByChain(services, caller.entry);
-  const meta: SpawnMeta = { requesterKey: caller.sessionKey, childKey, chain };
   const text = childTaskText({
     depth: plan.depth,
     maxDepth: plan.maxDepth,
@@ -513,22 +545,34 @@ export async function applySpawn(
     ...(attachInfo ? { attachments: { ...attachInfo, ...(mountPath ? { mountPath } : {}) } } : {}),
     ...(forked ? { forked } : {}),
   });
+  const timeoutMs = Math.round(plan.runTimeoutSeconds * 1000);
+  return { text, extraSystem, timeoutMs, meta: { requesterKey: caller.sessionKey, childKey, chain } };
+}
 
-  const entry: SessionEntry = {
-    key: childKey,
-    sessionId,
-    agentId: targetAgent,
+/** The child's session row: lineage, overrides, the sub-agent record and, with a thread, its route. */
+function childEntry(
+  plan: SpawnPlan,
+  ids: SpawnIds,
+  requesterKey: string,
+  now: number,
+  binding: ThreadBinding | undefined,
+): SessionEntry {
+  const { args, mode } = plan;
+  return {
+    key: ids.childKey,
+    sessionId: ids.sessionId,
+    agentId: plan.targetAgent,
     createdAt: now,
     updatedAt: now,
-    spawnedBy: caller.sessionKey,
+    spawnedBy: requesterKey,
     spawnDepth: plan.depth,
     sandboxed: plan.targetSandboxed,
-    ...(label ? { label } : {}),
+    ...(args.label ? { label: args.label } : {}),
     ...(plan.modelRef ? { model: plan.modelRef } : {}),
     ...(plan.thinking ? { thinkingLevel: plan.thinking } : {}),
     subagent: {
       task: args.task,
-      runId,
+      runId: ids.runId,
       mode,
       cleanup: plan.cleanup,
       runTimeoutSeconds: plan.runTimeoutSeconds,
@@ -547,7 +591,24 @@ export async function applySpawn(
         }
       : {}),
   };
-  const request: SpawnRequestRecord = { text, extraSystem, timeoutMs, meta };
+}
+
+/**
+ * Writes the entry, the request and the thread binding, then submits the run; each write pushes
+ * its undo first. Throws when a step fails (the caller runs the undo list).
+ */
+async function persistAndSubmit(
+  ctx: SpawnCtx,
+  plan: SpawnPlan,
+  ids: SpawnIds,
+  entry: SessionEntry,
+  request: SpawnRequestRecord,
+  undo: UndoList,
+  now: number,
+): Promise<void> {
+  const { store } = ctx.services;
+  const { childKey } = ids;
+  const binding = entry.threadBinding;
   // The router looks bound threads up by this key to route follow-ups into the child.
   const bindingKey = binding
     ? threadBindingKey(
@@ -556,34 +617,55 @@ export async function applySpawn(
         binding.threadId,
       )
     : undefined;
-  const { store } = services;
-  try {
-    undo.push(() => store.sessions.delete(childKey));
-    await store.sessions.put(entry);
-    undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
-    await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
-    if (bindingKey) {
-      undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
-      await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+  undo.push(() => store.sessions.delete(childKey));
+  await store.sessions.put(entry);
+  undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
+  await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
+  if (bindingKey) {
+    undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
+    await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+  }
+  await submitChild(ctx, plan.targetAgent, ids, request);
+}
+
+/** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
+export async function applySpawn(plan: SpawnPlan, ctx: SpawnCtx): Promise<ToolResult> {
+  const { services, caller } = ctx;
+  const { args, targetAgent, mode } = plan;
+  const ids = spawnIds(targetAgent, ctx.effectId);
+  if (ctx.effectId) {
+    const again = await resumeSpawn(ctx, plan, ids);
+    if (again) return again;
+  }
+  const now = services.now();
+  const label = args.label;
+  const undo = new UndoList();
+
+  let binding: ThreadBinding | undefined;
+  if (plan.thread) {
+    const created = await createThreadBinding(plan.thread, label ?? args.task, now);
+    if (!created.ok) return created.result;
+    binding = created.binding;
+  }
+
+  let written: WrittenAttachments | undefined;
+  if (plan.files) {
+    try {
+      written = await writeAttachments(
+        childWorkspace(services, targetAgent, ids.sessionId),
+        plan.files.files,
+      );
+    } catch (err) {
+      return failed(`attachments: could not write the files: ${errorMessage(err)}`);
     }
-    await services.pipeline.submitTurn({
-      sessionKey: childKey,
-      agentId: targetAgent,
-      text,
-      provenance: {
-        kind: "inter_session",
-        sourceSessionKey: caller.sessionKey,
-        sourceTool: "sessions_spawn",
-        // The same rule as sessions_send: the requester row's channel (SEMANTICS §1).
-        sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
-      },
-      deliver: false,
-      origin: "spawn",
-      extraSystem,
-      timeoutMs,
-      runId,
-      meta: { spawn: meta },
-    });
+    const w = written;
+    undo.push(() => w.remove());
+  }
+
+  const request = await childRequest(ctx, plan, ids.childKey, attachInfoOf(written));
+  const entry = childEntry(plan, ids, caller.sessionKey, now, binding);
+  try {
+    await persistAndSubmit(ctx, plan, ids, entry, request, undo, now);
   } catch (err) {
     await undo.run();
     return failed(`could not start the sub-agent: ${errorMessage(err)}`);
@@ -592,8 +674,8 @@ export async function applySpawn(
 
   const result: ToolResult = {
     status: "accepted",
-    runId,
-    childSessionKey: childKey,
+    runId: ids.runId,
+    childSessionKey: ids.childKey,
     mode,
     note: mode === "session" ? `${SPAWN_NOTE} ${SESSION_NOTE}` : SPAWN_NOTE,
   };
