@@ -260,64 +260,67 @@ export function defaultSpawnContext(config: Config, thread: boolean, channel?: s
   return perChannel ?? config.session.threadBindings.defaultSpawnContext;
 }
 
-/** Runs every check; nothing is created. The result is either the refusal to return or the plan. */
-export async function planSpawn(
+/** A check's outcome: the value it decided, or the refusal the tool returns. */
+type Checked<T> = { ok: true; value: T } | { ok: false; result: ToolResult };
+const refuse = (result: ToolResult) => ({ ok: false as const, result });
+
+/** Runtime, depth, the children cap and the agent allow-list; null when all pass. */
+async function refusedByLimits(
   args: SpawnArgs,
   ctx: Pick<ToolContext, "services" | "caller">,
-): Promise<{ ok: false; result: ToolResult } | { ok: true; plan: SpawnPlan }> {
+  targetAgent: string,
+): Promise<ToolResult | null> {
   const { services, caller } = ctx;
   const cfg = services.config;
   const settings = subagentSettings(cfg, caller.agentId);
-  const refuse = (result: ToolResult) => ({ ok: false as const, result });
-  const attachments = args.attachments ?? [];
-
   if (args.runtime === "acp") {
-    if (attachments.length > 0) {
-      return refuse({
+    if ((args.attachments ?? []).length > 0) {
+      return {
         status: "error",
         code: "attachments_unsupported_runtime",
         error: 'attachments: not supported with runtime "acp"; use runtime "subagent" (the default)',
-      });
+      };
     }
-    return refuse({
+    return {
       status: "error",
       code: "unsupported_runtime",
       error: 'runtime: "acp" (an external agent harness) is not supported; supported: "subagent"',
-    });
+    };
   }
   if (caller.depth >= settings.maxSpawnDepth) {
-    return refuse(
-      forbidden(
-        `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
-      ),
+    return forbidden(
+      `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
     );
   }
   const active = await activeChildren(services, caller.sessionKey);
   if (active.length >= settings.maxChildren) {
-    return refuse(
-      forbidden(
-        `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
-      ),
+    return forbidden(
+      `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
     );
   }
   const allowed = spawnableAgentIds(cfg, caller.agentId);
-  const targetAgent = args.agentId ?? caller.agentId;
   if (!allowed.includes(targetAgent)) {
     const configured = cfg.agents.list.some((a) => a.id === targetAgent);
-    return refuse(
-      forbidden(
-        `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
-      ),
+    return forbidden(
+      `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
     );
   }
+  return null;
+}
+
+/** The `model` override (resolved, allowed) and the `thinking` level. */
+function modelChoices(
+  args: SpawnArgs,
+  models: Services["models"],
+): Checked<{ modelRef?: string; thinking?: ThinkingLevel }> {
   let modelRef: string | undefined;
   if (args.model !== undefined) {
     try {
-      modelRef = services.models.resolve(args.model).ref;
+      modelRef = models.resolve(args.model).ref;
     } catch (err) {
       return refuse(failed(`model: ${errorMessage(err)}`));
     }
-    if (!services.models.isAllowed(modelRef))
+    if (!models.isAllowed(modelRef))
       return refuse(failed(`model: ${modelRef} is not allowed (models.allowed)`));
   }
   let thinking: ThinkingLevel | undefined;
@@ -328,6 +331,75 @@ export async function planSpawn(
         failed(`thinking: invalid level "${args.thinking}"; use one of: ${THINKING_LEVELS.join(", ")}`),
       );
   }
+  return { ok: true, value: { ...(modelRef ? { modelRef } : {}), ...(thinking ? { thinking } : {}) } };
+}
+
+/** `thread: true`: bindings enabled, a chat to create the thread in, a channel that creates threads. */
+function threadPlanOf(
+  services: Pick<Services, "config" | "channels">,
+  route: ReturnType<typeof routeOf>,
+): Checked<NonNullable<SpawnPlan["thread"]>> {
+  if (!services.config.session.threadBindings.enabled)
+    return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
+  if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
+  const adapter = services.channels.get(route.channel, route.accountId);
+  if (!adapter?.createThread || !adapter.capabilities.createThread)
+    return refuse(
+      failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`),
+    );
+  return {
+    ok: true,
+    value: {
+      adapter: { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) },
+      route,
+    },
+  };
+}
+
+/** `sandbox: "require"` and a sandboxed caller both need a sandboxed target; null when it is fine. */
+function refusedBySandbox(
+  args: SpawnArgs,
+  caller: ToolCaller,
+  targetAgent: string,
+  targetSandboxed: boolean,
+): ToolResult | null {
+  if (args.sandbox === "require" && !targetSandboxed)
+    return forbidden(
+      `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
+    );
+  if (caller.sandboxed && !targetSandboxed)
+    return forbidden(
+      `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
+    );
+  return null;
+}
+
+/** The attachments, checked against `tools.sessions_spawn.attachments`; undefined when there are none. */
+function filesOf(
+  config: Config,
+  attachments: NonNullable<SpawnArgs["attachments"]>,
+): Checked<SpawnPlan["files"]> {
+  if (attachments.length === 0) return { ok: true, value: undefined };
+  const attachCfg = config.tools.sessions_spawn.attachments;
+  if (!attachCfg.enabled)
+    return refuse(forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)"));
+  const v = validateAttachments(attachments, attachCfg);
+  if (!v.ok) return refuse({ status: "error", code: v.code, error: v.error });
+  return { ok: true, value: v };
+}
+
+/** Runs every check; nothing is created. The result is either the refusal to return or the plan. */
+export async function planSpawn(
+  args: SpawnArgs,
+  ctx: Pick<ToolContext, "services" | "caller">,
+): Promise<{ ok: false; result: ToolResult } | { ok: true; plan: SpawnPlan }> {
+  const { services, caller } = ctx;
+  const cfg = services.config;
+  const targetAgent = args.agentId ?? caller.agentId;
+  const limited = await refusedByLimits(args, ctx, targetAgent);
+  if (limited) return refuse(limited);
+  const choices = modelChoices(args, services.models);
+  if (!choices.ok) return choices;
   const thread = args.thread === true;
   if (args.mode === "session" && !thread) return refuse(failed('mode: "session" requires thread: true'));
   const mode = args.mode ?? (thread ? "session" : "run");
@@ -335,60 +407,30 @@ export async function planSpawn(
   const route = routeOf(caller.entry);
   let threadPlan: SpawnPlan["thread"];
   if (thread) {
-    if (!cfg.session.threadBindings.enabled)
-      return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
-    if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
-    const adapter = services.channels.get(route.channel, route.accountId);
-    if (!adapter?.createThread || !adapter.capabilities.createThread) {
-      return refuse(
-        failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`),
-      );
-    }
-    threadPlan = {
-      adapter: { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) },
-      route,
-    };
+    const t = threadPlanOf(services, route);
+    if (!t.ok) return t;
+    threadPlan = t.value;
   }
   const targetSandboxed = isSandboxedAgent(cfg, targetAgent);
-  if (args.sandbox === "require" && !targetSandboxed) {
-    return refuse(
-      forbidden(
-        `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
-      ),
-    );
-  }
-  if (caller.sandboxed && !targetSandboxed) {
-    return refuse(
-      forbidden(
-        `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
-      ),
-    );
-  }
-  const attachCfg = cfg.tools.sessions_spawn.attachments;
-  let files: SpawnPlan["files"];
-  if (attachments.length > 0) {
-    if (!attachCfg.enabled)
-      return refuse(forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)"));
-    const v = validateAttachments(attachments, attachCfg);
-    if (!v.ok) return refuse({ status: "error", code: v.code, error: v.error });
-    files = v;
-  }
+  const sandbox = refusedBySandbox(args, caller, targetAgent, targetSandboxed);
+  if (sandbox) return refuse(sandbox);
+  const files = filesOf(cfg, args.attachments ?? []);
+  if (!files.ok) return files;
   return {
     ok: true,
     plan: {
       args,
       targetAgent,
       targetSandboxed,
-      ...(modelRef ? { modelRef } : {}),
-      ...(thinking ? { thinking } : {}),
+      ...choices.value,
       mode,
       cleanup,
       context: args.context ?? defaultSpawnContext(cfg, thread, route?.channel),
       ...(threadPlan ? { thread: threadPlan } : {}),
-      ...(files ? { files } : {}),
+      ...(files.value ? { files: files.value } : {}),
       depth: caller.depth + 1,
       maxDepth: subagentSettings(cfg, targetAgent).maxSpawnDepth,
-      runTimeoutSeconds: args.runTimeoutSeconds ?? settings.runTimeoutSeconds,
+      runTimeoutSeconds: args.runTimeoutSeconds ?? subagentSettings(cfg, caller.agentId).runTimeoutSeconds,
     },
   };
 }
