@@ -16,7 +16,10 @@ const metaSchema: z.ZodType<CronTurnMeta> = z.object({
   trigger: z.enum(["schedule", "catch-up", "manual", "retry"]),
 });
 
-export function installCronFlow(services: Services, registry: HandlerRegistry, cron: CronService): void {
+/** The reply goes out through delivery; malformed metadata and failed deliveries are logged. */
+export type CronFlowDeps = Pick<Services, "delivery" | "logger">;
+
+export function installCronFlow(services: CronFlowDeps, registry: HandlerRegistry, cron: CronService): void {
   // Effects bound to the run (delivery keyed `cron:<runId>`, the run log) done before the run is
   // final, like the chat reply; idempotent, so a re-run after a crash repeats them harmlessly.
   registry.afterTurn.push(async function cronFinish(job, outcome) {

@@ -57,11 +57,17 @@ function padTick(n: number): string {
   return String(Math.max(0, Math.floor(n))).padStart(15, "0");
 }
 
+/**
+ * What the cron service uses: the job set and its state (store kv), the job checks (config,
+ * models), the run sessions (created with bus and clock) and their turns (pipeline).
+ */
+export type CronDeps = Pick<Services, "config" | "models" | "logger" | "now" | "store" | "pipeline" | "bus">;
+
 export class CronService implements CronJobs {
   #driver: CronDriver | null = null;
   #pruneCancel: (() => void) | null = null;
 
-  constructor(private readonly services: Services) {}
+  constructor(private readonly services: CronDeps) {}
 
   get driverName(): string {
     return this.#driver?.name ?? "off";

@@ -1,7 +1,6 @@
 import type { ChannelAdapter } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
-import type { Logger } from "../log.js";
 import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
 import { retryLoop } from "../retry/index.js";
 import type {
@@ -77,12 +76,12 @@ export function streamingMode(config: Config, channel: string): "partial" | "off
   return ch?.streaming ?? "partial";
 }
 
+/** Routes from the store, the adapters, the send policy and rendering from the config. */
+export type ChannelDeliveryDeps = Pick<Services, "store" | "config" | "channels" | "logger">;
+
 export class ChannelDelivery implements Delivery {
   constructor(
-    private readonly services: Pick<Services, "store" | "config"> & {
-      channels: ChannelRegistry;
-      logger: Logger;
-    },
+    private readonly services: ChannelDeliveryDeps,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
     private readonly leaseMs: number = DEFAULT_LEASE_MS,
     /** Overrides every channel's edit interval (tests). */

@@ -10,8 +10,11 @@ import { routeOf } from "./index.js";
 
 const TYPING_REFRESH_MS = 4000;
 
+/** The session's route (store), its adapter (channels), the per-channel `typing` switch (config). */
+export type TypingDeps = Pick<Services, "bus" | "store" | "channels" | "config" | "logger">;
+
 export async function startTyping(
-  services: Services,
+  services: TypingDeps,
   runId: string,
   sessionKey: string,
   deliver: boolean,

@@ -17,7 +17,10 @@ export const hookDeliverSchema = z.object({
 
 export type HookDeliver = z.infer<typeof hookDeliverSchema>;
 
-export function installHookFlow(services: Services, registry: HandlerRegistry): void {
+/** The reply goes out through delivery; a failed one is logged and kept on the run record. */
+export type HookFlowDeps = Pick<Services, "delivery" | "logger" | "store">;
+
+export function installHookFlow(services: HookFlowDeps, registry: HandlerRegistry): void {
   // A delivery bound to the run's reply (idempotent by `hook:<runId>`), done before the run is
   // final like the chat reply itself; it plans no follow-ups.
   registry.afterTurn.push(async function hookDelivery(job, outcome) {

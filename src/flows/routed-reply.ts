@@ -11,7 +11,7 @@ import type { DeliveryContext } from "../store/types.js";
  * is the target (`to: "last"`), or the cron/hook session itself for an explicit route.
  */
 export async function deliverRoutedReply(
-  services: Services,
+  services: Pick<Services, "delivery">,
   req: {
     policySessionKey: string;
     route?: DeliveryContext;

@@ -4,9 +4,12 @@ import type { Services } from "../services.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
 
+/** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
+export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline">;
+
 /** `chat.send`: the operator writes into a session (created when the key is new). */
 export async function chatSend(
-  services: Services,
+  services: ChatSendDeps,
   p: {
     sessionKey: string;
     message: string;

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { WebSocket } from "ws";
 import type { EventBus } from "../events.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson, safeStringify } from "../json-limits.js";
@@ -180,6 +180,19 @@ export class GatewayServer {
 
   #routes(): void {
     const { app, opts } = this;
+    this.#pages();
+    app.post("/rpc", (req, reply) => this.#rpc(req, reply));
+    if (opts.agentHook)
+      registerAgentHook(app, { ...opts.agentHook, ...(opts.token ? { gatewayToken: opts.token } : {}) });
+    app.post("/hooks/*", { bodyLimit: opts.maxWebhookBodyBytes ?? 1024 * 1024 }, (req, reply) =>
+      this.#webhook(req, reply),
+    );
+    if (opts.extraRoutes) opts.extraRoutes(app);
+  }
+
+  /** The health probe, static assets, the landing (or web chat) page and the dashboards. */
+  #pages(): void {
+    const { app, opts } = this;
     app.get("/healthz", async () => ({ ok: true }));
     registerAssets(app);
     app.get("/", async (_req, reply) => {
@@ -194,79 +207,80 @@ export class GatewayServer {
       void reply.type("text/html; charset=utf-8");
       return dashboardPage();
     });
-    app.post("/rpc", async (req, reply) => {
-      if (!this.#authorized(req)) {
-        return reply.status(401).send({
-          id: null,
-          ok: false,
-          error: {
-            code: "UNAUTHORIZED",
-            message: "missing or invalid bearer token (Authorization: Bearer <gateway.auth.token>)",
-          },
-        });
-      }
-      // JSON only: a "simple" content type (text/plain, forms) is what a cross-site page can send.
-      const type = String(req.headers["content-type"] ?? "")
-        .split(";")[0]
-        ?.trim()
-        .toLowerCase();
-      if (type !== "application/json") {
-        return reply.status(415).send({
-          id: null,
-          ok: false,
-          error: { code: "INVALID_PARAMS", message: "content-type must be application/json" },
-        });
-      }
-      const parsed = parseGuardedJson(typeof req.body === "string" ? req.body : "", this.#maxDepth);
-      if (!parsed.ok) {
-        return reply.status(400).send({
-          id: null,
-          ok: false,
-          error: { code: "INVALID_PARAMS", message: `request body is ${parsed.message}` },
-        });
-      }
-      const bad = opts.rpc.envelopeError(parsed.value);
-      if (bad) return reply.status(400).send(bad);
-      const result = await opts.rpc.dispatch(parsed.value);
-      const text =
-        safeStringify(result) ??
-        JSON.stringify({
-          id: result.id,
-          ok: false,
-          error: { code: "INTERNAL", message: "reply could not be serialised" },
-        });
-      return reply.type("application/json; charset=utf-8").send(text);
-    });
-    if (opts.agentHook)
-      registerAgentHook(app, { ...opts.agentHook, ...(opts.token ? { gatewayToken: opts.token } : {}) });
-    app.post("/hooks/*", { bodyLimit: opts.maxWebhookBodyBytes ?? 1024 * 1024 }, async (req, reply) => {
-      const path = req.url.split("?")[0] ?? req.url;
-      const handler = this.#hooks.get(path);
-      if (!handler)
+  }
+
+  /** `POST /rpc`: bearer token, JSON only, depth-guarded body, one envelope dispatched. */
+  async #rpc(req: FastifyRequest, reply: FastifyReply) {
+    if (!this.#authorized(req)) {
+      return reply.status(401).send({
+        id: null,
+        ok: false,
+        error: {
+          code: "UNAUTHORIZED",
+          message: "missing or invalid bearer token (Authorization: Bearer <gateway.auth.token>)",
+        },
+      });
+    }
+    // JSON only: a "simple" content type (text/plain, forms) is what a cross-site page can send.
+    const type = String(req.headers["content-type"] ?? "")
+      .split(";")[0]
+      ?.trim()
+      .toLowerCase();
+    if (type !== "application/json") {
+      return reply.status(415).send({
+        id: null,
+        ok: false,
+        error: { code: "INVALID_PARAMS", message: "content-type must be application/json" },
+      });
+    }
+    const parsed = parseGuardedJson(typeof req.body === "string" ? req.body : "", this.#maxDepth);
+    if (!parsed.ok) {
+      return reply.status(400).send({
+        id: null,
+        ok: false,
+        error: { code: "INVALID_PARAMS", message: `request body is ${parsed.message}` },
+      });
+    }
+    const bad = this.opts.rpc.envelopeError(parsed.value);
+    if (bad) return reply.status(400).send(bad);
+    const result = await this.opts.rpc.dispatch(parsed.value);
+    const text =
+      safeStringify(result) ??
+      JSON.stringify({
+        id: result.id,
+        ok: false,
+        error: { code: "INTERNAL", message: "reply could not be serialised" },
+      });
+    return reply.type("application/json; charset=utf-8").send(text);
+  }
+
+  /** `POST /hooks/<channel>`: a channel's platform webhook, by path; 503 when its handler fails. */
+  async #webhook(req: FastifyRequest, reply: FastifyReply) {
+    const path = req.url.split("?")[0] ?? req.url;
+    const handler = this.#hooks.get(path);
+    if (!handler)
+      return reply
+        .status(404)
+        .send({ ok: false, error: { code: "NOT_FOUND", message: `no webhook at ${path}` } });
+    const headers: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(",") : v;
+    const rawBody = typeof req.body === "string" ? req.body : "";
+    if (/json/i.test(headers["content-type"] ?? "") || /^\s*[[{]/.test(rawBody)) {
+      const guarded = parseGuardedJson(rawBody, this.#maxDepth);
+      if (!guarded.ok && guarded.reason === "too-deep")
         return reply
-          .status(404)
-          .send({ ok: false, error: { code: "NOT_FOUND", message: `no webhook at ${path}` } });
-      const headers: Record<string, string | undefined> = {};
-      for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(",") : v;
-      const rawBody = typeof req.body === "string" ? req.body : "";
-      if (/json/i.test(headers["content-type"] ?? "") || /^\s*[[{]/.test(rawBody)) {
-        const guarded = parseGuardedJson(rawBody, this.#maxDepth);
-        if (!guarded.ok && guarded.reason === "too-deep")
-          return reply
-            .status(400)
-            .send({ ok: false, error: { code: "INVALID_PARAMS", message: guarded.message } });
-      }
-      try {
-        const res = await handler({ headers, rawBody });
-        if (res.headers) void reply.headers(res.headers);
-        return reply.status(res.status).send(res.body ?? "");
-      } catch (err) {
-        opts.logger.error({ err, path }, "webhook handler failed");
-        // 503 tells the platform to redeliver later: nothing acknowledged is lost.
-        return reply.status(503).send({ ok: false });
-      }
-    });
-    if (opts.extraRoutes) opts.extraRoutes(app);
+          .status(400)
+          .send({ ok: false, error: { code: "INVALID_PARAMS", message: guarded.message } });
+    }
+    try {
+      const res = await handler({ headers, rawBody });
+      if (res.headers) void reply.headers(res.headers);
+      return reply.status(res.status).send(res.body ?? "");
+    } catch (err) {
+      this.opts.logger.error({ err, path }, "webhook handler failed");
+      // 503 tells the platform to redeliver later: nothing acknowledged is lost.
+      return reply.status(503).send({ ok: false });
+    }
   }
 
   async listen(): Promise<{ host: string; port: number }> {

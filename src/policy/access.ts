@@ -12,6 +12,16 @@ import { canSee, effectiveVisibility, type VisibilityDecision } from "./visibili
 
 const MAX_CHAIN = 16;
 
+/** What the visibility check reads: the store (the spawnedBy chain) and the config. */
+export type VisibilityDeps = Pick<Services, "store" | "config">;
+/**
+ * What resolving a target needs: `resolveSessionRef` creates a configured agent's missing main
+ * session, so it writes (bus and clock) as well as reads.
+ */
+export type TargetDeps = Pick<Services, "store" | "config" | "bus" | "now">;
+/** The send policy reads the config only. */
+export type SendPolicyDeps = Pick<Services, "config">;
+
 /** The target's ancestors, nearest first (spawnedBy, its spawnedBy, …). */
 export async function spawnedByChain(
   services: Pick<Services, "store">,
@@ -27,7 +37,7 @@ export async function spawnedByChain(
 }
 
 export async function checkVisible(
-  services: Services,
+  services: VisibilityDeps,
   caller: ToolCaller,
   target: SessionEntry,
 ): Promise<VisibilityDecision> {
@@ -57,7 +67,7 @@ export type TargetResult =
 
 /** Resolves and checks visibility of a tool's `sessionKey` argument. */
 export async function resolveVisibleTarget(
-  services: Services,
+  services: TargetDeps,
   caller: ToolCaller,
   input: string,
 ): Promise<TargetResult> {
@@ -69,7 +79,7 @@ export async function resolveVisibleTarget(
 }
 
 /** The send-policy verdict for `entry` with its reason (session_status and /status show it). */
-export function sendDecision(services: Services, entry: SessionEntry): SendPolicyDecision {
+export function sendDecision(services: SendPolicyDeps, entry: SessionEntry): SendPolicyDecision {
   const p = services.config.session.sendPolicy;
   const channel = entry.deliveryContext?.channel ?? entry.channel ?? entry.lastChannel;
   const chatType = entry.chatType ?? chatTypeOfKey(entry.key);
@@ -82,7 +92,7 @@ export function sendDecision(services: Services, entry: SessionEntry): SendPolic
 }
 
 /** null when sending into `entry` is allowed; else the error text (contains "send blocked by session policy"). */
-export function sendBlocked(services: Services, entry: SessionEntry): string | null {
+export function sendBlocked(services: SendPolicyDeps, entry: SessionEntry): string | null {
   const verdict = sendDecision(services, entry);
   return verdict.action === "deny" ? `send blocked by session policy (${verdict.reason})` : null;
 }

@@ -68,12 +68,18 @@ export interface LinkedChild {
   runtimeMs: number;
 }
 
+/** What a status reads: the session's store rows, its queue, its model, the config and the clock. */
+export type StatusDeps = Pick<Services, "store" | "pipeline" | "models" | "config" | "now" | "version">;
+
 /** Children listed in a status: running ones and those that ended within this window. */
 const RECENT_CHILD_MS = 30 * 60_000;
 /** Newest children looked at (one run record read each). */
 const MAX_LINKED_CHILDREN = 20;
 
-async function linkedChildren(services: Services, key: string): Promise<LinkedChild[]> {
+async function linkedChildren(
+  services: Pick<Services, "store" | "now">,
+  key: string,
+): Promise<LinkedChild[]> {
   const now = services.now();
   const entries = await services.store.sessions.list({
     spawnedBy: key,
@@ -98,7 +104,7 @@ async function linkedChildren(services: Services, key: string): Promise<LinkedCh
   return out;
 }
 
-export async function collectStatus(services: Services, entry: SessionEntry): Promise<SessionStatus> {
+export async function collectStatus(services: StatusDeps, entry: SessionEntry): Promise<SessionStatus> {
   const model = services.models.modelFor(entry.agentId, entry);
   const queue = await services.pipeline.queueInfo(entry.key);
   const policy = sendDecision(services, entry);
@@ -248,7 +254,7 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
 }
 
 /** The `/status` card of `entry` (session_status's `statusText`; the `/status` owner command). */
-export async function statusCard(services: Services, entry: SessionEntry): Promise<string> {
+export async function statusCard(services: StatusDeps, entry: SessionEntry): Promise<string> {
   return renderStatusCard(await collectStatus(services, entry), services.now());
 }
 

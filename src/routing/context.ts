@@ -11,10 +11,20 @@ export interface ChannelPolicy {
   mentionPatterns: string[];
 }
 
+/**
+ * What the router and its gates use: sessions, kv and the outbox (store), the channel settings
+ * (config), replies to commands (channels, delivery), accepted turns (pipeline), session events
+ * (bus, clock), the `/status` card (models, version) and logs. Not the paths nor cron.
+ */
+export type RouterDeps = Pick<
+  Services,
+  "config" | "store" | "now" | "bus" | "logger" | "channels" | "delivery" | "pipeline" | "models" | "version"
+>;
+
 /** What every gate sees. */
 export interface InboundCtx {
   msg: InboundMessage;
-  services: Services;
+  services: RouterDeps;
   policy: ChannelPolicy;
   /** Why the message was dropped, for logs and tests. */
   dropped?: string;

@@ -8,7 +8,7 @@ import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
-import type { ChannelPolicy, InboundCtx, RoutedCtx } from "./context.js";
+import type { ChannelPolicy, InboundCtx, RoutedCtx, RouterDeps } from "./context.js";
 import { ensureRouted } from "./ensure.js";
 import { dmAccess } from "./gates/access.js";
 import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
@@ -207,7 +207,7 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
   return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
 }
 
-export function createRouter(services: Services) {
+export function createRouter(services: RouterDeps) {
   const pre = compose<InboundCtx>([dedupe]);
   const post = compose<RoutedCtx>([ownerCommands, pairCommand, dmAccess, sessionCommands, mentionGate]);
 

@@ -15,7 +15,6 @@ import {
 import {
   activeChildren,
   KV_SPAWN_REQUESTS,
-  type SpawnMeta,
   type SpawnRequestRecord,
   subagentSettings,
 } from "../flows/spawn.js";
@@ -261,64 +260,67 @@ export function defaultSpawnContext(config: Config, thread: boolean, channel?: s
   return perChannel ?? config.session.threadBindings.defaultSpawnContext;
 }
 
-/** Runs every check; nothing is created. The result is either the refusal to return or the plan. */
-export async function planSpawn(
+/** A check's outcome: the value it decided, or the refusal the tool returns. */
+type Checked<T> = { ok: true; value: T } | { ok: false; result: ToolResult };
+const refuse = (result: ToolResult) => ({ ok: false as const, result });
+
+/** Runtime, depth, the children cap and the agent allow-list; null when all pass. */
+async function refusedByLimits(
   args: SpawnArgs,
   ctx: Pick<ToolContext, "services" | "caller">,
-): Promise<{ ok: false; result: ToolResult } | { ok: true; plan: SpawnPlan }> {
+  targetAgent: string,
+): Promise<ToolResult | null> {
   const { services, caller } = ctx;
   const cfg = services.config;
   const settings = subagentSettings(cfg, caller.agentId);
-  const refuse = (result: ToolResult) => ({ ok: false as const, result });
-  const attachments = args.attachments ?? [];
-
   if (args.runtime === "acp") {
-    if (attachments.length > 0) {
-      return refuse({
+    if ((args.attachments ?? []).length > 0) {
+      return {
         status: "error",
         code: "attachments_unsupported_runtime",
         error: 'attachments: not supported with runtime "acp"; use runtime "subagent" (the default)',
-      });
+      };
     }
-    return refuse({
+    return {
       status: "error",
       code: "unsupported_runtime",
       error: 'runtime: "acp" (an external agent harness) is not supported; supported: "subagent"',
-    });
+    };
   }
   if (caller.depth >= settings.maxSpawnDepth) {
-    return refuse(
-      forbidden(
-        `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
-      ),
+    return forbidden(
+      `sessions_spawn is not allowed at this depth (current depth ${caller.depth}, max ${settings.maxSpawnDepth}); raise agents.defaults.subagents.maxSpawnDepth to allow nesting`,
     );
   }
   const active = await activeChildren(services, caller.sessionKey);
   if (active.length >= settings.maxChildren) {
-    return refuse(
-      forbidden(
-        `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
-      ),
+    return forbidden(
+      `this session already has ${active.length} unfinished sub-agent(s) (maxChildren ${settings.maxChildren}, agents.defaults.subagents.maxChildren); wait for one to finish or kill one with subagents`,
     );
   }
   const allowed = spawnableAgentIds(cfg, caller.agentId);
-  const targetAgent = args.agentId ?? caller.agentId;
   if (!allowed.includes(targetAgent)) {
     const configured = cfg.agents.list.some((a) => a.id === targetAgent);
-    return refuse(
-      forbidden(
-        `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
-      ),
+    return forbidden(
+      `agentId "${targetAgent}" is not allowed for sessions_spawn${configured ? "" : " (it is not a configured agent)"}; allowed: ${allowed.join(", ")} (agents.list[${caller.agentId}].subagents.allowAgents)`,
     );
   }
+  return null;
+}
+
+/** The `model` override (resolved, allowed) and the `thinking` level. */
+function modelChoices(
+  args: SpawnArgs,
+  models: Services["models"],
+): Checked<{ modelRef?: string; thinking?: ThinkingLevel }> {
   let modelRef: string | undefined;
   if (args.model !== undefined) {
     try {
-      modelRef = services.models.resolve(args.model).ref;
+      modelRef = models.resolve(args.model).ref;
     } catch (err) {
       return refuse(failed(`model: ${errorMessage(err)}`));
     }
-    if (!services.models.isAllowed(modelRef))
+    if (!models.isAllowed(modelRef))
       return refuse(failed(`model: ${modelRef} is not allowed (models.allowed)`));
   }
   let thinking: ThinkingLevel | undefined;
@@ -329,6 +331,75 @@ export async function planSpawn(
         failed(`thinking: invalid level "${args.thinking}"; use one of: ${THINKING_LEVELS.join(", ")}`),
       );
   }
+  return { ok: true, value: { ...(modelRef ? { modelRef } : {}), ...(thinking ? { thinking } : {}) } };
+}
+
+/** `thread: true`: bindings enabled, a chat to create the thread in, a channel that creates threads. */
+function threadPlanOf(
+  services: Pick<Services, "config" | "channels">,
+  route: ReturnType<typeof routeOf>,
+): Checked<NonNullable<SpawnPlan["thread"]>> {
+  if (!services.config.session.threadBindings.enabled)
+    return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
+  if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
+  const adapter = services.channels.get(route.channel, route.accountId);
+  if (!adapter?.createThread || !adapter.capabilities.createThread)
+    return refuse(
+      failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`),
+    );
+  return {
+    ok: true,
+    value: {
+      adapter: { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) },
+      route,
+    },
+  };
+}
+
+/** `sandbox: "require"` and a sandboxed caller both need a sandboxed target; null when it is fine. */
+function refusedBySandbox(
+  args: SpawnArgs,
+  caller: ToolCaller,
+  targetAgent: string,
+  targetSandboxed: boolean,
+): ToolResult | null {
+  if (args.sandbox === "require" && !targetSandboxed)
+    return forbidden(
+      `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
+    );
+  if (caller.sandboxed && !targetSandboxed)
+    return forbidden(
+      `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
+    );
+  return null;
+}
+
+/** The attachments, checked against `tools.sessions_spawn.attachments`; undefined when there are none. */
+function filesOf(
+  config: Config,
+  attachments: NonNullable<SpawnArgs["attachments"]>,
+): Checked<SpawnPlan["files"]> {
+  if (attachments.length === 0) return { ok: true, value: undefined };
+  const attachCfg = config.tools.sessions_spawn.attachments;
+  if (!attachCfg.enabled)
+    return refuse(forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)"));
+  const v = validateAttachments(attachments, attachCfg);
+  if (!v.ok) return refuse({ status: "error", code: v.code, error: v.error });
+  return { ok: true, value: v };
+}
+
+/** Runs every check; nothing is created. The result is either the refusal to return or the plan. */
+export async function planSpawn(
+  args: SpawnArgs,
+  ctx: Pick<ToolContext, "services" | "caller">,
+): Promise<{ ok: false; result: ToolResult } | { ok: true; plan: SpawnPlan }> {
+  const { services, caller } = ctx;
+  const cfg = services.config;
+  const targetAgent = args.agentId ?? caller.agentId;
+  const limited = await refusedByLimits(args, ctx, targetAgent);
+  if (limited) return refuse(limited);
+  const choices = modelChoices(args, services.models);
+  if (!choices.ok) return choices;
   const thread = args.thread === true;
   if (args.mode === "session" && !thread) return refuse(failed('mode: "session" requires thread: true'));
   const mode = args.mode ?? (thread ? "session" : "run");
@@ -336,60 +407,30 @@ export async function planSpawn(
   const route = routeOf(caller.entry);
   let threadPlan: SpawnPlan["thread"];
   if (thread) {
-    if (!cfg.session.threadBindings.enabled)
-      return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
-    if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
-    const adapter = services.channels.get(route.channel, route.accountId);
-    if (!adapter?.createThread || !adapter.capabilities.createThread) {
-      return refuse(
-        failed(`thread: channel ${route.channel} cannot create threads; spawn without thread: true`),
-      );
-    }
-    threadPlan = {
-      adapter: { accountId: adapter.accountId, createThread: adapter.createThread.bind(adapter) },
-      route,
-    };
+    const t = threadPlanOf(services, route);
+    if (!t.ok) return t;
+    threadPlan = t.value;
   }
   const targetSandboxed = isSandboxedAgent(cfg, targetAgent);
-  if (args.sandbox === "require" && !targetSandboxed) {
-    return refuse(
-      forbidden(
-        `sandbox: "require" but agent ${targetAgent} is not sandboxed (agents.list[${targetAgent}].sandbox.mode)`,
-      ),
-    );
-  }
-  if (caller.sandboxed && !targetSandboxed) {
-    return refuse(
-      forbidden(
-        `a sandboxed session cannot spawn an unsandboxed sub-agent (agent ${targetAgent} has sandbox.mode "off")`,
-      ),
-    );
-  }
-  const attachCfg = cfg.tools.sessions_spawn.attachments;
-  let files: SpawnPlan["files"];
-  if (attachments.length > 0) {
-    if (!attachCfg.enabled)
-      return refuse(forbidden("attachments are disabled (tools.sessions_spawn.attachments.enabled)"));
-    const v = validateAttachments(attachments, attachCfg);
-    if (!v.ok) return refuse({ status: "error", code: v.code, error: v.error });
-    files = v;
-  }
+  const sandbox = refusedBySandbox(args, caller, targetAgent, targetSandboxed);
+  if (sandbox) return refuse(sandbox);
+  const files = filesOf(cfg, args.attachments ?? []);
+  if (!files.ok) return files;
   return {
     ok: true,
     plan: {
       args,
       targetAgent,
       targetSandboxed,
-      ...(modelRef ? { modelRef } : {}),
-      ...(thinking ? { thinking } : {}),
+      ...choices.value,
       mode,
       cleanup,
       context: args.context ?? defaultSpawnContext(cfg, thread, route?.channel),
       ...(threadPlan ? { thread: threadPlan } : {}),
-      ...(files ? { files } : {}),
+      ...(files.value ? { files: files.value } : {}),
       depth: caller.depth + 1,
       maxDepth: subagentSettings(cfg, targetAgent).maxSpawnDepth,
-      runTimeoutSeconds: args.runTimeoutSeconds ?? settings.runTimeoutSeconds,
+      runTimeoutSeconds: args.runTimeoutSeconds ?? subagentSettings(cfg, caller.agentId).runTimeoutSeconds,
     },
   };
 }
@@ -405,86 +446,110 @@ class UndoList {
   }
 }
 
-/** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
-export async function applySpawn(
-  plan: SpawnPlan,
-  ctx: Pick<ToolContext, "services" | "caller" | "effectId">,
-): Promise<ToolResult> {
-  const { services, caller } = ctx;
-  const { args, targetAgent, mode } = plan;
-  // Ids derive from the tool call's effect id when a turn runs it: a turn re-run after a crash
-  // finds the child it already spawned and reports it again instead of spawning a second one.
-  const seed = ctx.effectId;
-  const childKey = subagentKey(targetAgent, seed ? uuidFrom(`${seed}:key`) : randomUUID());
-  const sessionId = seed ? uuidFrom(`${seed}:session`) : randomUUID();
-  const runId = seed ? uuidFrom(`${seed}:run`) : randomUUID();
-  if (seed) {
-    const prior = await services.store.sessions.get(childKey);
-    const asked = await services.store.kv.get<SpawnRequestRecord>(KV_SPAWN_REQUESTS, childKey);
-    if (prior?.subagent?.runId === runId && asked) {
-      // the first attempt may have died before its submit: submitting again is a no-op otherwise
-      await services.pipeline.submitTurn({
-        sessionKey: childKey,
-        agentId: targetAgent,
-        text: asked.text,
-        provenance: {
-          kind: "inter_session",
-          sourceSessionKey: caller.sessionKey,
-          sourceTool: "sessions_spawn",
-          sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
-        },
-        deliver: false,
-        origin: "spawn",
-        extraSystem: asked.extraSystem,
-        timeoutMs: asked.timeoutMs,
-        runId,
-        meta: { spawn: asked.meta },
-      });
-      const again: ToolResult = {
-        status: "accepted",
-        runId,
-        childSessionKey: childKey,
-        mode,
-        note: SPAWN_NOTE,
-      };
-      if (prior.label) again.label = prior.label;
-      if (prior.threadBinding) again.threadId = prior.threadBinding.threadId;
-      return again;
-    }
-  }
-  const now = services.now();
-  const label = args.label;
-  const undo = new UndoList();
+type SpawnCtx = Pick<ToolContext, "services" | "caller" | "effectId">;
 
-  let binding: SessionEntry["threadBinding"];
-  if (plan.thread) {
-    const { adapter, route } = plan.thread;
-    try {
-      const title = (label ?? args.task).slice(0, 80);
-      const { threadId } = await adapter.createThread(route.to, title);
-      binding = {
+/** The child's session key, session id and run id. */
+interface SpawnIds {
+  childKey: string;
+  sessionId: string;
+  runId: string;
+}
+
+/**
+ * Ids derive from the tool call's effect id when a turn runs it: a turn re-run after a crash
+ * finds the child it already spawned and reports it again instead of spawning a second one.
+ */
+function spawnIds(targetAgent: string, seed: string | undefined): SpawnIds {
+  return {
+    childKey: subagentKey(targetAgent, seed ? uuidFrom(`${seed}:key`) : randomUUID()),
+    sessionId: seed ? uuidFrom(`${seed}:session`) : randomUUID(),
+    runId: seed ? uuidFrom(`${seed}:run`) : randomUUID(),
+  };
+}
+
+/** Submits the child's run (the same submission for a first spawn and a re-run's resubmit). */
+async function submitChild(
+  ctx: SpawnCtx,
+  targetAgent: string,
+  ids: SpawnIds,
+  request: SpawnRequestRecord,
+): Promise<void> {
+  const { caller } = ctx;
+  await ctx.services.pipeline.submitTurn({
+    sessionKey: ids.childKey,
+    agentId: targetAgent,
+    text: request.text,
+    provenance: {
+      kind: "inter_session",
+      sourceSessionKey: caller.sessionKey,
+      sourceTool: "sessions_spawn",
+      // The same rule as sessions_send: the requester row's channel (SEMANTICS §1).
+      sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
+    },
+    deliver: false,
+    origin: "spawn",
+    extraSystem: request.extraSystem,
+    timeoutMs: request.timeoutMs,
+    runId: ids.runId,
+    meta: { spawn: request.meta },
+  });
+}
+
+/**
+ * A re-run of the same tool call whose child already exists: its run is submitted again (a no-op
+ * unless the first attempt died before its submit) and reported as accepted. null when it is new.
+ */
+async function resumeSpawn(ctx: SpawnCtx, plan: SpawnPlan, ids: SpawnIds): Promise<ToolResult | null> {
+  const { store } = ctx.services;
+  const prior = await store.sessions.get(ids.childKey);
+  const asked = await store.kv.get<SpawnRequestRecord>(KV_SPAWN_REQUESTS, ids.childKey);
+  if (prior?.subagent?.runId !== ids.runId || !asked) return null;
+  await submitChild(ctx, plan.targetAgent, ids, asked);
+  const again: ToolResult = {
+    status: "accepted",
+    runId: ids.runId,
+    childSessionKey: ids.childKey,
+    mode: plan.mode,
+    note: SPAWN_NOTE,
+  };
+  if (prior.label) again.label = prior.label;
+  if (prior.threadBinding) again.threadId = prior.threadBinding.threadId;
+  return again;
+}
+
+type ThreadBinding = NonNullable<SessionEntry["threadBinding"]>;
+
+/** Creates the chat thread of `thread: true`; the failure to return when the channel refuses. */
+async function createThreadBinding(
+  thread: NonNullable<SpawnPlan["thread"]>,
+  title: string,
+  now: number,
+): Promise<{ ok: true; binding: ThreadBinding } | { ok: false; result: ToolResult }> {
+  const { adapter, route } = thread;
+  try {
+    const { threadId } = await adapter.createThread(route.to, title.slice(0, 80));
+    return {
+      ok: true,
+      binding: {
         channel: route.channel,
         to: route.to,
         threadId,
         boundAt: now,
         accountId: route.accountId ?? adapter.accountId,
-      };
-    } catch (err) {
-      return failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`);
-    }
+      },
+    };
+  } catch (err) {
+    return {
+      ok: false,
+      result: failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`),
+    };
   }
+}
 
-  let written: WrittenAttachments | undefined;
-  if (plan.files) {
-    try {
-      written = await writeAttachments(childWorkspace(services, targetAgent, sessionId), plan.files.files);
-    } catch (err) {
-      return failed(`attachments: could not write the files: ${errorMessage(err)}`);
-    }
-    const w = written;
-    undo.push(() => w.remove());
-  }
-  const attachInfo = written
+type AttachInfo = { absDir: string; relDir: string; count: number; totalBytes: number };
+
+function attachInfoOf(written: WrittenAttachments | undefined): AttachInfo | undefined {
+  return written
     ? {
         absDir: written.absDir,
         relDir: written.receipt.relDir,
@@ -492,11 +557,20 @@ export async function applySpawn(
         totalBytes: written.receipt.totalBytes,
       }
     : undefined;
-  const mountPath = sanitizeMountPath(args.attachAs?.mountPath);
+}
 
-  const timeoutMs = Math.round(plan.runTimeoutSeconds * 1000);
+/** The child's first message, system addendum, timeout and announce metadata (kept in kv for a re-run). */
+async function childRequest(
+  ctx: SpawnCtx,
+  plan: SpawnPlan,
+  childKey: string,
+  attachInfo: AttachInfo | undefined,
+): Promise<SpawnRequestRecord> {
+  const { services, caller } = ctx;
+  const { args, mode } = plan;
+  const label = args.label;
+  const mountPath = sanitizeMountPath(args.attachAs?.mountPath);
   const chain = await spawnedByChain(services, caller.entry);
-  const meta: SpawnMeta = { requesterKey: caller.sessionKey, childKey, chain };
   const text = childTaskText({
     depth: plan.depth,
     maxDepth: plan.maxDepth,
@@ -513,22 +587,34 @@ export async function applySpawn(
     ...(attachInfo ? { attachments: { ...attachInfo, ...(mountPath ? { mountPath } : {}) } } : {}),
     ...(forked ? { forked } : {}),
   });
+  const timeoutMs = Math.round(plan.runTimeoutSeconds * 1000);
+  return { text, extraSystem, timeoutMs, meta: { requesterKey: caller.sessionKey, childKey, chain } };
+}
 
-  const entry: SessionEntry = {
-    key: childKey,
-    sessionId,
-    agentId: targetAgent,
+/** The child's session row: lineage, overrides, the sub-agent record and, with a thread, its route. */
+function childEntry(
+  plan: SpawnPlan,
+  ids: SpawnIds,
+  requesterKey: string,
+  now: number,
+  binding: ThreadBinding | undefined,
+): SessionEntry {
+  const { args, mode } = plan;
+  return {
+    key: ids.childKey,
+    sessionId: ids.sessionId,
+    agentId: plan.targetAgent,
     createdAt: now,
     updatedAt: now,
-    spawnedBy: caller.sessionKey,
+    spawnedBy: requesterKey,
     spawnDepth: plan.depth,
     sandboxed: plan.targetSandboxed,
-    ...(label ? { label } : {}),
+    ...(args.label ? { label: args.label } : {}),
     ...(plan.modelRef ? { model: plan.modelRef } : {}),
     ...(plan.thinking ? { thinkingLevel: plan.thinking } : {}),
     subagent: {
       task: args.task,
-      runId,
+      runId: ids.runId,
       mode,
       cleanup: plan.cleanup,
       runTimeoutSeconds: plan.runTimeoutSeconds,
@@ -547,7 +633,24 @@ export async function applySpawn(
         }
       : {}),
   };
-  const request: SpawnRequestRecord = { text, extraSystem, timeoutMs, meta };
+}
+
+/**
+ * Writes the entry, the request and the thread binding, then submits the run; each write pushes
+ * its undo first. Throws when a step fails (the caller runs the undo list).
+ */
+async function persistAndSubmit(
+  ctx: SpawnCtx,
+  plan: SpawnPlan,
+  ids: SpawnIds,
+  entry: SessionEntry,
+  request: SpawnRequestRecord,
+  undo: UndoList,
+  now: number,
+): Promise<void> {
+  const { store } = ctx.services;
+  const { childKey } = ids;
+  const binding = entry.threadBinding;
   // The router looks bound threads up by this key to route follow-ups into the child.
   const bindingKey = binding
     ? threadBindingKey(
@@ -556,34 +659,55 @@ export async function applySpawn(
         binding.threadId,
       )
     : undefined;
-  const { store } = services;
-  try {
-    undo.push(() => store.sessions.delete(childKey));
-    await store.sessions.put(entry);
-    undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
-    await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
-    if (bindingKey) {
-      undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
-      await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+  undo.push(() => store.sessions.delete(childKey));
+  await store.sessions.put(entry);
+  undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
+  await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
+  if (bindingKey) {
+    undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
+    await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+  }
+  await submitChild(ctx, plan.targetAgent, ids, request);
+}
+
+/** Carries out a plan: thread, attachment folder, entry, request, binding, run; undone on failure. */
+export async function applySpawn(plan: SpawnPlan, ctx: SpawnCtx): Promise<ToolResult> {
+  const { services, caller } = ctx;
+  const { args, targetAgent, mode } = plan;
+  const ids = spawnIds(targetAgent, ctx.effectId);
+  if (ctx.effectId) {
+    const again = await resumeSpawn(ctx, plan, ids);
+    if (again) return again;
+  }
+  const now = services.now();
+  const label = args.label;
+  const undo = new UndoList();
+
+  let binding: ThreadBinding | undefined;
+  if (plan.thread) {
+    const created = await createThreadBinding(plan.thread, label ?? args.task, now);
+    if (!created.ok) return created.result;
+    binding = created.binding;
+  }
+
+  let written: WrittenAttachments | undefined;
+  if (plan.files) {
+    try {
+      written = await writeAttachments(
+        childWorkspace(services, targetAgent, ids.sessionId),
+        plan.files.files,
+      );
+    } catch (err) {
+      return failed(`attachments: could not write the files: ${errorMessage(err)}`);
     }
-    await services.pipeline.submitTurn({
-      sessionKey: childKey,
-      agentId: targetAgent,
-      text,
-      provenance: {
-        kind: "inter_session",
-        sourceSessionKey: caller.sessionKey,
-        sourceTool: "sessions_spawn",
-        // The same rule as sessions_send: the requester row's channel (SEMANTICS §1).
-        sourceChannel: deriveChannel(caller.sessionKey, caller.entry),
-      },
-      deliver: false,
-      origin: "spawn",
-      extraSystem,
-      timeoutMs,
-      runId,
-      meta: { spawn: meta },
-    });
+    const w = written;
+    undo.push(() => w.remove());
+  }
+
+  const request = await childRequest(ctx, plan, ids.childKey, attachInfoOf(written));
+  const entry = childEntry(plan, ids, caller.sessionKey, now, binding);
+  try {
+    await persistAndSubmit(ctx, plan, ids, entry, request, undo, now);
   } catch (err) {
     await undo.run();
     return failed(`could not start the sub-agent: ${errorMessage(err)}`);
@@ -592,8 +716,8 @@ export async function applySpawn(
 
   const result: ToolResult = {
     status: "accepted",
-    runId,
-    childSessionKey: childKey,
+    runId: ids.runId,
+    childSessionKey: ids.childKey,
     mode,
     note: mode === "session" ? `${SPAWN_NOTE} ${SESSION_NOTE}` : SPAWN_NOTE,
   };

@@ -208,3 +208,21 @@ describe("channel naming (STYLE habit 4)", () => {
     });
   }
 });
+
+describe("narrow dependencies (issue 10)", () => {
+  // These folders name what they use: `Pick<Services, …>` (or their own deps type), never the bag.
+  const narrow = ["src/policy", "src/delivery", "src/routing", "src/history", "src/cron"];
+  for (const dir of narrow) {
+    it(`${dir} takes a Pick<Services, …>, not the whole Services`, () => {
+      const bad: string[] = [];
+      for (const f of files(path.join(ROOT, dir))) {
+        const code = readFileSync(f, "utf8")
+          .replace(/^import[\s\S]*?from\s*["'][^"']+["'];/gm, "")
+          .replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
+        for (const m of code.matchAll(/(?<!Pick<\s*)\bServices\b.*/g))
+          bad.push(`${path.relative(ROOT, f)}: ${m[0]}`);
+      }
+      expect(bad).toEqual([]);
+    });
+  }
+});

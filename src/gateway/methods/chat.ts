@@ -1,10 +1,9 @@
 import { z } from "zod";
-import type { Services } from "../../services.js";
-import { chatSend } from "../chat-send.js";
+import { type ChatSendDeps, chatSend } from "../chat-send.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `chat.send` (API.md §4): the operator writes into a session. */
-export function registerChatMethods(rpc: RpcDispatcher, services: Services): void {
+export function registerChatMethods(rpc: RpcDispatcher, services: ChatSendDeps): void {
   rpc.register(
     "chat.send",
     method(

@@ -309,7 +309,7 @@ export class TurnProcessor {
     finals?: RunRecord[],
     committed?: { result: FinalResult; outbox: string[] },
   ): Promise<number> {
-    const { keys, scripts, runs, logger, now, tuning, instanceId } = this.ctx;
+    const { keys, scripts, logger, tuning, instanceId } = this.ctx;
     const runIds = entries.map((e) => e.runId);
     const jobId = job.id ?? "";
     const [owner, flag] = (await scripts.run(
@@ -318,12 +318,7 @@ export class TurnProcessor {
       [token, keys.cancelPrefix, ...runIds],
     )) as [unknown, unknown];
     if (Number(owner) !== 1) {
-      this.stats.fenced++;
-      logger.warn(
-        { runIds, jobId },
-        "bullmq pipeline: final write refused: this worker no longer owns the turn",
-      );
-      return -1;
+      return this.refused(runIds, jobId);
     }
     let records = finals;
     let outbox = committed?.outbox ?? [];
@@ -344,32 +339,9 @@ export class TurnProcessor {
             [token, JSON.stringify({ result: res, outbox }), ...outbox],
           ),
         );
-        if (ok !== 1) {
-          this.stats.fenced++;
-          logger.warn(
-            { runIds, jobId },
-            "bullmq pipeline: final write refused: this worker no longer owns the turn",
-          );
-          return -1;
-        }
+        if (ok !== 1) return this.refused(runIds, jobId);
       }
-      const patch: Partial<RunRecord> = { ...res, endedAt: now() };
-      records = await Promise.all(
-        entries.map(async (e) => {
-          const own: Partial<RunRecord> =
-            e.env === null
-              ? { status: "error", error: "turn request unreadable", endedAt: patch.endedAt }
-              : patch;
-          const rec = await runs.patch(e.runId, own);
-          if (rec) return rec;
-          const base: RunRecord = e.env
-            ? queuedRecord(e.runId, e.env.req, e.env.createdAt)
-            : { runId: e.runId, sessionKey, agentId: "unknown", status: "queued", createdAt: now() };
-          const full: RunRecord = { ...base, ...own };
-          await runs.put(full);
-          return full;
-        }),
-      );
+      records = await this.writeFinals(sessionKey, entries, res);
     }
     const left = Number(
       await scripts.run(
@@ -405,6 +377,38 @@ export class TurnProcessor {
     // Committed follow-ups are in the outbox whatever happens next; relay them now.
     if (outbox.length > 0) await relayQuietly(this.ctx, outbox);
     return left;
+  }
+
+  /** The fence refused the final write: counted and logged; commit returns -1. */
+  private refused(runIds: string[], jobId: string): -1 {
+    this.stats.fenced++;
+    this.ctx.logger.warn(
+      { runIds, jobId },
+      "bullmq pipeline: final write refused: this worker no longer owns the turn",
+    );
+    return -1;
+  }
+
+  /** Each run's final record (an unreadable request ends as an error); a missing record is written whole. */
+  private async writeFinals(sessionKey: string, entries: Entry[], res: FinalResult): Promise<RunRecord[]> {
+    const { runs, now } = this.ctx;
+    const patch: Partial<RunRecord> = { ...res, endedAt: now() };
+    return Promise.all(
+      entries.map(async (e) => {
+        const own: Partial<RunRecord> =
+          e.env === null
+            ? { status: "error", error: "turn request unreadable", endedAt: patch.endedAt }
+            : patch;
+        const rec = await runs.patch(e.runId, own);
+        if (rec) return rec;
+        const base: RunRecord = e.env
+          ? queuedRecord(e.runId, e.env.req, e.env.createdAt)
+          : { runId: e.runId, sessionKey, agentId: "unknown", status: "queued", createdAt: now() };
+        const full: RunRecord = { ...base, ...own };
+        await runs.put(full);
+        return full;
+      }),
+    );
   }
 
   // ---------------------------------------------------------------------------------------------
