@@ -143,35 +143,44 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
   return units;
 }
 
-/** A unit's estimate by its first source message, with the sources it was computed for. */
-const unitCosts = new WeakMap<TranscriptMessage, { sources: readonly TranscriptMessage[]; cost: number }>();
+/**
+ * Unit estimates by the ids of the messages the unit was built from (a unit is a pure function
+ * of them, and a transcript never rewrites a message id: appending an existing id is a no-op).
+ * A plain Map with a size cap, not a WeakMap keyed by the message objects: a turn that reads
+ * its window from disk gets fresh objects every step, and under load the millions of dead
+ * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
+ */
+const unitCosts = new Map<string, number>();
+const UNIT_COSTS_MAX = 50_000;
+
+function unitKey(src: readonly TranscriptMessage[]): string {
+  let key = src[0]!.sessionId;
+  for (const m of src) key += `\u0000${m.id}`;
+  return key;
+}
 
 /**
- * `estimateTokens` of each unit, reusing the figure of a unit built from the very same message
- * objects before: the runtime's window read hands out the tail cache's own (never mutated)
- * messages, so every step does not re-serialise the whole window just to count it.
+ * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
+ * before, so every step does not re-serialise the whole window just to count it.
  */
 export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
   const out = new Array<number>(units.length);
   for (let i = 0; i < units.length; i++) {
     const src = sources[i];
-    const first = src?.[0];
-    const hit = first ? unitCosts.get(first) : undefined;
-    if (hit && src && sameList(hit.sources, src)) {
-      out[i] = hit.cost;
+    const key = src && src.length > 0 ? unitKey(src) : undefined;
+    const hit = key === undefined ? undefined : unitCosts.get(key);
+    if (hit !== undefined) {
+      out[i] = hit;
       continue;
     }
     const cost = estimateTokens(units[i]);
     out[i] = cost;
-    if (first && src) unitCosts.set(first, { sources: src, cost });
+    if (key !== undefined) {
+      if (unitCosts.size >= UNIT_COSTS_MAX) unitCosts.delete(unitCosts.keys().next().value as string);
+      unitCosts.set(key, cost);
+    }
   }
   return out;
-}
-
-function sameList<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 /** Keeps the newest units that fit `budgetTokens` (always at least the newest unit). */

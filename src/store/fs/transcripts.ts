@@ -159,7 +159,7 @@ export class FsTranscriptStore implements TranscriptStore {
     return this.serial.run(file, async () => {
       const cached = this.tails?.read(file, limit, includeTools, opts.readOnly === true);
       if (cached) return cached;
-      return this.readTailFromFile(file, limit, includeTools);
+      return this.readTailFromFile(file, limit, includeTools, opts.readOnly === true);
     });
   }
 
@@ -280,10 +280,12 @@ export class FsTranscriptStore implements TranscriptStore {
    * Scans backwards from the end; remembers every valid line it passed in the tail cache (a
    * suffix of the file, complete when the scan reached the start). Must run inside the file's queue.
    */
+  /** `shared`: hand out the objects the tail cache keeps (a read-only caller), not copies. */
   private async readTailFromFile(
     file: string,
     limit: number,
     includeTools: boolean,
+    shared = false,
   ): Promise<TranscriptMessage[]> {
     const cached = this.handles.get(file);
     let fh: FileHandle | null = null;
@@ -312,7 +314,7 @@ export class FsTranscriptStore implements TranscriptStore {
           seen.push(msg);
           seenSizes.push(text.length);
         }
-        if (includeTools || !TOOL_ROLES.has(msg.role)) out.push(this.tails ? cloneJson(msg) : msg);
+        if (includeTools || !TOOL_ROLES.has(msg.role)) out.push(this.tails && !shared ? cloneJson(msg) : msg);
         if (out.length < limit) return false;
         complete = false; // stopped early: older lines may exist
         return true;
