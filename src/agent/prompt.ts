@@ -144,20 +144,23 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
 }
 
 /**
- * Unit estimates by the ids of the messages the unit was built from (a unit is a pure function
- * of them, and a transcript never rewrites a message id: appending an existing id is a no-op).
- * A plain Map with a size cap, not a WeakMap keyed by the message objects: a turn that reads
- * its window from disk gets fresh objects every step, and under load the millions of dead
- * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
+ * Unit estimates by the id of the unit's first message, checked against its session, its
+ * number of messages and its last message's id: a unit is a pure function of a run of
+ * consecutive transcript messages, and a transcript never rewrites an id (appending an
+ * existing id is a no-op). A plain Map with a size cap, not a WeakMap keyed by the message
+ * objects: a window read from disk brings fresh objects every step, and under load past the
+ * tail cache the millions of dead WeakMap entries made each full GC so slow (ephemeron
+ * marking) that the heap grew to gigabytes. The ids are the messages' own strings: no key is
+ * built per lookup.
  */
-const unitCosts = new Map<string, number>();
-const UNIT_COSTS_MAX = 50_000;
-
-function unitKey(src: readonly TranscriptMessage[]): string {
-  let key = src[0]!.sessionId;
-  for (const m of src) key += `\u0000${m.id}`;
-  return key;
+interface UnitCost {
+  sessionId: string;
+  count: number;
+  lastId: string;
+  cost: number;
 }
+const unitCosts = new Map<string, UnitCost>();
+const UNIT_COSTS_MAX = 50_000;
 
 /**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
@@ -167,17 +170,25 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
   const out = new Array<number>(units.length);
   for (let i = 0; i < units.length; i++) {
     const src = sources[i];
-    const key = src && src.length > 0 ? unitKey(src) : undefined;
-    const hit = key === undefined ? undefined : unitCosts.get(key);
-    if (hit !== undefined) {
-      out[i] = hit;
+    const first = src?.[0];
+    const last = src?.[src.length - 1];
+    const hit = first ? unitCosts.get(first.id) : undefined;
+    if (
+      hit !== undefined &&
+      hit.sessionId === first!.sessionId &&
+      hit.count === src!.length &&
+      hit.lastId === last!.id
+    ) {
+      out[i] = hit.cost;
       continue;
     }
     const cost = estimateTokens(units[i]);
     out[i] = cost;
-    if (key !== undefined) {
-      if (unitCosts.size >= UNIT_COSTS_MAX) unitCosts.delete(unitCosts.keys().next().value as string);
-      unitCosts.set(key, cost);
+    if (first && last) {
+      if (hit === undefined && unitCosts.size >= UNIT_COSTS_MAX) {
+        unitCosts.delete(unitCosts.keys().next().value as string);
+      }
+      unitCosts.set(first.id, { sessionId: first.sessionId, count: src!.length, lastId: last.id, cost });
     }
   }
   return out;
