@@ -10,7 +10,10 @@
  * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_SEQ_TURNS (default
  * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS
  * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
- * figures (RSS after that many more turns, and after a minute without traffic) on local.
+ * figures (RSS after that many more turns, and after a minute without traffic) on local;
+ * BENCH_GATEWAY_WARMUP (default 600) the turns run before anything is measured (V8 optimises hot
+ * code only after a while); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
+ * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
