@@ -35,5 +35,5 @@ EXPOSE 18790
 # The gateway answers /healthz without auth; a worker (no HTTP port) checks its heartbeat file.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "bin/healthcheck.js"]
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=4", "--heap-growing-percent=50", "bin/switchboard.js"]
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=4", "bin/switchboard.js"]
 CMD ["start", "--host", "0.0.0.0", "--log-format", "json"]

@@ -1,6 +1,6 @@
 /**
  * The real path (DESIGN.md § Budgets, issue 18): the built gateway started exactly as `npm start`
- * starts it (`node --max-semi-space-size=4 --heap-growing-percent=50 bin/switchboard.js start`), token auth, the `openai`
+ * starts it (`node --max-semi-space-size=4 bin/switchboard.js start`), token auth, the `openai`
  * provider against a loopback OpenAI-compatible model that answers in a fixed ~2 ms, the default
  * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
@@ -194,7 +194,7 @@ function startNode(args: string[], stderr: string[]): ChildProcess {
   const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
   const proc = spawn(
     process.execPath,
-    ["--max-semi-space-size=4", "--heap-growing-percent=50", ...extra, "bin/switchboard.js", ...args],
+    ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args],
     {
       cwd: ROOT,
       env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },

@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
+import v8 from "node:v8";
 import { createApp } from "../app/index.js";
 import { envLogLevel } from "../config/load.js";
 import { SwitchboardError } from "../errors.js";
@@ -82,6 +83,23 @@ function logFormat(raw: string | undefined, io: Io): "text" | "json" {
   throw new SwitchboardError("INVALID_PARAMS", `--log-format: must be text or json (got ${raw})`);
 }
 
+/**
+ * Once started, V8 is asked to collect the old generation when it has grown by half of what the
+ * last full GC kept. Its own factor let a busy gateway's heap grow to about four times its live
+ * set (~50 MB live, ~300 MB resident under 32 busy clients; ~165 MB with this, at the same
+ * throughput). Set after start-up rather than as a node flag, so loading a large state dir (1M
+ * sessions: the heap grows to ~340 MB) does not pay for extra full GCs on the way. A
+ * `--heap-growing-percent` given to node itself (NODE_OPTIONS, the command line) is left alone.
+ */
+export function tightenHeapGrowth(percent = 50): boolean {
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)].some((a) =>
+    a.startsWith("--heap-growing-percent"),
+  );
+  if (given) return false;
+  v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
+  return true;
+}
+
 export async function runServer(role: "gateway" | "worker", opts: ServeOptions, io: Io): Promise<number> {
   const parent = process.env.npm_lifecycle_event !== undefined ? process.ppid : null;
   const format = logFormat(opts.logFormat, io);
@@ -102,6 +120,7 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
     ...(port !== undefined ? { port } : {}),
   });
   await app.start();
+  tightenHeapGrowth();
   const stopHeartbeat = opts.heartbeat ? startHeartbeat(opts.heartbeat) : () => {};
   const { services } = app;
   const model = services.models.demo
