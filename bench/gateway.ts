@@ -192,15 +192,11 @@ async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promis
 
 function startNode(args: string[], stderr: string[]): ChildProcess {
   const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  const proc = spawn(
-    process.execPath,
-    ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args],
-    {
-      cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
-      stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
-    },
-  );
+  const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
+    stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
+  });
   proc.stderr?.on("data", (d: Buffer) => {
     if (stderr.length < 50) stderr.push(d.toString());
   });
