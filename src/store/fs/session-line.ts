@@ -112,7 +112,11 @@ function isEscaped(b: Buffer, q: number): boolean {
 
 /** The kept names by length (no iterator or destructuring per member: this runs ~15× a line). */
 const BY_LENGTH: Array<Array<{ flag: number; name: Buffer }> | undefined> = [];
-for (const [flag, name] of NAMES) (BY_LENGTH[name.length] ??= []).push({ flag, name });
+for (const [flag, name] of NAMES) {
+  const list = BY_LENGTH[name.length] ?? [];
+  list.push({ flag, name });
+  BY_LENGTH[name.length] = list;
+}
 
 /** Which kept member the name `b[s..e)` is (0: none). */
 function memberFlag(b: Buffer, s: number, e: number): number {
