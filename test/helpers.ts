@@ -2,6 +2,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { RunStore } from "../src/store/types.js";
 
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -53,4 +54,29 @@ export async function rpcOverHttp(
     body: JSON.stringify({ method, params }),
   });
   return (await res.json()) as { ok: boolean; result: any; error?: any };
+}
+
+/**
+ * A RunStore whose write of a run's final `ok` status never returns — the process "dies" there,
+ * after the pipeline committed the outcome — and a promise that resolves when that write began.
+ */
+export function hangingOnFinalWrite(runs: RunStore): { runs: RunStore; reachedFinalWrite: Promise<void> } {
+  let reached!: () => void;
+  const reachedFinalWrite = new Promise<void>((r) => {
+    reached = r;
+  });
+  return {
+    reachedFinalWrite,
+    runs: {
+      put: (run) => runs.put(run),
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: (id, patch) => {
+        if (patch.status !== "ok") return runs.patch(id, patch);
+        reached();
+        return new Promise(() => {});
+      },
+    },
+  };
 }

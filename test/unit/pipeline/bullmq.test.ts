@@ -11,7 +11,7 @@ import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../..
 import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
-import { REDIS_URL, randomPrefix } from "../../helpers.js";
+import { hangingOnFinalWrite, REDIS_URL, randomPrefix } from "../../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
 
 const blocking = () => new Redis(REDIS_URL, { maxRetriesPerRequest: null });
@@ -343,22 +343,8 @@ describeRedis("bullmq pipeline", () => {
 
     it("a worker that dies between the outbox commit and the RunStore write: the next worker applies the committed outcome (no re-run) and relays the follow-ups once", async () => {
       const { make, runs, connection, keys } = env();
-      let hung!: () => void;
-      const reachedFinalWrite = new Promise<void>((r) => {
-        hung = r;
-      });
       // The first worker's final RunStore write never returns (it "dies" there).
-      const dying: RunStore = {
-        put: (run) => runs.put(run),
-        get: (id) => runs.get(id),
-        listBySession: (key, o) => runs.listBySession(key, o),
-        close: () => runs.close(),
-        patch: (id, patch) => {
-          if (patch.status !== "ok") return runs.patch(id, patch);
-          hung();
-          return new Promise(() => {});
-        },
-      };
+      const { runs: dying, reachedFinalWrite } = hangingOnFinalWrite(runs);
       const p1 = make({ runs: dying, abortSettleMs: 0 });
       await p1.start({
         turn: async (job) => ({

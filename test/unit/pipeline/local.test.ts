@@ -12,7 +12,7 @@ import type { JobHandlers, TurnJob } from "../../../src/pipeline/types.js";
 import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
-import { eventually, tempDir } from "../../helpers.js";
+import { eventually, hangingOnFinalWrite, tempDir } from "../../helpers.js";
 
 pipelineContract("local", async ({ mode, concurrency }) => {
   const { dir, cleanup } = tempDir("sb-pipe-");
@@ -362,21 +362,7 @@ describe("local pipeline driver", () => {
   it("a crash after the commit record (outcome + follow-ups) and before the RunStore write: the restart records that outcome without re-running the turn, and relays the follow-ups once", async () => {
     const { dir, runs, make } = env();
     // The first process dies inside the RunStore write of the final status: it never returns.
-    let hung!: () => void;
-    const reachedFinalWrite = new Promise<void>((r) => {
-      hung = r;
-    });
-    const dying: RunStore = {
-      put: (run) => runs.put(run),
-      get: (id) => runs.get(id),
-      listBySession: (key, opts) => runs.listBySession(key, opts),
-      close: () => runs.close(),
-      patch: (id, patch) => {
-        if (patch.status !== "ok") return runs.patch(id, patch);
-        hung();
-        return new Promise(() => {});
-      },
-    };
+    const { runs: dying, reachedFinalWrite } = hangingOnFinalWrite(runs);
     const p1 = make({ runs: dying });
     const caused = async (job: TurnJob) => ({
       status: "ok" as const,
