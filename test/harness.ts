@@ -72,3 +72,22 @@ export async function startTestApp(
     },
   };
 }
+
+/** A `switchboard worker` in process (no channels, no RPC) on its own temp state dir. */
+export async function startTestWorker(
+  overrides: Partial<ConfigInput> = {},
+): Promise<{ app: App; stop(): Promise<void> }> {
+  const t = tempDir();
+  const app = await createApp(
+    { config: parseConfig({ stateDir: t.dir, ...overrides }), source: null, baseDir: t.dir },
+    { logger: silentLogger(), role: "worker" },
+  );
+  await app.start();
+  return {
+    app,
+    async stop() {
+      await app.stop();
+      t.cleanup();
+    },
+  };
+}

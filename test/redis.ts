@@ -67,6 +67,13 @@ export async function unlinkMatching(client: Redis, pattern: string): Promise<nu
   return n;
 }
 
+/** Deletes every key a test wrote under its random prefix. */
+export async function dropPrefix(prefix: string): Promise<void> {
+  const redis = newRedisClient();
+  await unlinkMatching(redis, `*${prefix}*`);
+  await redis.quit();
+}
+
 /** A free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
   const net = await import("node:net");

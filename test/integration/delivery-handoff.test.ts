@@ -1,12 +1,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { type App, createApp } from "../../src/app/index.js";
-import { parseConfig } from "../../src/config/index.js";
 import type { AdapterRegistry } from "../../src/delivery/index.js";
-import { silentLogger } from "../../src/log.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
-import { startTestApp, type TestApp } from "../harness.js";
-import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
-import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
+import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
+import { eventually, REDIS_URL, randomPrefix } from "../helpers.js";
+import { describeRedis, dropPrefix } from "../redis.js";
 
 /**
  * A `switchboard worker` runs turns but no channels: on bullmq its deliveries are handed to the
@@ -21,19 +18,14 @@ describeRedis("deliveries from a worker are posted by a gateway", () => {
     queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix },
   };
   let gateway: TestApp;
-  let worker: App;
+  let worker: Awaited<ReturnType<typeof startTestWorker>>;
   const channel = new MemoryChannel();
-  const workerDir = tempDir();
 
   beforeAll(async () => {
     gateway = await startTestApp(cfg);
     (gateway.app.services.channels as AdapterRegistry).add(channel);
     await channel.start(async () => {});
-    worker = await createApp(
-      { config: parseConfig({ stateDir: workerDir.dir, ...cfg }), source: null, baseDir: workerDir.dir },
-      { logger: silentLogger(), role: "worker" },
-    );
-    await worker.start();
+    worker = await startTestWorker(cfg);
     const now = Date.now();
     await gateway.app.services.store.sessions.put({
       key: "agent:main:handoff",
@@ -48,20 +40,20 @@ describeRedis("deliveries from a worker are posted by a gateway", () => {
   afterAll(async () => {
     await worker?.stop();
     await gateway?.stop();
-    workerDir.cleanup();
-    const redis = newRedisClient();
-    await unlinkMatching(redis, `*${prefix}*`);
-    await redis.quit();
+    await dropPrefix(prefix);
   });
 
   it("hands the reply to the gateway, which posts it once per key", { timeout: 30_000 }, async () => {
     const req = { sessionKey: "agent:main:handoff", text: "from the worker", idempotencyKey: "reply:r1#0" };
-    expect(await worker.services.delivery.deliver(req)).toEqual({ status: "handed-off", channel: "memory" });
+    expect(await worker.app.services.delivery.deliver(req)).toEqual({
+      status: "handed-off",
+      channel: "memory",
+    });
     await eventually(() => channel.sent.some((m) => m.text === "from the worker"), 500, 10);
     // The same key again (a re-run turn): no second post.
-    expect((await worker.services.delivery.deliver({ ...req, text: "again" })).status).toBe("handed-off");
+    expect((await worker.app.services.delivery.deliver({ ...req, text: "again" })).status).toBe("handed-off");
     const other = { ...req, text: "second reply", idempotencyKey: "reply:r2#0" };
-    await worker.services.delivery.deliver(other);
+    await worker.app.services.delivery.deliver(other);
     await eventually(() => channel.sent.some((m) => m.text === "second reply"), 500, 10);
     expect(channel.sent.map((m) => m.text)).toEqual(["from the worker", "second reply"]);
     expect(channel.sent[0]).toMatchObject({ to: "chat-h" });
@@ -76,7 +68,7 @@ describeRedis("deliveries from a worker are posted by a gateway", () => {
       createdAt: now,
       updatedAt: now,
     });
-    const res = await worker.services.delivery.deliver({
+    const res = await worker.app.services.delivery.deliver({
       sessionKey: "agent:main:nochat",
       text: "x",
       idempotencyKey: "reply:r3#0",

@@ -1,11 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { type App, createApp } from "../../src/app/index.js";
-import { parseConfig } from "../../src/config/index.js";
-import { silentLogger } from "../../src/log.js";
-import { startTestApp, type TestApp } from "../harness.js";
-import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
-import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
+import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
+import { eventually, REDIS_URL, randomPrefix } from "../helpers.js";
+import { describeRedis, dropPrefix } from "../redis.js";
 
 /**
  * On bullmq a turn may run in a worker process: its live events (streamed text, typing, transcript
@@ -19,25 +16,17 @@ describeRedis("live events from a worker reach the gateway's /ws", () => {
     queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix },
   };
   let gateway: TestApp;
-  let worker: App;
-  const workerDir = tempDir();
+  let worker: Awaited<ReturnType<typeof startTestWorker>>;
 
   beforeAll(async () => {
     gateway = await startTestApp(cfg, { listen: true });
-    worker = await createApp(
-      { config: parseConfig({ stateDir: workerDir.dir, ...cfg }), source: null, baseDir: workerDir.dir },
-      { logger: silentLogger(), role: "worker" },
-    );
-    await worker.start();
+    worker = await startTestWorker(cfg);
   }, 30_000);
 
   afterAll(async () => {
     await worker?.stop();
     await gateway?.stop();
-    workerDir.cleanup();
-    const redis = newRedisClient();
-    await unlinkMatching(redis, `*${prefix}*`);
-    await redis.quit();
+    await dropPrefix(prefix);
   });
 
   it("re-emits a worker's streamed text and typing; every transcript event arrives once", async () => {
@@ -48,7 +37,7 @@ describeRedis("live events from a worker reach the gateway's /ws", () => {
       ws.once("open", () => resolve());
       ws.once("error", reject);
     });
-    const bus = worker.services.bus;
+    const bus = worker.app.services.bus;
     bus.emit("run.typing", { runId: "r1", sessionKey: "agent:main:live", on: true });
     bus.emit("run.delta", { runId: "r1", sessionKey: "agent:main:live", text: "Hel" });
     bus.emit("run.delta", { runId: "r1", sessionKey: "agent:main:live", text: "lo" });
