@@ -14,7 +14,10 @@
  * callers may mutate what they get; a read-only caller (`shared`) gets the cached objects.
  *
  * Bounded three ways: messages per file, characters of JSON per file, characters of JSON
- * overall (least recently used files are dropped first).
+ * overall. Over the overall bound a file from the older half of the use order is dropped, picked
+ * at random: strict least-recently-used would, with more busy sessions than fit used in turn,
+ * always drop the very file needed next (every read a miss, each rereading its window from
+ * disk); the random pick keeps a share of them, and recently used files are never the victim.
  */
 import type { TranscriptMessage } from "../types.js";
 
@@ -45,7 +48,10 @@ export class TailCache {
   private hits = 0;
   private misses = 0;
 
-  constructor(private readonly limits: TailCacheLimits) {}
+  constructor(
+    private readonly limits: TailCacheLimits,
+    private readonly random: () => number = Math.random,
+  ) {}
 
   /**
    * Copies of the newest `limit` messages passing the filter, oldest first, or null when the
@@ -163,11 +169,24 @@ export class TailCache {
       // nothing left that could answer a read
       if (e.msgs.length === 0) this.delete(file);
     }
-    for (const [victim, v] of this.entries) {
-      if (this.chars <= maxChars || victim === file) break;
+    while (this.chars > maxChars && this.entries.size > 1) {
+      const victim = this.pickVictim(file);
+      if (victim === undefined) break;
+      const v = this.entries.get(victim)!;
       this.entries.delete(victim);
       this.chars -= v.chars;
     }
+  }
+
+  /** A random file from the older half of the use order, never `keep`. */
+  private pickVictim(keep: string): string | undefined {
+    const half = Math.max(1, Math.floor((this.entries.size - 1) / 2));
+    let skip = Math.floor(this.random() * half);
+    for (const k of this.entries.keys()) {
+      if (k === keep) continue;
+      if (skip-- === 0) return k;
+    }
+    return undefined;
   }
 }
 

@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { TailCache } from "../../../../src/store/fs/tail-cache.js";
+import type { TranscriptMessage } from "../../../../src/store/types.js";
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const msg = (id: string): TranscriptMessage => ({
+  id,
+  sessionId: "s",
+  role: "user",
+  content: "x",
+  timestamp: 1,
+});
+
+/** Reads each of `files` in turn, filling the entry from "disk" on a miss; returns the hit share. */
+function cycle(cache: TailCache, files: string[], rounds: number): number {
+  let hits = 0;
+  let reads = 0;
+  for (let r = 0; r < rounds; r++) {
+    for (const f of files) {
+      reads++;
+      if (cache.read(f, 1, true) !== null) hits++;
+      else cache.set(f, [msg(`${f}:m`)], [100], true);
+    }
+  }
+  return hits / reads;
+}
+
+describe("TailCache eviction", () => {
+  const limits = { maxLinesPerFile: 10, maxCharsPerFile: 1000, maxChars: 100 * 200 }; // 200 files fit
+
+  it("keeps a share of the files when more than fit are used in turn (strict LRU would miss every read)", () => {
+    const files = Array.from({ length: 256 }, (_, i) => `f${i}`);
+    const cache = new TailCache(limits, rng(3));
+    const share = cycle(cache, files, 20);
+    expect(share).toBeGreaterThan(0.2);
+    // random() = 0 always picks the oldest: strict LRU, which misses every read of the cycle
+    expect(cycle(new TailCache(limits, () => 0), files, 20)).toBe(0);
+    expect(cache.stats().chars).toBeLessThanOrEqual(limits.maxChars);
+    expect(cache.stats().files).toBeLessThanOrEqual(200);
+  });
+
+  it("never drops a recently used file: a hot file read between every cold one always hits", () => {
+    const cache = new TailCache(limits, rng(5));
+    cache.set("hot", [msg("hot:m")], [100], true);
+    let hotMisses = 0;
+    for (let i = 0; i < 5000; i++) {
+      if (cache.read("hot", 1, true) === null) {
+        hotMisses++;
+        cache.set("hot", [msg("hot:m")], [100], true);
+      }
+      const cold = `cold${i}`;
+      if (cache.read(cold, 1, true) === null) cache.set(cold, [msg(`${cold}:m`)], [100], true);
+    }
+    expect(hotMisses).toBe(0);
+    expect(cache.stats().chars).toBeLessThanOrEqual(limits.maxChars);
+  });
+
+  it("with everything fitting, nothing is dropped", () => {
+    const files = Array.from({ length: 150 }, (_, i) => `f${i}`);
+    const cache = new TailCache(limits, rng(7));
+    expect(cycle(cache, files, 10)).toBeCloseTo(0.9, 5); // only the first round misses
+  });
+});
