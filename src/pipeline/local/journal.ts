@@ -2,8 +2,9 @@ import { chmod, rm } from "node:fs/promises";
 import path from "node:path";
 import { SwitchboardError } from "../../errors.js";
 import { DIR_MODE, ensureDir, FILE_MODE, fileSize } from "../../journal/fsutil.js";
-import { Journal, type WarningSink } from "../../journal/index.js";
+import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
+import { WarningSink } from "../../store/warnings.js";
 import { JournalModel } from "./journal-model.js";
 import { type JournalRecord, journalRecordSchema } from "./schema.js";
 
@@ -51,25 +52,15 @@ export interface JournalStats {
 export const JOURNAL_NAME = "journal";
 export const JOURNAL_FILE = `${JOURNAL_NAME}.jsonl`;
 
-/** Problems met while loading, kept for `warnings()` and logged once each. */
-class Warnings implements WarningSink {
-  readonly list: string[] = [];
-  constructor(private readonly logger: Logger) {}
-  add(message: string, fields: Record<string, unknown> = {}): void {
-    this.list.push(message);
-    this.logger.warn(fields, message);
-  }
-}
-
 export class QueueJournal {
   readonly model: JournalModel;
-  private readonly sink: Warnings;
+  private readonly sink: WarningSink;
   private closed = false;
 
   private constructor(
     private readonly log: Journal<JournalRecord>,
     model: JournalModel,
-    sink: Warnings,
+    sink: WarningSink,
   ) {
     this.model = model;
     this.sink = sink;
@@ -84,7 +75,8 @@ export class QueueJournal {
     // an unfinished whole-file rewrite of older versions (the live file was still complete)
     await rm(`${live}.tmp`, { force: true });
     const model = new JournalModel(opts.completedCap);
-    const sink = new Warnings(opts.logger);
+    // problems met while loading: logged once each, kept for `warnings()`
+    const sink = new WarningSink(opts.logger);
     const log = await Journal.open<JournalRecord>({
       dir: opts.dir,
       name: JOURNAL_NAME,
@@ -104,7 +96,7 @@ export class QueueJournal {
   }
 
   get warnings(): readonly string[] {
-    return this.sink.list;
+    return this.sink.all();
   }
 
   /**
