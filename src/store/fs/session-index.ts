@@ -18,10 +18,14 @@ export interface IndexedSession {
   readonly displayName: string | undefined;
 }
 
+/** FNV-1a's 32-bit basis and prime (session-line.ts hashes a sessionId's bytes with them too). */
+export const FNV_BASIS = 0x811c9dc5;
+export const FNV_PRIME = 0x01000193;
+
 /** A 32-bit FNV-1a hash of a sessionId's UTF-16 code units (a small integer: no allocation as a Map key). */
 export function sessionIdHash(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  let h = FNV_BASIS;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), FNV_PRIME);
   return h | 0;
 }
 

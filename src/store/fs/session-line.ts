@@ -11,7 +11,7 @@
  * applies the same rules as `storedSessionSchema` (src/store/records.ts), which checks nothing
  * else, so a line it accepts is a valid record.
  */
-import { sessionIdHash } from "./session-index.js";
+import { FNV_BASIS, FNV_PRIME, sessionIdHash } from "./session-index.js";
 
 export const FALLBACK: unique symbol = Symbol("fallback");
 
@@ -64,11 +64,11 @@ const NAMES: Array<[number, Buffer]> = (
  * otherwise (the caller decodes the string).
  */
 function asciiHash(b: Buffer, s: number, e: number): number | null {
-  let h = 0x811c9dc5;
+  let h = FNV_BASIS;
   for (let i = s; i < e; i++) {
     const c = b[i]!;
     if (c >= 0x80 || c === BS) return null;
-    h = Math.imul(h ^ c, 0x01000193);
+    h = Math.imul(h ^ c, FNV_PRIME);
   }
   return h | 0;
 }
