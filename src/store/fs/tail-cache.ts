@@ -39,6 +39,8 @@ interface Entry {
   chars: number;
   /** `msgs` starts at the file's first message. */
   complete: boolean;
+  /** How many of `msgs` carry each id: built on the first `hasId`, then kept in step. */
+  ids: Map<string, number> | null;
 }
 
 export class TailCache {
@@ -91,8 +93,11 @@ export class TailCache {
   hasId(file: string, id: string): boolean | null {
     const e = this.entries.get(file);
     if (!e) return null;
-    for (let i = e.msgs.length - 1; i >= 0; i--) if (e.msgs[i]!.id === id) return true;
-    return false;
+    if (!e.ids) {
+      e.ids = new Map();
+      for (const m of e.msgs) countId(e.ids, m.id, 1);
+    }
+    return e.ids.has(id);
   }
 
   /**
@@ -101,7 +106,7 @@ export class TailCache {
    */
   set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean): void {
     this.delete(file);
-    const e: Entry = { msgs, sizes, chars: 0, complete };
+    const e: Entry = { msgs, sizes, chars: 0, complete, ids: null };
     for (const n of sizes) e.chars += n;
     this.entries.set(file, e);
     this.chars += e.chars;
@@ -122,6 +127,7 @@ export class TailCache {
     if (!e) return;
     e.msgs.push(msg);
     e.sizes.push(size);
+    if (e.ids) countId(e.ids, msg.id, 1);
     e.chars += size;
     this.chars += size;
     this.touch(file, e);
@@ -161,6 +167,7 @@ export class TailCache {
       drop++;
     }
     if (drop > 0) {
+      if (e.ids) for (let i = 0; i < drop; i++) countId(e.ids, e.msgs[i]!.id, -1);
       e.msgs.splice(0, drop);
       e.sizes.splice(0, drop);
       e.chars -= dropped;
@@ -188,6 +195,12 @@ export class TailCache {
     }
     return undefined;
   }
+}
+
+function countId(ids: Map<string, number>, id: string, by: 1 | -1): void {
+  const n = (ids.get(id) ?? 0) + by;
+  if (n > 0) ids.set(id, n);
+  else ids.delete(id);
 }
 
 /** A deep copy of a JSON value (as JSON.parse returns them: plain objects, arrays, primitives). */

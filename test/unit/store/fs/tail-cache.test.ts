@@ -68,3 +68,28 @@ describe("TailCache eviction", () => {
     expect(cycle(cache, files, 10)).toBeCloseTo(0.9, 5); // only the first round misses
   });
 });
+
+describe("TailCache.hasId", () => {
+  it("answers for the messages it holds, as they are appended and trimmed away", () => {
+    const cache = new TailCache({ maxLinesPerFile: 4, maxCharsPerFile: 10_000, maxChars: 100_000 });
+    expect(cache.hasId("f", "a")).toBeNull(); // no entry: cannot tell
+    cache.set("f", [msg("a"), msg("b")], [10, 10], true);
+    expect(cache.hasId("f", "a")).toBe(true);
+    expect(cache.hasId("f", "z")).toBe(false);
+    for (const id of ["c", "d", "e", "a2"]) cache.append("f", msg(id), 10); // a, b trimmed off
+    expect(cache.hasId("f", "a")).toBe(false);
+    expect(cache.hasId("f", "b")).toBe(false);
+    expect(cache.hasId("f", "e")).toBe(true);
+    // an id held twice (a legacy file) stays known until its last copy is trimmed
+    cache.append("f", msg("e"), 10); // holds d, e, a2, e
+    cache.append("f", msg("f"), 10); // holds e, a2, e, f
+    expect(cache.hasId("f", "d")).toBe(false);
+    expect(cache.hasId("f", "e")).toBe(true);
+    cache.append("f", msg("g"), 10); // a2, e, f, g
+    expect(cache.hasId("f", "e")).toBe(true);
+    cache.append("f", msg("h"), 10); // e, f, g, h
+    cache.append("f", msg("i"), 10); // f, g, h, i
+    expect(cache.hasId("f", "e")).toBe(false);
+    expect(cache.hasId("f", "i")).toBe(true);
+  });
+});
