@@ -11,8 +11,9 @@
  * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS
  * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
  * figures (RSS after that many more turns, and after a minute without traffic) on local;
- * BENCH_GATEWAY_WARMUP (default 600) the turns run before anything is measured (V8 optimises hot
- * code only after a while); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
+ * BENCH_GATEWAY_WARMUP (default 3000) the turns run before anything is measured (V8 optimises hot
+ * code only after thousands of turns; every 25th warm-up turn opens a new session, as real traffic
+ * does, so the first new session measured does not deoptimise code tuned to old ones); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
  * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say).
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -302,8 +303,9 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
     // Warm up: JIT (V8 optimises a function after it ran hot for a while: the first few hundred
     // turns run partly unoptimised code), first-session paths, worker connections. Spread over
     // 16 sessions so no measured session starts with a long history.
-    const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 600);
-    for (let i = 0; i < warmup; i++) await turn(url, `agent:main:bench:warm:${i % 16}`);
+    const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 3000);
+    for (let i = 0; i < warmup; i++)
+      await turn(url, i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % 16}`);
 
     const cpu = () => pids().reduce((s, p) => s + cpuTicks(p), 0);
     const split = () =>
