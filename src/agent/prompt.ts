@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { OrderedSet } from "../ordered-set.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "./providers/types.js";
 
@@ -160,6 +161,8 @@ interface UnitCost {
   cost: number;
 }
 const unitCosts = new Map<string, UnitCost>();
+/** The keys of `unitCosts`, oldest first (a Map's own order is slow to evict from: see OrderedSet). */
+const unitCostOrder = new OrderedSet<string>();
 const UNIT_COSTS_MAX = 50_000;
 
 /**
@@ -186,9 +189,11 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     out[i] = cost;
     if (first && last) {
       if (hit === undefined && unitCosts.size >= UNIT_COSTS_MAX) {
-        unitCosts.delete(unitCosts.keys().next().value as string);
+        const oldest = unitCostOrder.shift();
+        if (oldest !== undefined) unitCosts.delete(oldest);
       }
       unitCosts.set(first.id, { sessionId: first.sessionId, count: src!.length, lastId: last.id, cost });
+      unitCostOrder.add(first.id);
     }
   }
   return out;

@@ -1,3 +1,4 @@
+import { OrderedSet } from "../../ordered-set.js";
 import type { FinalResult } from "../schema.js";
 import type { BackgroundJob, FollowUp, TurnRequest } from "../types.js";
 import type { JournalRecord } from "./schema.js";
@@ -45,7 +46,7 @@ export class JournalModel {
   /** Follow-ups waiting to be relayed, by the first runId of their turn, in commit order. */
   readonly outbox = new Map<string, OutboxEntry>();
   /** Recently completed background job ids, oldest first, at most `completedCap`. */
-  readonly completed = new Set<string>();
+  readonly completed = new OrderedSet<string>();
   /** Bytes of the records that a snapshot would keep (approximate: string length). */
   liveBytes = 0;
 
@@ -187,11 +188,7 @@ export class JournalModel {
   }
 
   private remember(id: string): void {
-    this.completed.delete(id);
     this.completed.add(id);
-    if (this.completed.size > this.completedCap) {
-      const oldest = this.completed.values().next().value;
-      if (oldest !== undefined) this.completed.delete(oldest);
-    }
+    if (this.completed.size > this.completedCap) this.completed.shift();
   }
 }

@@ -1,5 +1,6 @@
 import { Journal } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
+import { OrderedSet } from "../../ordered-set.js";
 import { assertRecord, mergePatch, RUN_IDENTITY, runProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
@@ -25,8 +26,8 @@ export class FsRunStore implements RunStore {
   private readonly runs = new Map<string, RunRecord>();
   /** Per session, sorted by (createdAt, runId) ascending. */
   private readonly bySession = new Map<string, RunRecord[]>();
-  /** Finished run ids in the order they finished (a Set iterates in insertion order). */
-  private readonly finished = new Set<string>();
+  /** Finished run ids in the order they finished. */
+  private readonly finished = new OrderedSet<string>();
   private readonly serial = new KeyedSerial();
   private journal!: Journal<RunJournalRecord>;
 
@@ -113,8 +114,7 @@ export class FsRunStore implements RunStore {
     if (FINAL_RUN_STATUSES.has(run.status)) {
       this.finished.add(run.runId);
       while (this.finished.size > this.maxFinishedRuns) {
-        const oldest = this.finished.values().next().value as string;
-        this.finished.delete(oldest);
+        const oldest = this.finished.shift() as string;
         const victim = this.runs.get(oldest);
         if (victim) {
           this.runs.delete(oldest);

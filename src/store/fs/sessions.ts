@@ -2,6 +2,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { InvalidParamsError } from "../../errors.js";
 import { Journal, type LineAt, UNREADABLE } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
+import { OrderedSet } from "../../ordered-set.js";
 import { assertRecord, mergePatch, SESSION_IDENTITY, sessionProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
@@ -188,8 +189,10 @@ export class FsSessionStore implements SessionStore {
   private journal!: Journal<SessionRecord>;
   private readonly index: SessionIndex<SessionRef>;
   private readonly segments = new Segments();
-  /** key → its parsed entry, for the ref it was parsed from; least recently used first. */
+  /** key → its parsed entry, for the ref it was parsed from. */
   private readonly cache = new Map<string, { ref: SessionRef; entry: SessionEntry }>();
+  /** The keys of `cache`, least recently used first. */
+  private readonly cacheOrder = new OrderedSet<string>();
 
   private constructor(
     private readonly warnings: WarningSink,
@@ -294,6 +297,7 @@ export class FsSessionStore implements SessionStore {
       await this.journal.append({ del: key }, () => {
         this.index.remove(key);
         this.cache.delete(key);
+        this.cacheOrder.delete(key);
       });
       return true;
     });
@@ -330,6 +334,7 @@ export class FsSessionStore implements SessionStore {
     await this.journal.close();
     this.segments.closeAll();
     this.cache.clear();
+    this.cacheOrder.clear();
   }
 
   private write({ entry, json }: NormalizedEntry): Promise<void> {
@@ -362,8 +367,7 @@ export class FsSessionStore implements SessionStore {
   private entryOf(ref: SessionRef): SessionEntry | null {
     const hit = this.cache.get(ref.key);
     if (hit !== undefined && hit.ref === ref) {
-      this.cache.delete(ref.key);
-      this.cache.set(ref.key, hit);
+      this.cacheOrder.add(ref.key);
       return hit.entry;
     }
     let entry: SessionEntry | null = null;
@@ -384,9 +388,12 @@ export class FsSessionStore implements SessionStore {
   }
 
   private remember(ref: SessionRef, entry: SessionEntry): void {
-    this.cache.delete(ref.key);
     this.cache.set(ref.key, { ref, entry });
-    if (this.cache.size > CACHED_ENTRIES) this.cache.delete(this.cache.keys().next().value as string);
+    this.cacheOrder.add(ref.key);
+    if (this.cache.size > CACHED_ENTRIES) {
+      const oldest = this.cacheOrder.shift();
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
   }
 
   /** A snapshot is in place: entries unchanged since its rotation now point into it. */

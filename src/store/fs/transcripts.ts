@@ -3,6 +3,7 @@ import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
+import { OrderedSet } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
@@ -66,6 +67,8 @@ export class FsTranscriptStore implements TranscriptStore {
   private readonly serial = new KeyedSerial();
   private readonly handles = new Map<string, OpenTranscript>();
   private readonly counts = new Map<string, number>();
+  /** The files of `counts`, oldest first (the first evicted). */
+  private readonly countOrder = new OrderedSet<string>();
   private readonly maxOpenFiles: number;
   private readonly maxCachedCounts: number;
   private readonly tails: TailCache | null;
@@ -170,10 +173,11 @@ export class FsTranscriptStore implements TranscriptStore {
       if (cached !== undefined) return cached;
       const n = await this.countLines(file);
       if (this.counts.size >= this.maxCachedCounts) {
-        const oldest = this.counts.keys().next();
-        if (!oldest.done) this.counts.delete(oldest.value);
+        const oldest = this.countOrder.shift();
+        if (oldest !== undefined) this.counts.delete(oldest);
       }
       this.counts.set(file, n);
+      this.countOrder.add(file);
       return n;
     });
   }
@@ -193,6 +197,7 @@ export class FsTranscriptStore implements TranscriptStore {
     return this.serial.run(file, async () => {
       await this.closeHandle(file); // an open append handle would follow the renamed file
       this.counts.delete(file);
+      this.countOrder.delete(file);
       this.tails?.delete(file);
       if ((await fileSize(file)) < 0) return null;
       const first = this.archivedLocation(ref, reason, opts.at ?? this.opts.now());
