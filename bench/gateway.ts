@@ -365,6 +365,7 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
     const longTurns = Number(process.env.BENCH_GATEWAY_LONG_TURNS ?? 0);
     if (longTurns > 0 && setup.workers === 0) {
       let done = 0;
+      const l0 = performance.now();
       await Promise.all(
         Array.from({ length: 32 }, async (_, c) => {
           for (let i = 0; done < longTurns; i++) {
@@ -374,7 +375,8 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
         }),
       );
       out(
-        `${setup.name}: RSS after ${done.toLocaleString("en")} more turns: ${fmt(rssMb(gw.pid ?? 0), 0)} MB [≤ 150]`,
+        `${setup.name}: RSS after ${done.toLocaleString("en")} more turns: ${fmt(rssMb(gw.pid ?? 0), 0)} MB [≤ 150] ` +
+          `(32 clients over 256 sessions, ${fmt(done / ((performance.now() - l0) / 1000), 0)} turns/s)`,
       );
       await new Promise((r) => setTimeout(r, 60_000));
       out(`${setup.name}: RSS after a minute without traffic: ${fmt(rssMb(gw.pid ?? 0), 0)} MB`);
