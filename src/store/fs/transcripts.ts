@@ -145,12 +145,13 @@ export class FsTranscriptStore implements TranscriptStore {
     if (this.tails) {
       const hit = this.tails.hasId(file, id);
       if (hit !== null) return hit;
-      await this.readTailFromFile(file, ID_CHECK_LINES, true);
+      // read-only (shared): only the ids are looked at, so the messages are not copied
+      await this.readTailFromFile(file, ID_CHECK_LINES, true, true);
       const again = this.tails.hasId(file, id);
       if (again !== null) return again;
     }
     // no cache (turned off, or the tail did not fit): look at the file's newest lines
-    const recent = await this.readTailFromFile(file, ID_CHECK_LINES, true);
+    const recent = await this.readTailFromFile(file, ID_CHECK_LINES, true, true);
     return recent.some((m) => m.id === id);
   }
 
