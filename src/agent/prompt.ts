@@ -163,7 +163,13 @@ interface UnitCost {
 const unitCosts = new Map<string, UnitCost>();
 /** The keys of `unitCosts`, oldest first (a Map's own order is slow to evict from: see OrderedSet). */
 const unitCostOrder = new OrderedSet<string>();
-const UNIT_COSTS_MAX = 50_000;
+/**
+ * An estimate saves its re-serialisation only while its messages are in the fs tail cache (a
+ * window read from disk costs far more than counting it): 8M chars of short messages are ~22k
+ * units. Each entry holds ~250 B of heap; 50k entries were 12 MB, and with more long sessions
+ * than fit, a FIFO cache misses every lookup anyway.
+ */
+const UNIT_COSTS_MAX = 24_000;
 
 /**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages

@@ -106,6 +106,7 @@ export class TailCache {
    */
   set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean): void {
     this.delete(file);
+    for (let i = 1; i < msgs.length; i++) shareStrings(msgs[i - 1]!, msgs[i]!);
     const e: Entry = { msgs, sizes, chars: 0, complete, ids: null };
     for (const n of sizes) e.chars += n;
     this.entries.set(file, e);
@@ -125,6 +126,8 @@ export class TailCache {
   append(file: string, msg: TranscriptMessage, size: number): void {
     const e = this.entries.get(file);
     if (!e) return;
+    const prev = e.msgs[e.msgs.length - 1];
+    if (prev) shareStrings(prev, msg);
     e.msgs.push(msg);
     e.sizes.push(size);
     if (e.ids) countId(e.ids, msg.id, 1);
@@ -195,6 +198,16 @@ export class TailCache {
     }
     return undefined;
   }
+}
+
+/**
+ * Points `m`'s sessionId and runId at `prev`'s equal strings: JSON.parse gives every message its
+ * own copy, and a file's messages share one sessionId and runs of them one runId (a quarter of a
+ * cached message's heap).
+ */
+function shareStrings(prev: TranscriptMessage, m: TranscriptMessage): void {
+  if (m.sessionId === prev.sessionId) m.sessionId = prev.sessionId;
+  if (m.runId !== undefined && m.runId === prev.runId) m.runId = prev.runId;
 }
 
 function countId(ids: Map<string, number>, id: string, by: 1 | -1): void {
