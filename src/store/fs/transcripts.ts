@@ -5,11 +5,11 @@ import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
 import { OrderedSet } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
+import { cloneJson, TailCache, type TailCacheLimits } from "../tail-cache.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
 import { appendSync, assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout } from "./paths.js";
 import { type PositionalRead, scanBackwards } from "./tail.js";
-import { cloneJson, TailCache, type TailCacheLimits } from "./tail-cache.js";
 
 const ROLES = new Set(["user", "assistant", "toolCall", "toolResult", "system", "compaction"]);
 const TOOL_ROLES = new Set(["toolCall", "toolResult"]);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { TailCache } from "../../../../src/store/fs/tail-cache.js";
-import type { TranscriptMessage } from "../../../../src/store/types.js";
+import { TailCache } from "../../../src/store/tail-cache.js";
+import type { TranscriptMessage } from "../../../src/store/types.js";
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;

@@ -19,7 +19,7 @@
  * always drop the very file needed next (every read a miss, each rereading its window from
  * disk); the random pick keeps a share of them, and recently used files are never the victim.
  */
-import type { TranscriptMessage } from "../types.js";
+import type { TranscriptMessage } from "./types.js";
 
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
@@ -32,7 +32,7 @@ export interface TailCacheLimits {
   maxChars: number;
 }
 
-interface Entry {
+interface Entry<M> {
   msgs: TranscriptMessage[];
   /** Parallel to `msgs`: length of each message's JSON line. */
   sizes: number[];
@@ -41,11 +41,13 @@ interface Entry {
   complete: boolean;
   /** How many of `msgs` carry each id: built on the first `hasId`, then kept in step. */
   ids: Map<string, number> | null;
+  /** What the owner needs to keep the entry true (the redis store: stream position and length). */
+  meta: M | undefined;
 }
 
-export class TailCache {
+export class TailCache<M = undefined> {
   /** Map order is least recently used first. */
-  private readonly entries = new Map<string, Entry>();
+  private readonly entries = new Map<string, Entry<M>>();
   private chars = 0;
   private hits = 0;
   private misses = 0;
@@ -104,10 +106,10 @@ export class TailCache {
    * Replaces the entry with messages just parsed from the file (oldest first; the cache owns
    * them from now on) and the lengths of their lines.
    */
-  set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean): void {
+  set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean, meta?: M): void {
     this.delete(file);
     for (let i = 1; i < msgs.length; i++) shareStrings(msgs[i - 1]!, msgs[i]!);
-    const e: Entry = { msgs, sizes, chars: 0, complete, ids: null };
+    const e: Entry<M> = { msgs, sizes, chars: 0, complete, ids: null, meta };
     for (const n of sizes) e.chars += n;
     this.entries.set(file, e);
     this.chars += e.chars;
@@ -153,12 +155,17 @@ export class TailCache {
     return { files: this.entries.size, chars: this.chars, hits: this.hits, misses: this.misses };
   }
 
-  private touch(file: string, e: Entry): void {
+  /** The owner's meta of `file`'s entry; undefined when there is no entry. */
+  meta(file: string): M | undefined {
+    return this.entries.get(file)?.meta;
+  }
+
+  private touch(file: string, e: Entry<M>): void {
     this.entries.delete(file);
     this.entries.set(file, e);
   }
 
-  private trim(file: string, e: Entry): void {
+  private trim(file: string, e: Entry<M>): void {
     const { maxLinesPerFile, maxCharsPerFile, maxChars } = this.limits;
     let drop = 0;
     let dropped = 0;
