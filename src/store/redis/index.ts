@@ -43,6 +43,16 @@ export const redisStoreOptionsSchema = z.object({
     .int()
     .nonnegative()
     .default(7 * 24 * 60 * 60 * 1000),
+  /**
+   * Characters of transcript JSON kept in this process's memory as the newest messages of
+   * recently read streams; a read then fetches only the entries added since (by any process),
+   * checked against the stream's length. 0 turns the cache off.
+   */
+  tailCacheChars: z
+    .number()
+    .int()
+    .min(0)
+    .default(8 * 1024 * 1024),
 });
 
 export interface RedisStoreOptions extends z.input<typeof redisStoreOptionsSchema> {
@@ -88,6 +98,7 @@ export async function createRedisStore(opts: RedisStoreOptions): Promise<RedisSt
   const parsed = redisStoreOptionsSchema.safeParse({
     prefix: opts.prefix,
     finishedRunTtlMs: opts.finishedRunTtlMs,
+    tailCacheChars: opts.tailCacheChars,
   });
   if (!parsed.success)
     throw new SwitchboardError("CONFIG", formatIssues(parsed.error.issues, "redis store: "));
@@ -106,7 +117,7 @@ export async function createRedisStore(opts: RedisStoreOptions): Promise<RedisSt
   const store = new RedisStore(
     keys,
     new RedisSessionStore({ ...common, classifyKind: opts.classifyKind ?? defaultClassifyKind, now }),
-    new RedisTranscriptStore({ ...common, now }),
+    new RedisTranscriptStore({ ...common, now, tailCacheChars: o.tailCacheChars }),
     new RedisRunStore({ ...common, finishedRunTtlMs: o.finishedRunTtlMs }),
     new RedisOutboxStore(client, keys, scripts, now),
     new RedisKeyValueStore(client, keys, warnings),

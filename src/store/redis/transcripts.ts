@@ -2,6 +2,8 @@ import type { Redis } from "ioredis";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { appendTranscript, archiveTranscript } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
+import { KeyedSerial } from "../serial.js";
+import { cloneJson, TailCache } from "../tail-cache.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
 import type { RedisKeys } from "./keys.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
@@ -17,6 +19,14 @@ export interface RedisTranscriptStoreOptions {
   scripts: ScriptRunner;
   warnings: WarningSink;
   now: () => number;
+  /** Characters of JSON the tail cache keeps; 0 (or absent) turns it off. */
+  tailCacheChars?: number;
+}
+
+/** Where a cached tail stands in its stream: the newest entry it holds and the stream's length then. */
+interface StreamMark {
+  lastId: string;
+  len: number;
 }
 
 /**
@@ -27,16 +37,30 @@ export interface RedisTranscriptStoreOptions {
  *   existing id is a no-op). Commands on one connection run in the order they are issued and
  *   `append` issues its script call synchronously, so appends keep call order. "Durable" means
  *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF).
- * - readTail: XREVRANGE … COUNT from the newest entry backwards; when tools are filtered out
- *   it keeps paging backwards (pages ×2, up to MAX_PAGE) until `limit` messages or the start.
- *   It never reads a whole stream.
+ * - readTail: from the tail cache when it can answer (see README: one MULTI fetches only the
+ *   entries added since, checked against XLEN); else XREVRANGE … COUNT from the newest entry
+ *   backwards; when tools are filtered out it keeps paging backwards (pages ×2, up to MAX_PAGE)
+ *   until `limit` messages or the start. It never reads a whole stream.
  * - count: XLEN (every message; the tools filter applies to readTail only).
  * - archive: RENAME to `<stream>:archived:<reason>:<ms>` — kept, not destroyed.
  */
 export class RedisTranscriptStore implements TranscriptStore {
   private closed = false;
+  private readonly tails: TailCache<StreamMark> | null;
+  /** Cached reads of one stream run one at a time (they bring its entry up to date). */
+  private readonly serial = new KeyedSerial();
 
-  constructor(private readonly o: RedisTranscriptStoreOptions) {}
+  constructor(private readonly o: RedisTranscriptStoreOptions) {
+    const maxChars = o.tailCacheChars ?? 0;
+    this.tails =
+      maxChars > 0
+        ? new TailCache<StreamMark>({
+            maxLinesPerFile: MAX_PAGE,
+            maxCharsPerFile: Math.min(256 * 1024, maxChars),
+            maxChars,
+          })
+        : null;
+  }
 
   locate(ref: TranscriptRef): string {
     checkRef(ref);
@@ -102,6 +126,15 @@ export class RedisTranscriptStore implements TranscriptStore {
     const limit = Math.floor(opts.limit);
     if (!(limit > 0)) return [];
     const includeTools = opts.includeTools === true;
+    if (this.tails) {
+      const readOnly = opts.readOnly === true;
+      const fromCache = await this.serial.run(key, async () => {
+        const cached = await this.readCached(key, limit, includeTools, readOnly);
+        if (cached || !includeTools || limit > MAX_PAGE) return cached;
+        return this.readAndCache(key, limit, readOnly);
+      });
+      if (fromCache) return fromCache;
+    }
     const out: TranscriptMessage[] = [];
     let end = "+";
     let count = includeTools ? limit : Math.min(Math.max(limit * 2, 16), MAX_PAGE);
@@ -121,6 +154,71 @@ export class RedisTranscriptStore implements TranscriptStore {
       end = `(${page[page.length - 1]![0]}`;
       count = Math.min(count * 2, MAX_PAGE);
     }
+  }
+
+  /**
+   * The cached tail of `key` brought up to date: one MULTI fetches the entries added after the
+   * newest cached one (by any process) and the stream's length. A length other than the cached
+   * length plus what was fetched means the stream is not the one cached (archived and started
+   * again, or lost entries): the entry is dropped. Null when the cache cannot answer.
+   */
+  private async readCached(
+    key: string,
+    limit: number,
+    includeTools: boolean,
+    readOnly: boolean,
+  ): Promise<TranscriptMessage[] | null> {
+    const tails = this.tails!;
+    const mark = tails.meta(key);
+    if (!mark) return null;
+    const res = await this.o.client
+      .multi()
+      .xrange(key, `(${mark.lastId}`, "+", "COUNT", MAX_PAGE)
+      .xlen(key)
+      .exec();
+    const fresh = res?.[0]?.[1] as Array<[string, string[]]> | undefined;
+    const len = res?.[1]?.[1];
+    if (
+      !fresh ||
+      res?.[0]?.[0] ||
+      res?.[1]?.[0] ||
+      fresh.length >= MAX_PAGE ||
+      len !== mark.len + fresh.length
+    ) {
+      tails.delete(key);
+      return null;
+    }
+    for (const [id, fields] of fresh) {
+      const text = field(fields, "m");
+      const m = this.parse(key, id, text);
+      if (m) tails.append(key, m, text!.length);
+    }
+    if (fresh.length > 0) mark.lastId = fresh[fresh.length - 1]![0];
+    mark.len = len;
+    return tails.read(key, limit, includeTools, readOnly);
+  }
+
+  /** The newest `limit` entries (tools included) and the stream's length in one MULTI; they become the cached tail. */
+  private async readAndCache(key: string, limit: number, readOnly: boolean): Promise<TranscriptMessage[]> {
+    const res = await this.o.client.multi().xrevrange(key, "+", "-", "COUNT", limit).xlen(key).exec();
+    const failed = res?.find(([err]) => err)?.[0];
+    if (!res || failed)
+      throw failed ?? new SwitchboardError("UNAVAILABLE", `redis store: ${key}: read aborted`);
+    const page = res[0]![1] as Array<[string, string[]]>;
+    const msgs: TranscriptMessage[] = [];
+    const sizes: number[] = [];
+    for (let i = page.length - 1; i >= 0; i--) {
+      const [id, fields] = page[i]!;
+      const text = field(fields, "m");
+      const m = this.parse(key, id, text);
+      if (!m) continue;
+      msgs.push(m);
+      sizes.push(text!.length);
+    }
+    const out = readOnly ? msgs.slice() : msgs.map(cloneJson);
+    const mark: StreamMark = { lastId: page[0]?.[0] ?? "0-0", len: res[1]![1] as number };
+    this.tails!.set(key, msgs, sizes, page.length < limit, mark);
+    return out;
   }
 
   async count(ref: TranscriptRef): Promise<number> {
@@ -153,6 +251,7 @@ export class RedisTranscriptStore implements TranscriptStore {
       );
       const ids = this.o.keys.transcriptIds(ref.agentId, ref.sessionId);
       const r = await this.o.scripts.run(archiveTranscript, [live, target, ids], []);
+      this.tails?.delete(live); // another process's cache finds out by the stream's length
       if (r === 1) return target;
       if (r === 0) return null;
       // -1: an archive with this name exists (two archives in one ms): try the next suffix

@@ -305,9 +305,9 @@ describeRedis("redis store", () => {
     return { id, sessionId: "s1", role, content: `c-${id}`, timestamp: T0 };
   }
 
-  it("readTail reads only from the end of a long stream", async () => {
+  it("readTail reads only from the end of a long stream (tail cache off)", async () => {
     const c = client();
-    const s = await open({ client: c });
+    const s = await open({ client: c, tailCacheChars: 0 });
     const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
     const roles: TranscriptMessage["role"][] = ["user", "assistant", "toolCall", "toolResult"];
     const all = Array.from({ length: 5000 }, (_, i) => msg(`m${i}`, roles[i % 4]!));
@@ -336,6 +336,92 @@ describeRedis("redis store", () => {
     expect(total).toBeLessThan(1500); // …but read nowhere near the whole stream
     expect(fetched.length).toBeGreaterThan(1);
     spy.mockRestore();
+  });
+
+  it("a cached tail fetches only what was added since, by any process, and is dropped when the stream is not the one cached", async () => {
+    const prefix = randomPrefix("redis");
+    const cA = client();
+    const a = await open({ client: cA, prefix });
+    const b = await open({ prefix });
+    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
+    await a.transcripts.appendBatch(
+      ref,
+      Array.from({ length: 50 }, (_, i) => msg(`m${i}`, "user")),
+    );
+    const ids = async (limit: number) =>
+      (await a.transcripts.readTail(ref, { limit, includeTools: true })).map((m) => m.id);
+    expect(await ids(10)).toEqual(Array.from({ length: 10 }, (_, i) => `m${40 + i}`));
+
+    const fetched: number[] = [];
+    const realMulti = cA.multi.bind(cA);
+    const spy = vi.spyOn(cA, "multi").mockImplementation(((...args: unknown[]) => {
+      const m = (realMulti as (...x: unknown[]) => ReturnType<Redis["multi"]>)(...args);
+      const exec = m.exec.bind(m);
+      m.exec = (async () => {
+        const res = await exec();
+        const first = res?.[0]?.[1];
+        if (Array.isArray(first)) fetched.push(first.length);
+        return res;
+      }) as typeof m.exec;
+      return m;
+    }) as never);
+
+    // another process appends: the next read fetches those two entries, not the window
+    await b.transcripts.append(ref, msg("b1", "assistant"));
+    await b.transcripts.append(ref, msg("b2", "user"));
+    expect(await ids(5)).toEqual(["m47", "m48", "m49", "b1", "b2"]);
+    expect(fetched).toEqual([2]);
+    fetched.length = 0;
+    expect(await ids(5)).toEqual(["m47", "m48", "m49", "b1", "b2"]);
+    expect(fetched).toEqual([0]);
+
+    // archived elsewhere and started again under the same key: nothing of the old stream is served
+    fetched.length = 0;
+    await b.transcripts.archive(ref, "archived");
+    await b.transcripts.append(ref, msg("n1", "user"));
+    expect(await ids(5)).toEqual(["n1"]);
+    expect(fetched).toEqual([1, 1]); // the check (length mismatch), then a fresh read
+    spy.mockRestore();
+
+    // copies unless read-only: mutating a result does not reach the cache
+    const got = await a.transcripts.readTail(ref, { limit: 1, includeTools: true });
+    got[0]!.content = "changed";
+    expect((await a.transcripts.readTail(ref, { limit: 1, includeTools: true }))[0]!.content).toBe("c-n1");
+  });
+
+  it("cached and uncached reads agree over random appends, reads and archives from three processes", async () => {
+    const prefix = randomPrefix("redis");
+    const cached = [await open({ prefix }), await open({ prefix, tailCacheChars: 600 })]; // the second one keeps ~6 messages
+    const plain = await open({ prefix, tailCacheChars: 0 });
+    const writers = [...cached, plain];
+    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
+    const roles: TranscriptMessage["role"][] = ["user", "assistant", "toolCall", "toolResult"];
+    let seed = 11;
+    const random = () => {
+      seed = (seed * 1664525 + 1013904223) >>> 0;
+      return seed / 2 ** 32;
+    };
+    for (let i = 0; i < 300; i++) {
+      const r = random();
+      if (r < 0.5) {
+        const w = writers[Math.floor(random() * writers.length)]!;
+        await w.transcripts.append(ref, msg(`x${i}`, roles[Math.floor(random() * 4)]!));
+      } else if (r < 0.52) {
+        await writers[Math.floor(random() * writers.length)]!.transcripts.archive(ref, "archived", {
+          at: T0 + i,
+        });
+      } else {
+        const limit = 1 + Math.floor(random() * 30);
+        const includeTools = random() < 0.7;
+        const want = (await plain.transcripts.readTail(ref, { limit, includeTools })).map((m) => m.id);
+        for (const s of cached) {
+          const got = (await s.transcripts.readTail(ref, { limit, includeTools, readOnly: true })).map(
+            (m) => m.id,
+          );
+          expect(got, `op ${i}: limit ${limit}, tools ${includeTools}`).toEqual(want);
+        }
+      }
+    }
   });
 
   it("archive keeps the stream under a new name; two archives in one millisecond both survive", async () => {
