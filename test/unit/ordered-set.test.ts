@@ -55,10 +55,12 @@ describe("OrderedSet", () => {
 
   it("a bounded FIFO of 50,000 keys evicting one per insert holds no more than it must", () => {
     const s = new OrderedSet<number>();
+    let wrong = 0;
     for (let i = 0; i < 200_000; i++) {
       s.add(i);
-      if (s.size > 50_000) expect(s.shift()).toBe(i - 50_000);
+      if (s.size > 50_000 && s.shift() !== i - 50_000) wrong++;
     }
+    expect(wrong).toBe(0);
     expect(s.size).toBe(50_000);
     expect(s.oldest()).toBe(150_000);
     expect(s.slots()).toBe(50_000);
