@@ -110,3 +110,49 @@ export class OrderedSet<K> implements Iterable<K> {
     this.#head = 0;
   }
 }
+
+/**
+ * A Map holding at most `max` entries: `set` makes an entry the newest, `touch` marks one
+ * recently used, and past `max` the oldest go (evicted through an OrderedSet, in O(1)).
+ */
+export class BoundedMap<K, V> {
+  readonly #values = new Map<K, V>();
+  readonly #order = new OrderedSet<K>();
+
+  constructor(readonly max: number) {}
+
+  get size(): number {
+    return this.#values.size;
+  }
+
+  get(key: K): V | undefined {
+    return this.#values.get(key);
+  }
+
+  /** Sets `key` as the newest entry; the oldest beyond `max` are dropped. */
+  set(key: K, value: V): this {
+    this.#values.set(key, value);
+    this.#order.add(key);
+    while (this.#values.size > this.max) {
+      const oldest = this.#order.shift();
+      if (oldest === undefined) break;
+      this.#values.delete(oldest);
+    }
+    return this;
+  }
+
+  /** Marks a held key as the newest (recently used); a no-op for a key not held. */
+  touch(key: K): void {
+    if (this.#values.has(key)) this.#order.add(key);
+  }
+
+  delete(key: K): boolean {
+    this.#order.delete(key);
+    return this.#values.delete(key);
+  }
+
+  clear(): void {
+    this.#values.clear();
+    this.#order.clear();
+  }
+}

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { OrderedSet } from "../ordered-set.js";
+import { BoundedMap } from "../ordered-set.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "./providers/types.js";
 
@@ -144,32 +144,27 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
   return units;
 }
 
-/**
- * Unit estimates by the id of the unit's first message, checked against its session, its
- * number of messages and its last message's id: a unit is a pure function of a run of
- * consecutive transcript messages, and a transcript never rewrites an id (appending an
- * existing id is a no-op). A plain Map with a size cap, not a WeakMap keyed by the message
- * objects: a window read from disk brings fresh objects every step, and under load past the
- * tail cache the millions of dead WeakMap entries made each full GC so slow (ephemeron
- * marking) that the heap grew to gigabytes. The ids are the messages' own strings: no key is
- * built per lookup.
- */
 interface UnitCost {
   sessionId: string;
   count: number;
   lastId: string;
   cost: number;
 }
-const unitCosts = new Map<string, UnitCost>();
-/** The keys of `unitCosts`, oldest first (a Map's own order is slow to evict from: see OrderedSet). */
-const unitCostOrder = new OrderedSet<string>();
+
 /**
- * An estimate saves its re-serialisation only while its messages are in the fs tail cache (a
- * window read from disk costs far more than counting it): 8M chars of short messages are ~22k
- * units. Each entry holds ~250 B of heap; 50k entries were 12 MB, and with more long sessions
- * than fit, a FIFO cache misses every lookup anyway.
+ * Unit estimates by the id of the unit's first message, checked against its session, its
+ * number of messages and its last message's id: a unit is a pure function of a run of
+ * consecutive transcript messages, and a transcript never rewrites an id (appending an
+ * existing id is a no-op). The ids are the messages' own strings: no key is built per lookup.
+ * Bounded and keyed by strings, not a WeakMap keyed by the message objects: a window read from
+ * disk brings fresh objects every step, and under load past the tail cache the millions of dead
+ * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
+ * 24k entries: an estimate saves its re-serialisation only while its messages are in the fs tail
+ * cache (a window read from disk costs far more than counting it), and 8M chars of short
+ * messages are ~22k units; each entry holds ~250 B (50k were ~12 MB, and with more long
+ * sessions than fit, missed every lookup anyway).
  */
-const UNIT_COSTS_MAX = 24_000;
+const unitCosts = new BoundedMap<string, UnitCost>(24_000);
 
 /**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
@@ -193,14 +188,8 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     }
     const cost = estimateTokens(units[i]);
     out[i] = cost;
-    if (first && last) {
-      if (hit === undefined && unitCosts.size >= UNIT_COSTS_MAX) {
-        const oldest = unitCostOrder.shift();
-        if (oldest !== undefined) unitCosts.delete(oldest);
-      }
+    if (first && last)
       unitCosts.set(first.id, { sessionId: first.sessionId, count: src!.length, lastId: last.id, cost });
-      unitCostOrder.add(first.id);
-    }
   }
   return out;
 }

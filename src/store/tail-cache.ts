@@ -5,9 +5,11 @@
  * An entry is a suffix of the file's valid messages, in file order: exactly what a backwards
  * scan would parse (torn or unreadable lines are never in it). `complete` says the suffix
  * starts at the first message of the file, so a read wanting more than is cached is still
- * served. The owner (FsTranscriptStore) keeps entries true: it extends them after every
- * successful append, drops them when an append fails or a file is archived, and only touches
- * them from inside the file's queue.
+ * served. The owner keeps entries true and only touches an entry from inside that transcript's
+ * queue: FsTranscriptStore (the only writer of its files) extends them after every successful
+ * append and drops them when an append fails or a file is archived; RedisTranscriptStore (many
+ * processes append) extends them on read with what the stream gained since, checked against the
+ * stream's length kept in the entry's `meta`.
  *
  * Messages are kept parsed (as `JSON.parse` of their line returned them) and never handed
  * out: a read gets deep copies (`cloneJson`, ~15× cheaper than parsing the line again), so

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { OrderedSet } from "../../src/ordered-set.js";
+import { BoundedMap, OrderedSet } from "../../src/ordered-set.js";
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;
@@ -64,5 +64,26 @@ describe("OrderedSet", () => {
     expect(s.size).toBe(50_000);
     expect(s.oldest()).toBe(150_000);
     expect(s.slots()).toBe(50_000);
+  });
+});
+
+describe("BoundedMap", () => {
+  it("holds at most max entries, dropping the least recently set or touched", () => {
+    const m = new BoundedMap<string, number>(3);
+    m.set("a", 1).set("b", 2).set("c", 3);
+    m.touch("a"); // b is now the oldest
+    m.touch("zz"); // not held: nothing changes
+    m.set("d", 4);
+    expect(m.get("b")).toBeUndefined();
+    expect([m.get("a"), m.get("c"), m.get("d"), m.size]).toEqual([1, 3, 4, 3]);
+    m.set("c", 30); // replacing makes it the newest: a is the oldest
+    m.set("e", 5);
+    expect(m.get("a")).toBeUndefined();
+    expect(m.get("c")).toBe(30);
+    expect(m.delete("c")).toBe(true);
+    m.set("f", 6).set("g", 7); // c's deletion left room for one: d goes
+    expect([m.get("d"), m.get("e"), m.get("f"), m.get("g"), m.size]).toEqual([undefined, 5, 6, 7, 3]);
+    m.clear();
+    expect(m.size).toBe(0);
   });
 });

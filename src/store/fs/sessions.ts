@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { InvalidParamsError } from "../../errors.js";
 import { Journal, type LineAt, UNREADABLE } from "../../journal/index.js";
 import type { Logger } from "../../log.js";
-import { OrderedSet } from "../../ordered-set.js";
+import { BoundedMap } from "../../ordered-set.js";
 import { assertRecord, mergePatch, SESSION_IDENTITY, sessionProblem } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
@@ -189,10 +189,8 @@ export class FsSessionStore implements SessionStore {
   private journal!: Journal<SessionRecord>;
   private readonly index: SessionIndex<SessionRef>;
   private readonly segments = new Segments();
-  /** key → its parsed entry, for the ref it was parsed from. */
-  private readonly cache = new Map<string, { ref: SessionRef; entry: SessionEntry }>();
-  /** The keys of `cache`, least recently used first. */
-  private readonly cacheOrder = new OrderedSet<string>();
+  /** key → its parsed entry, for the ref it was parsed from; least recently used evicted first. */
+  private readonly cache = new BoundedMap<string, { ref: SessionRef; entry: SessionEntry }>(CACHED_ENTRIES);
 
   private constructor(
     private readonly warnings: WarningSink,
@@ -297,7 +295,6 @@ export class FsSessionStore implements SessionStore {
       await this.journal.append({ del: key }, () => {
         this.index.remove(key);
         this.cache.delete(key);
-        this.cacheOrder.delete(key);
       });
       return true;
     });
@@ -334,7 +331,6 @@ export class FsSessionStore implements SessionStore {
     await this.journal.close();
     this.segments.closeAll();
     this.cache.clear();
-    this.cacheOrder.clear();
   }
 
   private write({ entry, json }: NormalizedEntry): Promise<void> {
@@ -367,7 +363,7 @@ export class FsSessionStore implements SessionStore {
   private entryOf(ref: SessionRef): SessionEntry | null {
     const hit = this.cache.get(ref.key);
     if (hit !== undefined && hit.ref === ref) {
-      this.cacheOrder.add(ref.key);
+      this.cache.touch(ref.key);
       return hit.entry;
     }
     let entry: SessionEntry | null = null;
@@ -389,11 +385,6 @@ export class FsSessionStore implements SessionStore {
 
   private remember(ref: SessionRef, entry: SessionEntry): void {
     this.cache.set(ref.key, { ref, entry });
-    this.cacheOrder.add(ref.key);
-    if (this.cache.size > CACHED_ENTRIES) {
-      const oldest = this.cacheOrder.shift();
-      if (oldest !== undefined) this.cache.delete(oldest);
-    }
   }
 
   /** A snapshot is in place: entries unchanged since its rotation now point into it. */

@@ -3,7 +3,7 @@ import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
-import { OrderedSet } from "../../ordered-set.js";
+import { BoundedMap } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
 import { cloneJson, TailCache, type TailCacheLimits } from "../tail-cache.js";
 import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
@@ -66,11 +66,9 @@ const DEFAULT_TAIL_CACHE: TailCacheLimits = {
 export class FsTranscriptStore implements TranscriptStore {
   private readonly serial = new KeyedSerial();
   private readonly handles = new Map<string, OpenTranscript>();
-  private readonly counts = new Map<string, number>();
-  /** The files of `counts`, oldest first (the first evicted). */
-  private readonly countOrder = new OrderedSet<string>();
+  /** Message counts by file, the least recently counted or appended to evicted first. */
+  private readonly counts: BoundedMap<string, number>;
   private readonly maxOpenFiles: number;
-  private readonly maxCachedCounts: number;
   private readonly tails: TailCache | null;
   private tailBytesRead = 0;
   private countBytesRead = 0;
@@ -78,7 +76,7 @@ export class FsTranscriptStore implements TranscriptStore {
 
   constructor(private readonly opts: FsTranscriptStoreOptions) {
     this.maxOpenFiles = opts.maxOpenFiles ?? 1024;
-    this.maxCachedCounts = opts.maxCachedCounts ?? 50_000;
+    this.counts = new BoundedMap(opts.maxCachedCounts ?? 50_000);
     const t = opts.tailCache;
     const limits: TailCacheLimits = {
       maxLinesPerFile: t?.maxLinesPerFile ?? DEFAULT_TAIL_CACHE.maxLinesPerFile,
@@ -173,12 +171,7 @@ export class FsTranscriptStore implements TranscriptStore {
       const cached = this.counts.get(file);
       if (cached !== undefined) return cached;
       const n = await this.countLines(file);
-      if (this.counts.size >= this.maxCachedCounts) {
-        const oldest = this.countOrder.shift();
-        if (oldest !== undefined) this.counts.delete(oldest);
-      }
       this.counts.set(file, n);
-      this.countOrder.add(file);
       return n;
     });
   }
@@ -198,7 +191,6 @@ export class FsTranscriptStore implements TranscriptStore {
     return this.serial.run(file, async () => {
       await this.closeHandle(file); // an open append handle would follow the renamed file
       this.counts.delete(file);
-      this.countOrder.delete(file);
       this.tails?.delete(file);
       if ((await fileSize(file)) < 0) return null;
       const first = this.archivedLocation(ref, reason, opts.at ?? this.opts.now());
