@@ -129,6 +129,10 @@ export class BoundedMap<K, V> {
     return this.#values.get(key);
   }
 
+  has(key: K): boolean {
+    return this.#values.has(key);
+  }
+
   /** Sets `key` as the newest entry; the oldest beyond `max` are dropped. */
   set(key: K, value: V): this {
     this.#values.set(key, value);

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { NotSupportedError, SwitchboardError } from "../../src/errors.js";
+import { BoundedMap } from "../../src/ordered-set.js";
 import { toSwitchboardError } from "./errors.js";
 
 const created = z.looseObject({ id: z.string().min(1) });
@@ -29,13 +30,15 @@ export interface DiscordOutboundOptions {
  * thread's channel id and takes precedence over `to`.
  */
 export class DiscordOutbound {
-  /** user id → DM channel id, oldest first (Map order) so the cache can be bounded. */
-  private readonly dms = new Map<string, string>();
+  /** user id → DM channel id, the least recently remembered dropped past `dmCacheSize`. */
+  private readonly dms: BoundedMap<string, string>;
 
   constructor(
     private readonly rest: REST,
     private readonly opts: DiscordOutboundOptions,
-  ) {}
+  ) {
+    this.dms = new BoundedMap(opts.dmCacheSize);
+  }
 
   /** The bot's own identity (`GET /users/@me`): checks the token without opening the gateway. */
   async whoAmI(): Promise<{ id: string; username: string }> {
@@ -44,12 +47,7 @@ export class DiscordOutbound {
   }
 
   rememberDm(userId: string, channelId: string): void {
-    this.dms.delete(userId);
     this.dms.set(userId, channelId);
-    if (this.dms.size > this.opts.dmCacheSize) {
-      const oldest = this.dms.keys().next().value;
-      if (oldest !== undefined) this.dms.delete(oldest);
-    }
   }
 
   /**

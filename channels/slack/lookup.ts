@@ -1,25 +1,6 @@
 import type { webApi } from "@slack/bolt";
+import { BoundedMap } from "../../src/ordered-set.js";
 import type { ChannelType } from "./inbound.js";
-
-/** A small bounded cache: oldest entry evicted first. */
-class Bounded<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly max: number) {}
-  get(k: string): V | undefined {
-    return this.map.get(k);
-  }
-  has(k: string): boolean {
-    return this.map.has(k);
-  }
-  set(k: string, v: V): void {
-    this.map.delete(k);
-    this.map.set(k, v);
-    if (this.map.size > this.max) {
-      const oldest = this.map.keys().next().value;
-      if (oldest !== undefined) this.map.delete(oldest);
-    }
-  }
-}
 
 /**
  * What the adapter learns about users and conversations: display names (users.info),
@@ -28,17 +9,17 @@ class Bounded<V> {
  * not cached, so a missing scope only costs the name, never the message.
  */
 export class SlackDirectory {
-  private readonly names: Bounded<string | undefined>;
-  private readonly types: Bounded<ChannelType>;
-  private readonly dms: Bounded<string>;
+  private readonly names: BoundedMap<string, string | undefined>;
+  private readonly types: BoundedMap<string, ChannelType>;
+  private readonly dms: BoundedMap<string, string>;
 
   constructor(
     private readonly client: webApi.WebClient,
     size: number,
   ) {
-    this.names = new Bounded(size);
-    this.types = new Bounded(size);
-    this.dms = new Bounded(size);
+    this.names = new BoundedMap(size);
+    this.types = new BoundedMap(size);
+    this.dms = new BoundedMap(size);
   }
 
   async userName(userId: string): Promise<string | undefined> {

@@ -1,19 +1,18 @@
+import { BoundedMap } from "../../src/ordered-set.js";
+
 /** A bounded set of recently seen keys (oldest evicted first), for retry and duplicate suppression. */
 export class RecentKeys {
-  private readonly keys = new Map<string, true>();
-  constructor(private readonly max: number) {}
+  private readonly keys: BoundedMap<string, true>;
+  constructor(max: number) {
+    this.keys = new BoundedMap(max);
+  }
 
   has(key: string): boolean {
     return this.keys.has(key);
   }
 
   add(key: string): void {
-    this.keys.delete(key);
     this.keys.set(key, true);
-    if (this.keys.size > this.max) {
-      const oldest = this.keys.keys().next().value;
-      if (oldest !== undefined) this.keys.delete(oldest);
-    }
   }
 
   delete(key: string): void {
