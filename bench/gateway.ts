@@ -28,6 +28,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const MODEL_DELAY_MS = 2;
 const TOKEN = "bench-token-0123456789abcdef";
 const CLK_TCK = 100; // Linux USER_HZ
+const RELAY = fileURLToPath(new URL("./bare-relay.js", import.meta.url));
 
 const fmt = (n: number, d = 2) => n.toFixed(d);
 const out = (s: string) => process.stdout.write(`${s}\n`);
@@ -103,11 +104,6 @@ async function startModel(): Promise<Model> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}/v1`, server, calls: () => calls, firstChunkAt };
-}
-
-function cpuTicks(pid: number): number {
-  const { user, sys } = cpuSplit(pid);
-  return user + sys;
 }
 
 /** utime and stime of `pid`, in clock ticks. */
@@ -191,9 +187,11 @@ async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promis
   throw new Error("gateway did not become healthy");
 }
 
-function startNode(args: string[], stderr: string[]): ChildProcess {
+/** Starts the gateway CLI with `args` (`gateway` false: `args` are a script and its arguments). */
+function startNode(args: string[], stderr: string[], gateway = true): ChildProcess {
   const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, "bin/switchboard.js", ...args], {
+  const entry = gateway ? ["bin/switchboard.js"] : [];
+  const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, ...entry, ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
     stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
@@ -232,6 +230,130 @@ async function throughput(
     }),
   );
   return { turns: n, perSec: n / seconds, p50: quantile(lat, 0.5) };
+}
+
+/** What one setup measured, for the ratios against the bare relay. */
+interface Figures {
+  /** Sequential turns: median latency and CPU per turn (ms). */
+  seq: { p50: number; cpuMs: number };
+  /** By client count: turns/s and CPU per turn (ms). */
+  clients: Record<number, { perSec: number; cpuMs: number }>;
+}
+
+function cpuOf(pids: () => number[]): { user: number; sys: number } {
+  return pids().reduce(
+    (s, p) => {
+      const c = cpuSplit(p);
+      return { user: s.user + c.user, sys: s.sys + c.sys };
+    },
+    { user: 0, sys: 0 },
+  );
+}
+
+/**
+ * Warm-up: V8 optimises a function only after it ran hot for a while (the first few hundred turns
+ * run partly unoptimised code); every 25th turn opens a new session, as real traffic does, so the
+ * first new session measured does not deoptimise code tuned to old ones. Spread over 16 sessions
+ * so no measured session starts with a long history.
+ */
+async function warmUp(url: string): Promise<void> {
+  const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 3000);
+  for (let i = 0; i < warmup; i++)
+    await turn(url, i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % 16}`);
+}
+
+/** Sequential turns to one session: latency and the processes' CPU per turn. */
+async function sequential(
+  url: string,
+  pids: () => number[],
+  name: string,
+  floorMs: number,
+  cpuBudget: string,
+): Promise<Figures["seq"]> {
+  const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
+  const s0 = cpuOf(pids);
+  const seq: number[] = [];
+  for (let i = 0; i < seqTurns; i++) seq.push(await turn(url, "agent:main:bench:seq"));
+  const s1 = cpuOf(pids);
+  const perTurn = (ticks: number) => (ticks * 1000) / CLK_TCK / seqTurns;
+  const cpuMs = perTurn(s1.user - s0.user + s1.sys - s0.sys);
+  const p50 = quantile(seq, 0.5);
+  out(
+    `${name}: ${seqTurns} sequential turns, one session: median ${fmt(p50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
+      `minus the model's own ${fmt(p50 - floorMs)} ms${cpuBudget ? " [≤ 1.5]" : ""}; CPU/turn ${fmt(cpuMs)} ms ` +
+      `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))})` +
+      (cpuBudget ? ` [≤ ${cpuBudget}]` : ""),
+  );
+  return { p50, cpuMs };
+}
+
+/** `clients` concurrent clients for `seconds`: turns/s and the processes' CPU per turn. */
+async function loaded(
+  url: string,
+  pids: () => number[],
+  name: string,
+  clients: number,
+  seconds: number,
+  budget: string,
+): Promise<{ perSec: number; cpuMs: number }> {
+  const cpu = () => {
+    const c = cpuOf(pids);
+    return c.user + c.sys;
+  };
+  const c0 = cpu();
+  const b0 = process.cpuUsage();
+  const t = await throughput(url, clients, seconds, `c${clients}`);
+  const cpuMs = ((cpu() - c0) * 1000) / CLK_TCK / Math.max(1, t.turns);
+  const b1 = process.cpuUsage(b0);
+  const benchMs = (b1.user + b1.system) / 1000 / Math.max(1, t.turns);
+  out(
+    `${name}: ${clients} clients × ${seconds} s: ${fmt(t.perSec, 0)} turns/s${budget}, ` +
+      `latency p50 ${fmt(t.p50)} ms, CPU/turn ${fmt(cpuMs)} ms (the bench's own clients + model: ${fmt(benchMs)} ms)`,
+  );
+  return { perSec: t.perSec, cpuMs };
+}
+
+/**
+ * The yardstick (bench/bare-relay.ts): the least a Node gateway does per turn, measured with the
+ * same warm-up, sequential and loaded phases, so the gateway's figures read against it.
+ */
+async function runBareRelay(model: Model, floorMs: number, seconds: number): Promise<Figures | null> {
+  const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-relay-"));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const stderr: string[] = [];
+  const name = "bare Node relay";
+  const relay = startNode([RELAY, String(port), model.url, dir, TOKEN], stderr, false);
+  try {
+    await waitHealthy(url, relay);
+    await warmUp(url);
+    const pids = () => (relay.pid === undefined ? [] : [relay.pid]);
+    const figures: Figures = { seq: await sequential(url, pids, name, floorMs, ""), clients: {} };
+    if (process.env.BENCH_GATEWAY_PHASES === "seq") return figures;
+    for (const clients of [16, 64])
+      figures.clients[clients] = await loaded(url, pids, name, clients, seconds, "");
+    return figures;
+  } catch (err) {
+    out(`${name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+    return null;
+  } finally {
+    await stop(relay);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The gateway's figures as multiples of the bare relay's (CPU: how many times; turns/s: what share). */
+function againstRelay(name: string, g: Figures, r: Figures): void {
+  const parts = [`sequential CPU/turn ${fmt(g.seq.cpuMs / r.seq.cpuMs)}×`];
+  for (const c of [16, 64]) {
+    const gc = g.clients[c];
+    const rc = r.clients[c];
+    if (gc && rc)
+      parts.push(
+        `${c} clients: CPU/turn ${fmt(gc.cpuMs / rc.cpuMs)}×, turns/s ${fmt((100 * gc.perSec) / rc.perSec, 0)}%`,
+      );
+  }
+  out(`${name} against the bare relay: ${parts.join("; ")}`);
 }
 
 interface Setup {
@@ -275,7 +397,12 @@ async function firstDeltaOverhead(url: string, model: Model, turns: number): Pro
   return out;
 }
 
-async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: number) {
+async function runSetup(
+  setup: Setup,
+  model: Model,
+  floorMs: number,
+  seconds: number,
+): Promise<Figures | null> {
   const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-gw-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -300,38 +427,18 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
   const pids = () => [gw.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
   try {
     await waitHealthy(url, gw);
-    // Warm up: JIT (V8 optimises a function after it ran hot for a while: the first few hundred
-    // turns run partly unoptimised code), first-session paths, worker connections. Spread over
-    // 16 sessions so no measured session starts with a long history.
-    const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 3000);
-    for (let i = 0; i < warmup; i++)
-      await turn(url, i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % 16}`);
-
-    const cpu = () => pids().reduce((s, p) => s + cpuTicks(p), 0);
-    const split = () =>
-      pids().reduce(
-        (s, p) => {
-          const c = cpuSplit(p);
-          return { user: s.user + c.user, sys: s.sys + c.sys };
-        },
-        { user: 0, sys: 0 },
-      );
-    const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
-    const s0 = split();
-    const seq: number[] = [];
-    for (let i = 0; i < seqTurns; i++) seq.push(await turn(url, "agent:main:bench:seq"));
-    const s1 = split();
-    const perTurn = (ticks: number) => (ticks * 1000) / CLK_TCK / seqTurns;
-    const seqCpuMs = perTurn(s1.user - s0.user + s1.sys - s0.sys);
-    const seqP50 = quantile(seq, 0.5);
-    out(
-      `${setup.name}: ${seqTurns} sequential turns, one session: median ${fmt(seqP50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
-        `minus the model's own ${fmt(seqP50 - floorMs)} ms [≤ 1.5]; CPU/turn ${fmt(seqCpuMs)} ms ` +
-        `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))}) ` +
-        `[≤ ${setup.workers > 0 ? "2.0 gateway + worker" : "1.0"}]`,
-    );
-    if (process.env.BENCH_GATEWAY_PHASES === "seq") return;
-    let c0 = cpu();
+    await warmUp(url);
+    const figures: Figures = {
+      seq: await sequential(
+        url,
+        pids,
+        setup.name,
+        floorMs,
+        setup.workers > 0 ? "2.0 gateway + worker" : "1.0",
+      ),
+      clients: {},
+    };
+    if (process.env.BENCH_GATEWAY_PHASES === "seq") return figures;
 
     const deltas = await firstDeltaOverhead(url, model, 30);
     out(
@@ -347,17 +454,8 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
     );
 
     for (const clients of [16, 64]) {
-      c0 = cpu();
-      const b0 = process.cpuUsage();
-      const t = await throughput(url, clients, seconds, `c${clients}`);
-      const cpuMs = ((cpu() - c0) * 1000) / CLK_TCK / Math.max(1, t.turns);
-      const b1 = process.cpuUsage(b0);
-      const benchMs = (b1.user + b1.system) / 1000 / Math.max(1, t.turns);
       const budget = clients === 64 ? (setup.workers > 0 ? " [≥ 800]" : " [≥ 1,500]") : "";
-      out(
-        `${setup.name}: ${clients} clients × ${seconds} s: ${fmt(t.perSec, 0)} turns/s${budget}, ` +
-          `latency p50 ${fmt(t.p50)} ms, CPU/turn ${fmt(cpuMs)} ms (the bench's own clients + model: ${fmt(benchMs)} ms)`,
-      );
+      figures.clients[clients] = await loaded(url, pids, setup.name, clients, seconds, budget);
     }
     out(
       `${setup.name}: RSS gateway ${fmt(rssMb(gw.pid ?? 0), 0)} MB${workers.map((w) => `, worker ${fmt(rssMb(w.pid ?? 0), 0)} MB`).join("")}`,
@@ -381,8 +479,10 @@ async function runSetup(setup: Setup, model: Model, floorMs: number, seconds: nu
       await new Promise((r) => setTimeout(r, 60_000));
       out(`${setup.name}: RSS after a minute without traffic: ${fmt(rssMb(gw.pid ?? 0), 0)} MB`);
     }
+    return figures;
   } catch (err) {
     out(`${setup.name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+    return null;
   } finally {
     await Promise.all([...workers.map(stop), stop(gw)]);
     rmSync(dir, { recursive: true, force: true });
@@ -428,7 +528,11 @@ export async function run(): Promise<void> {
         });
       }
     }
-    for (const s of setups) await runSetup(s, model, floor, seconds);
+    const relay = process.env.BENCH_GATEWAY_RELAY === "0" ? null : await runBareRelay(model, floor, seconds);
+    for (const s of setups) {
+      const figures = await runSetup(s, model, floor, seconds);
+      if (figures && relay) againstRelay(s.name, figures, relay);
+    }
   } finally {
     await new Promise<void>((r) => model.server.close(() => r()));
     out(
