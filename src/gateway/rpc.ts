@@ -40,6 +40,8 @@ export const requestSchema = z.object({
   params: z.record(z.string(), z.unknown()).optional(),
 });
 
+export type RpcRequest = z.infer<typeof requestSchema>;
+
 const WIRE_CODES: ReadonlySet<string> = new Set([
   "INVALID_PARAMS",
   "UNAUTHORIZED",
@@ -93,40 +95,51 @@ export class RpcDispatcher {
   }
 
   /**
-   * The error reply for a body that is not a well-formed call (not an object, a bad `id`, no
-   * `method`), or null when it is one. Transports answer such bodies with HTTP 400.
+   * A body checked as a call: the request, or the error reply for a body that is not a
+   * well-formed call (not an object, a bad `id`, no `method`). Transports answer such bodies with
+   * HTTP 400. The envelope is parsed once per call: `run` takes the parsed request.
    */
-  envelopeError(body: unknown): RpcReply | null {
+  envelope(body: unknown): { request: RpcRequest } | { error: RpcReply } {
     const req = requestSchema.safeParse(body);
-    if (req.success) return null;
+    if (req.success) return { request: req.data };
     const rawId = body && typeof body === "object" && "id" in body ? (body as { id: unknown }).id : null;
     const id = rpcIdSchema.safeParse(rawId).success ? rawId : null;
     return {
-      id: id ?? null,
-      ok: false,
-      error: { code: "INVALID_PARAMS", message: formatIssues(req.error.issues, "request: ") },
+      error: {
+        id: id ?? null,
+        ok: false,
+        error: { code: "INVALID_PARAMS", message: formatIssues(req.error.issues, "request: ") },
+      },
     };
   }
 
+  /** The error reply for a body that is not a well-formed call, or null when it is one. */
+  envelopeError(body: unknown): RpcReply | null {
+    const e = this.envelope(body);
+    return "error" in e ? e.error : null;
+  }
+
   /** Dispatches one already-parsed request body. Never throws. */
-  async dispatch(body: unknown): Promise<RpcReply> {
-    const bad = this.envelopeError(body);
-    if (bad) return bad;
-    const req = requestSchema.safeParse(body);
-    if (!req.success) return { id: null, ok: false, error: { code: "INVALID_PARAMS", message: "request" } };
-    const id = req.data.id;
-    const m = this.#methods.get(req.data.method);
+  dispatch(body: unknown): Promise<RpcReply> {
+    const e = this.envelope(body);
+    return "error" in e ? Promise.resolve(e.error) : this.run(e.request);
+  }
+
+  /** Runs a request `envelope` accepted. Never throws. */
+  async run(req: RpcRequest): Promise<RpcReply> {
+    const id = req.id;
+    const m = this.#methods.get(req.method);
     if (!m) {
       return {
         id: id ?? null,
         ok: false,
         error: {
           code: "NOT_FOUND",
-          message: `unknown method "${req.data.method}"; available: ${this.names().join(", ")}`,
+          message: `unknown method "${req.method}"; available: ${this.names().join(", ")}`,
         },
       };
     }
-    const params = m.params.safeParse(req.data.params ?? {});
+    const params = m.params.safeParse(req.params ?? {});
     if (!params.success) {
       return {
         id: id ?? null,

@@ -241,9 +241,9 @@ export class GatewayServer {
         error: { code: "INVALID_PARAMS", message: `request body is ${parsed.message}` },
       });
     }
-    const bad = this.opts.rpc.envelopeError(parsed.value);
-    if (bad) return reply.status(400).send(bad);
-    const result = await this.opts.rpc.dispatch(parsed.value);
+    const call = this.opts.rpc.envelope(parsed.value);
+    if ("error" in call) return reply.status(400).send(call.error);
+    const result = await this.opts.rpc.run(call.request);
     const text =
       safeStringify(result) ??
       JSON.stringify({
