@@ -317,17 +317,27 @@ async function loaded(
  * The yardstick (bench/bare-relay.ts): the least a Node gateway does per turn, measured with the
  * same warm-up, sequential and loaded phases, so the gateway's figures read against it.
  */
-async function runBareRelay(model: Model, floorMs: number, seconds: number): Promise<Figures | null> {
+async function runBareRelay(
+  model: Model,
+  floorMs: number,
+  seconds: number,
+  bullmq?: { redisUrl: string; prefix: string },
+): Promise<Figures | null> {
   const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-relay-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const stderr: string[] = [];
-  const name = "bare Node relay";
-  const relay = startNode([RELAY, String(port), model.url, dir, TOKEN], stderr, false);
+  const name = bullmq ? "bare BullMQ relay, 1 worker" : "bare Node relay";
+  const relayArgs = [RELAY, String(port), model.url, dir, TOKEN];
+  if (bullmq) relayArgs.push(bullmq.redisUrl, bullmq.prefix);
+  const relay = startNode(relayArgs, stderr, false);
+  const workers = bullmq
+    ? [startNode([RELAY, "worker", model.url, bullmq.redisUrl, bullmq.prefix], stderr, false)]
+    : [];
   try {
     await waitHealthy(url, relay);
     await warmUp(url);
-    const pids = () => (relay.pid === undefined ? [] : [relay.pid]);
+    const pids = () => [relay.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
     const figures: Figures = { seq: await sequential(url, pids, name, floorMs, ""), clients: {} };
     if (process.env.BENCH_GATEWAY_PHASES === "seq") return figures;
     for (const clients of [16, 64])
@@ -337,13 +347,32 @@ async function runBareRelay(model: Model, floorMs: number, seconds: number): Pro
     out(`${name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
     return null;
   } finally {
-    await stop(relay);
+    await Promise.all([...workers.map(stop), stop(relay)]);
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+/** Deletes the bench's keys (`{<prefix>…`) from Redis. */
+async function dropKeys(redisUrl: string, prefix: string): Promise<void> {
+  const { Redis } = await import("ioredis");
+  const client = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await client.connect();
+    let cursor = "0";
+    do {
+      const [next, keys] = await client.scan(cursor, "MATCH", `{${prefix}*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) await client.unlink(...keys);
+    } while (cursor !== "0");
+  } catch (err) {
+    out(`could not remove the bench's Redis keys ({${prefix}…): ${(err as Error).message}`);
+  } finally {
+    client.disconnect();
+  }
+}
+
 /** The gateway's figures as multiples of the bare relay's (CPU: how many times; turns/s: what share). */
-function againstRelay(name: string, g: Figures, r: Figures): void {
+function againstRelay(name: string, g: Figures, r: Figures, yardstick: string): void {
   const parts = [`sequential CPU/turn ${fmt(g.seq.cpuMs / r.seq.cpuMs)}×`];
   for (const c of [16, 64]) {
     const gc = g.clients[c];
@@ -353,7 +382,7 @@ function againstRelay(name: string, g: Figures, r: Figures): void {
         `${c} clients: CPU/turn ${fmt(gc.cpuMs / rc.cpuMs)}×, turns/s ${fmt((100 * gc.perSec) / rc.perSec, 0)}%`,
       );
   }
-  out(`${name} against the bare relay: ${parts.join("; ")}`);
+  out(`${name} against the ${yardstick}: ${parts.join("; ")}`);
 }
 
 interface Setup {
@@ -523,16 +552,25 @@ export async function run(): Promise<void> {
         setups.push({
           name: `redis+bullmq, ${workers} worker${workers > 1 ? "s" : ""}`,
           storage: { driver: "redis", redisUrl, prefix: `${prefix}w${workers}` },
-          queue: { driver: "bullmq", redisUrl, concurrency: 64 },
+          // Its own queue prefix too: the default ("sb") is a running gateway's on the same Redis.
+          queue: { driver: "bullmq", redisUrl, concurrency: 64, prefix: `${prefix}q${workers}` },
           workers,
         });
       }
     }
-    const relay = process.env.BENCH_GATEWAY_RELAY === "0" ? null : await runBareRelay(model, floor, seconds);
+    const relays = process.env.BENCH_GATEWAY_RELAY !== "0";
+    const relay = relays && drivers.includes("local") ? await runBareRelay(model, floor, seconds) : null;
+    const bullRelay =
+      relays && drivers.includes("bullmq")
+        ? await runBareRelay(model, floor, seconds, { redisUrl, prefix: `${prefix}relay` })
+        : null;
     for (const s of setups) {
       const figures = await runSetup(s, model, floor, seconds);
-      if (figures && relay) againstRelay(s.name, figures, relay);
+      const yardstick = s.workers > 0 ? bullRelay : relay;
+      if (figures && yardstick)
+        againstRelay(s.name, figures, yardstick, s.workers > 0 ? "bare BullMQ relay" : "bare Node relay");
     }
+    if (drivers.includes("bullmq")) await dropKeys(redisUrl, prefix);
   } finally {
     await new Promise<void>((r) => model.server.close(() => r()));
     out(
