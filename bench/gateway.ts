@@ -5,7 +5,9 @@
  * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat and its RSS. The same on redis +
- * bullmq with one and two worker processes (their CPU is added to the gateway's).
+ * bullmq with one and two worker processes (their CPU is added to the gateway's). Yardsticks from the
+ * same run: a bare Node relay and a bare BullMQ relay (bench/bare-relay.ts) through the same phases,
+ * and each setup's CPU/turn and turns/s against them (BENCH_GATEWAY_RELAY=0 skips them).
  *
  * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_SEQ_TURNS (default
  * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS

@@ -113,12 +113,6 @@ export class RpcDispatcher {
     };
   }
 
-  /** The error reply for a body that is not a well-formed call, or null when it is one. */
-  envelopeError(body: unknown): RpcReply | null {
-    const e = this.envelope(body);
-    return "error" in e ? e.error : null;
-  }
-
   /** Dispatches one already-parsed request body. Never throws. */
   dispatch(body: unknown): Promise<RpcReply> {
     const e = this.envelope(body);

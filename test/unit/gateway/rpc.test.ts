@@ -34,8 +34,7 @@ describe("RpcDispatcher", () => {
     const e = rpc.envelope({ id: 7, params: {} });
     expect("error" in e && e.error).toMatchObject({ id: 7, ok: false, error: { code: "INVALID_PARAMS" } });
     expect("error" in e && e.error.ok === false && e.error.error.message).toMatch(/request: .*method/);
-    expect(rpc.envelopeError({ id: 7, params: {} })).toEqual("error" in e ? e.error : null);
-    expect(rpc.envelopeError({ id: 7, method: "echo" })).toBeNull();
+    expect(rpc.envelope({ id: 7, method: "echo" })).toEqual({ request: { id: 7, method: "echo" } });
     expect(await rpc.dispatch("not an object")).toMatchObject({
       id: null,
       ok: false,
