@@ -17,10 +17,11 @@
  *        node dist/bench/bare-relay.js worker <modelBaseUrl> <redisUrl> <prefix>
  */
 import { fdatasync, openSync, writeSync } from "node:fs";
-import { Agent, createServer, type IncomingMessage, request } from "node:http";
+import { Agent, createServer, request } from "node:http";
 import path from "node:path";
 import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
+import { readText } from "./read-text.js";
 
 const argv = process.argv.slice(2);
 const role = argv[0] === "worker" ? "worker" : "gateway";
@@ -111,34 +112,13 @@ function callModel(body: string): Promise<{ choices: Array<{ message: { content:
         },
       },
       (res) => {
-        let s = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => {
-          s += c;
-        });
-        res.on("end", () => {
-          try {
-            resolve(JSON.parse(s));
-          } catch (err) {
-            reject(err);
-          }
-        });
+        readText(res)
+          .then((s) => resolve(JSON.parse(s)))
+          .catch(reject);
       },
     );
     req.on("error", reject);
     req.end(body);
-  });
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let s = "";
-    req.setEncoding("utf8");
-    req.on("data", (c: string) => {
-      s += c;
-    });
-    req.on("end", () => resolve(s));
-    req.on("error", reject);
   });
 }
 
@@ -170,23 +150,24 @@ async function fsTurn(key: string, text: string): Promise<{ runId: string; reply
 }
 
 /** bullmq role (HTTP side): one job per turn, answered by a PUBLISH on `{<prefix>}:done`. */
-function bullmqTurns(
+async function bullmqTurns(
   url: string,
   tag: string,
-): (key: string, text: string) => Promise<{ runId: string; reply: string }> {
+): Promise<(key: string, text: string) => Promise<{ runId: string; reply: string }>> {
   const queue = new Queue("relay", { connection: redis(url), prefix: `{${tag}}` });
   const sub = redis(url);
-  const waiting = new Map<string, (reply: string) => void>();
-  void sub.subscribe(`{${tag}}:done`);
+  const replies = new Map<string, (reply: string) => void>();
   sub.on("message", (_channel: string, raw: string) => {
     const i = raw.indexOf(" ");
     const id = raw.slice(0, i);
-    waiting.get(id)?.(raw.slice(i + 1));
-    waiting.delete(id);
+    replies.get(id)?.(raw.slice(i + 1));
+    replies.delete(id);
   });
+  // Subscribed before the server listens (and /healthz answers), so no reply can be missed.
+  await sub.subscribe(`{${tag}}:done`);
   return async (key, text) => {
     const runId = `r${process.pid}-${++seq}`;
-    const done = new Promise<string>((resolve) => waiting.set(runId, resolve));
+    const done = new Promise<string>((resolve) => replies.set(runId, resolve));
     await queue.add("turn", { key, text }, { jobId: runId, removeOnComplete: true, removeOnFail: true });
     return { runId, reply: await done };
   };
@@ -214,7 +195,7 @@ function startWorker(url: string, tag: string): void {
 
 if (role === "worker") startWorker(redisUrl ?? "", prefix ?? "");
 else {
-  const turn = redisUrl ? bullmqTurns(redisUrl, prefix ?? "bare") : fsTurn;
+  const turn = redisUrl ? await bullmqTurns(redisUrl, prefix ?? "bare") : fsTurn;
   const server = createServer(async (req, res) => {
     const reply = (status: number, payload: unknown) => {
       const text = JSON.stringify(payload);
@@ -228,7 +209,7 @@ else {
     if (req.method !== "POST" || req.url !== "/rpc") return reply(404, { ok: false });
     if (req.headers.authorization !== auth) return reply(401, { ok: false });
     try {
-      const msg = JSON.parse(await readBody(req)) as {
+      const msg = JSON.parse(await readText(req)) as {
         id?: unknown;
         params?: { sessionKey?: string; message?: string };
       };

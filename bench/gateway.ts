@@ -25,6 +25,7 @@ import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { readText } from "./read-text.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MODEL_DELAY_MS = 2;
@@ -62,12 +63,7 @@ async function startModel(): Promise<Model> {
   let calls = 0;
   const firstChunkAt = new Map<string, number>();
   const server = createServer((req, res) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (c: string) => {
-      body += c;
-    });
-    req.on("end", () => {
+    void readText(req).then((body) => {
       calls++;
       const stream = body.includes('"stream":true');
       setTimeout(() => {
@@ -141,13 +137,7 @@ function postJson(url: string, payload: string, headers: Record<string, string> 
         },
       },
       (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => {
-          body += c;
-        });
-        res.on("end", () => resolve(body));
-        res.on("error", reject);
+        readText(res).then(resolve, reject);
       },
     );
     req.on("error", reject);
