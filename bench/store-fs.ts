@@ -20,6 +20,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -50,6 +51,12 @@ export interface StoreFsBenchResult {
   loadAverage: number;
   openMs: number;
   openCpuMs: number;
+  /** How the open loaded the snapshot (FsSessionStore.snapshotLoad): "sidecar" in steady state. */
+  openFrom: string;
+  /** The same open without the sidecar (the first open after an upgrade: the snapshot scanned). */
+  scanOpenMs: number;
+  scanOpenCpuMs: number;
+  scanRssAfterOpenMb: number;
   listFirstMs: number;
   listMedianMs: number;
   listAgentMedianMs: number;
@@ -79,6 +86,9 @@ type Measured = Omit<
   | "generateTranscriptMs"
   | "transcriptBytes"
   | "loadAverage"
+  | "scanOpenMs"
+  | "scanOpenCpuMs"
+  | "scanRssAfterOpenMb"
 >;
 
 function sessionEntry(i: number, now: number): SessionEntry {
@@ -210,6 +220,7 @@ async function measure(stateDir: string): Promise<Measured> {
   const cpu = process.cpuUsage(cpu0);
   const rssAfterOpen = process.memoryUsage().rss;
   if ((await store.sessions.count()) !== SESSIONS) throw new Error("bench: sessions missing after open");
+  const openFrom = store.sessions.snapshotLoad;
 
   const listFirstMs = await timed(() => store.sessions.list({ limit: 200 }));
   const listMedianMs = await medianOf(() => store.sessions.list({ limit: 200 }));
@@ -255,6 +266,7 @@ async function measure(stateDir: string): Promise<Measured> {
   return {
     openMs: round(openMs),
     openCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    openFrom,
     listFirstMs: round(listFirstMs),
     listMedianMs: round(listMedianMs),
     listAgentMedianMs: round(listAgentMedianMs),
@@ -314,11 +326,40 @@ function childNodeFlags(): string[] {
   return (process.env.SB_BENCH_NODE_FLAGS ?? "--max-semi-space-size=4").split(/\s+/).filter(Boolean);
 }
 
-async function measureInChild(stateDir: string, workDir: string): Promise<Measured> {
+/** Runs in a fresh child: the open alone (the parent has moved the sidecar away). */
+async function measureOpen(stateDir: string): Promise<ScanOpen> {
+  const cpu0 = process.cpuUsage();
+  const t = performance.now();
+  const store = await createFsStore({ stateDir, logger: silentLogger() });
+  const scanOpenMs = performance.now() - t;
+  const cpu = process.cpuUsage(cpu0);
+  const scanRssAfterOpenMb = mb(process.memoryUsage().rss);
+  if (store.sessions.snapshotLoad !== "scan") throw new Error("bench: the scan open did not scan");
+  await store.close();
+  return {
+    scanOpenMs: round(scanOpenMs),
+    scanOpenCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    scanRssAfterOpenMb,
+  };
+}
+
+type ScanOpen = Pick<StoreFsBenchResult, "scanOpenMs" | "scanOpenCpuMs" | "scanRssAfterOpenMb">;
+
+async function measureInChild<T>(
+  stateDir: string,
+  workDir: string,
+  mode: "--measure" | "--measure-open",
+): Promise<T> {
   const self = fileURLToPath(import.meta.url);
-  const script = self.endsWith(".ts") ? await transpileSelf(path.join(workDir, "js")) : self;
+  const script = existsSync(path.join(workDir, "js"))
+    ? path
+        .join(workDir, "js", path.relative(path.resolve(path.dirname(self), ".."), self))
+        .replace(/\.ts$/, ".js")
+    : self.endsWith(".ts")
+      ? await transpileSelf(path.join(workDir, "js"))
+      : self;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...childNodeFlags(), script, "--measure", stateDir], {
+    const child = spawn(process.execPath, [...childNodeFlags(), script, mode, stateDir], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";
@@ -329,7 +370,7 @@ async function measureInChild(stateDir: string, workDir: string): Promise<Measur
     child.on("close", (code) => {
       if (code !== 0) return reject(new Error(`bench child exited with ${code}`));
       const line = out.trim().split("\n").at(-1) ?? "";
-      resolve(JSON.parse(line) as Measured);
+      resolve(JSON.parse(line) as T);
     });
   });
 }
@@ -345,7 +386,16 @@ export async function run(): Promise<StoreFsBenchResult> {
     const generateSessionsMs = reuse ? 0 : await generateSessions(stateDir);
     const tr = reuse ? { ms: 0, bytes: 0 } : await generateTranscript(stateDir);
     const loadAverage = Math.round(os.loadavg()[0]! * 100) / 100;
-    const m = await measureInChild(stateDir, workDir);
+    const m = await measureInChild<Measured>(stateDir, workDir, "--measure");
+    // the first open after an upgrade (no sidecar yet): the snapshot's lines are scanned
+    const idx = path.join(stateDir, "sessions", "index.snapshot.idx");
+    renameSync(idx, `${idx}.bench`);
+    let scan: ScanOpen;
+    try {
+      scan = await measureInChild<ScanOpen>(stateDir, workDir, "--measure-open");
+    } finally {
+      renameSync(`${idx}.bench`, idx);
+    }
     const result: StoreFsBenchResult = {
       bench: "store-fs",
       sessions: SESSIONS,
@@ -355,6 +405,7 @@ export async function run(): Promise<StoreFsBenchResult> {
       generateTranscriptMs: Math.round(tr.ms),
       transcriptBytes: tr.bytes,
       ...m,
+      ...scan,
     };
     printTable(result);
     console.log(JSON.stringify(result));
@@ -369,7 +420,10 @@ function printTable(r: StoreFsBenchResult): void {
     [`create ${K} sessions via API (+ compaction)`, `${r.generateSessionsMs} ms`, ""],
     ["write 1M-message transcript (raw)", `${r.generateTranscriptMs} ms`, `${mb(r.transcriptBytes)} MB`],
     [`open with ${K} sessions: wall`, `${r.openMs} ms`, SCALE ? "≤ 3000 ms" : "≤ 1000 ms"],
-    [`open with ${K} sessions: CPU (all threads)`, `${r.openCpuMs} ms`, ""],
+    [`open with ${K} sessions: CPU (all threads)`, `${r.openCpuMs} ms`, `from the ${r.openFrom}`],
+    [`open with ${K} sessions, no sidecar (scan): wall`, `${r.scanOpenMs} ms`, "first open after upgrading"],
+    [`open with ${K} sessions, no sidecar (scan): CPU`, `${r.scanOpenCpuMs} ms`, ""],
+    [`RSS after the scan open`, `${r.scanRssAfterOpenMb} MB`, ""],
     ["list limit 200: first", `${r.listFirstMs} ms`, "≤ 50 ms"],
     ["list limit 200: median", `${r.listMedianMs} ms`, "≤ 5 ms"],
     ["list agentId limit 200: median", `${r.listAgentMedianMs} ms`, ""],
@@ -404,8 +458,9 @@ const isMain =
   process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
 if (isMain) {
   const i = process.argv.indexOf("--measure");
-  if (i !== -1) {
-    measure(process.argv[i + 1]!).then(
+  const o = process.argv.indexOf("--measure-open");
+  if (i !== -1 || o !== -1) {
+    (i !== -1 ? measure(process.argv[i + 1]!) : measureOpen(process.argv[o + 1]!)).then(
       (m) => console.log(JSON.stringify(m)),
       (err: unknown) => {
         console.error(err);

@@ -55,6 +55,14 @@ export class SessionIndex<T extends IndexedSession> {
   /** While loading only `byKey` is maintained; `build()` derives the rest in one pass. */
   private loading = true;
   /**
+   * While loading: every entry so far came in (updatedAt, key) order within its partition
+   * (archived, live) and none replaced another — a snapshot's own order — so `byKey`'s insertion
+   * order is already sorted and `build()` needs no sort (a million-entry sort is ~0.3 s).
+   */
+  private inOrder = true;
+  private lastLive: T | undefined;
+  private lastArchived: T | undefined;
+  /**
    * The lookups by sessionId, label and spawnedBy are not needed to open or to list: `build()`
    * leaves them to `buildLookups()` (a background pass, or the first call that needs them),
    * which at a million sessions keeps about a second off the start-up.
@@ -88,13 +96,29 @@ export class SessionIndex<T extends IndexedSession> {
 
   set(entry: T): void {
     if (this.loading) {
+      const size = this.byKey.size;
       this.byKey.set(entry.key, entry);
+      if (this.inOrder) {
+        const last = entry.archived ? this.lastArchived : this.lastLive;
+        if (this.byKey.size === size || (last !== undefined && compare(last, entry) >= 0))
+          this.inOrder = false;
+        else if (entry.archived) this.lastArchived = entry;
+        else this.lastLive = entry;
+      }
       return;
     }
     const old = this.byKey.get(entry.key);
     this.byKey.set(entry.key, entry);
     if (old) this.unindex(old);
     this.index(entry);
+  }
+
+  /** While loading: forgets every entry set so far (a load that turned out unusable starts over). */
+  clearLoaded(): void {
+    if (!this.loading) return;
+    this.byKey.clear();
+    this.inOrder = true;
+    this.lastLive = this.lastArchived = undefined;
   }
 
   remove(key: string): boolean {
@@ -141,7 +165,8 @@ export class SessionIndex<T extends IndexedSession> {
 
   /** Ends the load phase: builds every derived index from `byKey` with one sort. */
   build(): void {
-    const sorted = [...this.byKey.values()].sort(compare);
+    const sorted = this.inOrder ? this.byKey.values() : [...this.byKey.values()].sort(compare);
+    this.lastLive = this.lastArchived = undefined;
     for (const e of sorted) {
       // appending in sorted order keeps every partition sorted without another sort
       if (e.archived) {

@@ -9,6 +9,7 @@ import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, Sessio
 import type { WarningSink } from "../warnings.js";
 import { type IndexedSession, SessionIndex, sessionIdHash } from "./session-index.js";
 import { FALLBACK, scanSessionLine } from "./session-line.js";
+import { readSidecar, type SnapshotFacts, type SnapshotLines, writeSidecar } from "./session-sidecar.js";
 
 /**
  * One line of `sessions/index.jsonl` (and of its snapshot): a whole entry as stored, or
@@ -191,8 +192,17 @@ export class FsSessionStore implements SessionStore {
   private readonly segments = new Segments();
   /** key → its parsed entry, for the ref it was parsed from; least recently used evicted first. */
   private readonly cache = new BoundedMap<string, { ref: SessionRef; entry: SessionEntry }>(CACHED_ENTRIES);
+  /** The sidecar being written for the newest snapshot (session-sidecar.ts), and for which. */
+  private sidecar: { gen: number; done: Promise<void> } | null = null;
+  private closing = false;
+  private loadedFrom: "none" | "sidecar" | "scan" = "none";
+  /** The snapshot the open found (as the journal described it). */
+  private snapshotSeen: SnapshotFacts | null = null;
+  /** While a snapshot is scanned at open: its entries in order, for the sidecar it lacked. */
+  private scanned: { file: string; gen: number; refs: SessionRef[]; clean: boolean } | null = null;
 
   private constructor(
+    private readonly logger: Logger,
     private readonly warnings: WarningSink,
     private readonly now: () => number,
     classifyKind: (key: string) => SessionKind,
@@ -201,7 +211,7 @@ export class FsSessionStore implements SessionStore {
   }
 
   static async open(opts: FsSessionStoreOptions): Promise<FsSessionStore> {
-    const store = new FsSessionStore(opts.warnings, opts.now, opts.classifyKind);
+    const store = new FsSessionStore(opts.logger, opts.warnings, opts.now, opts.classifyKind);
     const { index, segments } = store;
     try {
       store.journal = await Journal.open<SessionRecord>({
@@ -211,7 +221,12 @@ export class FsSessionStore implements SessionStore {
         warnings: opts.warnings,
         compactEveryAppends: opts.compactEveryAppends,
         decode: () => null, // readLine decodes every record line
-        readLine: (line, at) => readRecord(line, at, segments),
+        readLine: (line, at) => {
+          const r = readRecord(line, at, segments);
+          if (at.snapshot) store.scannedLine(r, at);
+          return r;
+        },
+        loadSnapshot: (snap) => store.loadSidecar(snap),
         replay: (r) => {
           if (r instanceof SessionRef) index.set(r);
           else index.remove(r.del);
@@ -219,7 +234,20 @@ export class FsSessionStore implements SessionStore {
         snapshot: () => index.entries(),
         serialize: (r) =>
           r instanceof SessionRef ? r.seg.read(r.off, r.len).toString("utf8") : JSON.stringify(r),
-        snapshotWritten: (w) => store.repoint(w.file, w.gen, w.records, w.offsets),
+        snapshotWritten: (w) => {
+          store.repoint(w.file, w.gen, w.records, w.offsets);
+          const n = w.records.length;
+          if (!w.records.every((r) => r instanceof SessionRef)) return;
+          const offsets = w.offsets;
+          store.startSidecar(
+            { file: w.file, gen: w.gen, bytes: offsets[n]! },
+            {
+              refs: w.records as SessionRef[],
+              first: offsets[0]!,
+              length: (i) => offsets[i + 1]! - offsets[i]! - 1,
+            },
+          );
+        },
         size: () => index.size,
         locate: true,
       });
@@ -229,6 +257,19 @@ export class FsSessionStore implements SessionStore {
     }
     segments.loaded(store.journal.livePath, store.journal.generation);
     index.build();
+    const scan = store.scanned;
+    store.scanned = null;
+    // a snapshot had to be scanned (written before sidecars, or its sidecar unfit): give the next open one
+    const seen = store.snapshotSeen;
+    if (scan?.clean && scan.file === seen?.file && scan.gen === seen.gen) {
+      const { refs } = scan;
+      const last = refs.at(-1)!;
+      if (last.off + last.len + 1 === seen.bytes) {
+        // lengths read now: a compaction re-points refs, but also stops this write before its next block
+        const lengths = Uint32Array.from(refs, (r) => r.len);
+        store.startSidecar(seen, { refs, first: refs[0]!.off, length: (i) => lengths[i]! });
+      }
+    }
     return store;
   }
 
@@ -238,6 +279,14 @@ export class FsSessionStore implements SessionStore {
    */
   startBackgroundWork(): void {
     this.index.buildLookupsInBackground();
+  }
+
+  /**
+   * How the open loaded the snapshot's entries: from its sidecar, by scanning its lines (no
+   * sidecar fit for it), or "none" (no snapshot yet). For doctor and tests.
+   */
+  get snapshotLoad(): "none" | "sidecar" | "scan" {
+    return this.loadedFrom;
   }
 
   /** Path of the live index log (for doctor and tests). */
@@ -321,13 +370,16 @@ export class FsSessionStore implements SessionStore {
     return this.index.size;
   }
 
-  /** Writes a snapshot of the index now (normally done in the background). */
-  compact(): Promise<void> {
-    return this.journal.compact();
+  /** Writes a snapshot of the index now (normally done in the background), and then its sidecar. */
+  async compact(): Promise<void> {
+    await this.journal.compact();
+    await this.sidecar?.done;
   }
 
   async close(): Promise<void> {
     await this.serial.drain();
+    this.closing = true;
+    await this.sidecar?.done;
     await this.journal.close();
     this.segments.closeAll();
     this.cache.clear();
@@ -385,6 +437,78 @@ export class FsSessionStore implements SessionStore {
 
   private remember(ref: SessionRef, entry: SessionEntry): void {
     this.cache.set(ref.key, { ref, entry });
+  }
+
+  /**
+   * Loads the snapshot's entries from its sidecar (index fields as columns, no JSON to scan);
+   * false when there is none fit for this snapshot, and the journal scans its lines instead.
+   */
+  private async loadSidecar(snap: SnapshotFacts): Promise<boolean> {
+    this.snapshotSeen = snap;
+    const seg = this.segments.atLoad({
+      file: snap.file,
+      gen: snap.gen,
+      snapshot: true,
+      offset: 0,
+      length: 0,
+    });
+    const index = this.index;
+    const got = await readSidecar(
+      snap,
+      (key, sid, agentId, updatedAt, archived, label, spawnedBy, name, off, len) => {
+        index.set(
+          new SessionRef(key, sid, agentId, updatedAt, archived, label, spawnedBy, name, seg, off, len),
+        );
+      },
+    );
+    this.loadedFrom = typeof got === "number" ? "sidecar" : "scan";
+    if (typeof got === "number") return true;
+    index.clearLoaded(); // the snapshot loads first, into an empty index: drop what a bad sidecar gave
+    this.logger.info(
+      { file: snap.file, reason: got },
+      "session index sidecar not used: scanning the snapshot",
+    );
+    return false;
+  }
+
+  /**
+   * Notes a snapshot line read by the scan. A sidecar describes every line, contiguously: one
+   * that is not a valid entry (or a deletion, which a snapshot never holds) means none.
+   */
+  private scannedLine(r: SessionRecord | null | typeof UNREADABLE, at: LineAt): void {
+    let scan = this.scanned;
+    if (scan?.file !== at.file) {
+      // the snapshot's first record line
+      scan = this.scanned = { file: at.file, gen: at.gen, refs: [], clean: true };
+    }
+    if (!scan.clean) return;
+    const prev = scan.refs.at(-1);
+    if (!(r instanceof SessionRef) || (prev !== undefined && prev.off + prev.len + 1 !== at.offset)) {
+      scan.clean = false;
+      scan.refs = [];
+      return;
+    }
+    scan.refs.push(r);
+  }
+
+  /**
+   * Writes the sidecar of the snapshot just put in place, in the background (one at a time: a
+   * newer snapshot stops an older sidecar's write). A failure only costs the next open its speed.
+   */
+  private startSidecar(snap: SnapshotFacts, lines: SnapshotLines): void {
+    const { file, gen } = snap;
+    const before = this.sidecar?.done ?? Promise.resolve();
+    const stop = () => this.closing || this.sidecar?.gen !== gen;
+    const done = before
+      .then(() => (stop() ? false : writeSidecar(snap, lines, stop)))
+      .then(
+        (written) => {
+          if (!written && !stop())
+            this.logger.info({ file }, "session index sidecar not written (a string holds NUL)");
+        },
+        (err: unknown) => this.logger.warn({ err, file }, "session index sidecar not written"),
+      );
+    this.sidecar = { gen, done };
   }
 
   /** A snapshot is in place: entries unchanged since its rotation now point into it. */

@@ -430,7 +430,7 @@ describe("fs store: restart persistence", () => {
     await expectEverything(s, "a");
     await expectEverything(s, "b");
     const sessionFiles = readdirSync(path.join(dir, "sessions")).sort();
-    expect(sessionFiles).toEqual(["index.jsonl", "index.snapshot.jsonl"]);
+    expect(sessionFiles).toEqual(["index.jsonl", "index.snapshot.idx", "index.snapshot.jsonl"]);
     expect(
       readFileSync(path.join(dir, "sessions", "index.jsonl"), "utf8")
         .split("\n")
@@ -462,7 +462,7 @@ describe("fs store: restart persistence", () => {
     expect(existsSync(path.join(sdir, "index.snapshot.jsonl.tmp"))).toBe(false);
     await s.sessions.patch("k1", { label: "v3" });
     await s.compact();
-    expect(readdirSync(sdir).sort()).toEqual(["index.jsonl", "index.snapshot.jsonl"]);
+    expect(readdirSync(sdir).sort()).toEqual(["index.jsonl", "index.snapshot.idx", "index.snapshot.jsonl"]);
     s = await reopen(s);
     expect((await s.sessions.get("k1"))?.label).toBe("v3");
   });
