@@ -41,6 +41,8 @@ export interface LiveRelayOptions {
 
 export class LiveRelay {
   readonly #from = randomUUID();
+  /** How this process's own messages begin (#flush writes `from` first): dropped unparsed. */
+  readonly #ownPrefix = `{"from":${JSON.stringify(this.#from)},`;
   #pending: Array<{ event: Relayed; data: unknown }> = [];
   #flushing = false;
   #replaying = false;
@@ -94,6 +96,7 @@ export class LiveRelay {
   }
 
   #receive(bus: EventBus, raw: string): void {
+    if (raw.startsWith(this.#ownPrefix)) return; // this process emitted them already
     let msg: z.infer<typeof relayMessageSchema>;
     try {
       const parsed = relayMessageSchema.safeParse(JSON.parse(raw));
@@ -103,7 +106,7 @@ export class LiveRelay {
       this.opts.logger.warn({ err: errorMessage(err) }, "live event relay: unreadable message ignored");
       return;
     }
-    if (msg.from === this.#from) return; // this process emitted them already
+    if (msg.from === this.#from) return; // the same, written some other way
     this.#replaying = true;
     try {
       for (const { event, data } of msg.events) bus.emit(event as GatewayEventName, data as never);
