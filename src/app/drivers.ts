@@ -54,6 +54,12 @@ export function checkDriverChoice(
       'config: queue.driver: "local" keeps its journal on this machine; use queue.driver "bullmq" with storage.driver "redis"',
     );
   }
+  if (config.queue.driver === "local" && !config.queue.runTurns) {
+    throw new SwitchboardError(
+      "CONFIG",
+      'config: queue.runTurns: false needs queue.driver "bullmq" (the local queue runs its turns in this process)',
+    );
+  }
   if (role === "worker" && config.queue.driver !== "bullmq") {
     throw new SwitchboardError(
       "CONFIG",
@@ -82,6 +88,7 @@ async function createPipeline(
   logger: Logger,
   now: () => number,
   redis: RedisConnections,
+  role: "gateway" | "worker",
 ): Promise<Pipeline> {
   const { queue } = loaded.config;
   if (queue.driver === "local") {
@@ -108,6 +115,8 @@ async function createPipeline(
     mode: queue.mode,
     lockDurationMs: queue.lockDurationMs,
     stalledIntervalMs: queue.stalledIntervalMs,
+    // a worker exists to run jobs; a gateway runs them too unless queue.runTurns says not to
+    processJobs: role === "worker" || queue.runTurns,
   });
 }
 
@@ -128,6 +137,7 @@ export async function createDrivers(
   loaded: LoadedConfig,
   logger: Logger,
   now: () => number,
+  role: "gateway" | "worker" = "gateway",
 ): Promise<Drivers> {
   const stateDir = path.resolve(loaded.baseDir, loaded.config.stateDir);
   const redis = new RedisConnections(logger);
@@ -135,7 +145,7 @@ export async function createDrivers(
   let pipeline: Pipeline;
   try {
     store = await createStore(loaded, stateDir, logger, redis);
-    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis);
+    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis, role);
   } catch (err) {
     await redis.close();
     throw err;

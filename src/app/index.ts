@@ -74,7 +74,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const loopback =
     opts.role === "gateway" && !config.gateway.auth.token ? await resolvesToLoopback(host) : true;
   checkDriverChoice(config, opts.role, host, () => loopback);
-  const drivers = await createDrivers(loaded, logger, now);
+  const drivers = await createDrivers(loaded, logger, now, opts.role);
   const { store, pipeline, models } = drivers;
   const bus = new EventBus();
   const channels = new AdapterRegistry();

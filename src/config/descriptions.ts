@@ -34,6 +34,8 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "queue.lockDurationMs":
     "BullMQ lock duration; a crashed worker's turn is picked up after about lockDurationMs + stalledIntervalMs.",
   "queue.stalledIntervalMs": "How often BullMQ looks for stalled jobs.",
+  "queue.runTurns":
+    "bullmq only. false: `switchboard start` runs no turns or jobs itself (it accepts, streams and delivers); `switchboard worker` processes run them all. The local queue needs true.",
   "queue.mode":
     "Messages that arrive while a turn runs: collect folds them into one next turn; followup runs one turn each.",
   models: "Model providers and which model agents use.",

@@ -82,6 +82,8 @@ export const queueSchema = z
     stalledIntervalMs: z.number().int().min(1000).default(5000),
     /** Inbound messages that arrive while a turn runs: `collect` folds them into one next turn. */
     mode: z.enum(["collect", "followup"]).default("collect"),
+    /** bullmq: false keeps turns off `switchboard start` (only `switchboard worker` processes run jobs). */
+    runTurns: z.boolean().default(true),
   })
   .default({
     driver: "local",
@@ -91,6 +93,7 @@ export const queueSchema = z
     lockDurationMs: 5000,
     stalledIntervalMs: 5000,
     mode: "collect",
+    runTurns: true,
   });
 
 const priceSchema = z.strictObject({
