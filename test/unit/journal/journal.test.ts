@@ -201,3 +201,49 @@ describe("shared Journal: fsync, note, stats", () => {
     await again.j.close();
   });
 });
+
+describe("shared Journal: loadSnapshot", () => {
+  it("asks the owner for the snapshot (with its S and size) before the logs, and reads its lines only when told to", async () => {
+    const d = dir();
+    const first = await openMap(d);
+    await first.put("a", 1);
+    await first.put("b", 2);
+    await first.j.compact();
+    await first.put("a", 3); // after the snapshot: in the live log
+    await first.j.close();
+    const snapshot = path.join(d, "m.snapshot.jsonl");
+    const S = (JSON.parse(lines(snapshot)[0]!) as { $snapshot: number }).$snapshot;
+
+    // the owner loads the snapshot itself: the journal does not read its lines, then replays the log over it
+    const asked: unknown[] = [];
+    const fromOwner = new Map<string, number>();
+    const decode = vi.fn((v: unknown) =>
+      typeof v === "object" && v !== null && "k" in v ? (v as Rec) : null,
+    );
+    const own = await openMap(d, {
+      decode,
+      replay: (r) => fromOwner.set(r.k, r.v),
+      loadSnapshot: async (snap) => {
+        asked.push(snap);
+        fromOwner.set("a", 1).set("b", 2).set("z", 9); // "z": proof the owner's version is what counts
+        return true;
+      },
+    });
+    expect(asked).toEqual([{ file: snapshot, gen: S, bytes: readFileSync(snapshot).length }]);
+    expect(decode.mock.calls.map(([v]) => v)).toEqual([{ k: "a", v: 3 }]); // only the live log's record
+    expect([...fromOwner].sort()).toEqual([
+      ["a", 3],
+      ["b", 2],
+      ["z", 9],
+    ]);
+    await own.j.close();
+
+    // the owner declines: the snapshot's lines are read as usual
+    const declined = await openMap(d, { loadSnapshot: async () => false });
+    expect([...declined.state].sort()).toEqual([
+      ["a", 3],
+      ["b", 2],
+    ]);
+    await declined.j.close();
+  });
+});
