@@ -5,7 +5,8 @@
  * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat and its RSS. The same on redis +
- * bullmq with one and two worker processes (their CPU is added to the gateway's). Yardsticks from the
+ * bullmq with one and two worker processes (their CPU is added to the gateway's), and with one worker
+ * running every turn (`queue.runTurns: false` on the gateway). Yardsticks from the
  * same run: a bare Node relay and a bare BullMQ relay (bench/bare-relay.ts) through the same phases,
  * and each setup's CPU/turn and turns/s against them (BENCH_GATEWAY_RELAY=0 skips them).
  *
@@ -549,6 +550,13 @@ export async function run(): Promise<void> {
           workers,
         });
       }
+      // the default gateway also runs turns (a second consumer); here the one worker runs them all
+      setups.push({
+        name: "redis+bullmq, 1 worker, gateway runs no turns",
+        storage: { driver: "redis", redisUrl, prefix: `${prefix}w1n` },
+        queue: { driver: "bullmq", redisUrl, concurrency: 64, prefix: `${prefix}q1n`, runTurns: false },
+        workers: 1,
+      });
     }
     const relays = process.env.BENCH_GATEWAY_RELAY !== "0";
     const relay = relays && drivers.includes("local") ? await runBareRelay(model, floor, seconds) : null;
