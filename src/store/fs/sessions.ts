@@ -77,39 +77,56 @@ class Segment {
 }
 
 /**
- * An entry as the index holds it. Its fields never change (a write makes a new ref); only its
- * location does, when a compaction moves its line into a new snapshot.
+ * An entry as the index holds it. Its index fields never change (a write makes a new ref); only
+ * its location does, when a compaction moves its line into a new snapshot.
  */
-class SessionRef implements IndexedSession {
-  constructor(
-    readonly key: string,
-    readonly sid: number,
-    readonly agentId: string,
-    readonly updatedAt: number,
-    readonly archived: boolean,
-    readonly label: string | undefined,
-    readonly spawnedBy: string | undefined,
-    readonly displayName: string | undefined,
-    public seg: Segment,
-    public off: number,
-    public len: number,
-  ) {}
+interface SessionRef extends IndexedSession {
+  seg: Segment;
+  off: number;
+  len: number;
+}
 
-  static of(e: SessionEntry, seg: Segment, off: number, len: number): SessionRef {
-    return new SessionRef(
-      e.key,
-      sessionIdHash(e.sessionId),
-      e.agentId,
-      e.updatedAt,
-      e.archivedAt !== undefined,
-      e.label,
-      e.spawnedBy,
-      typeof e.displayName === "string" ? e.displayName : undefined,
-      seg,
-      off,
-      len,
-    );
-  }
+/**
+ * Every ref is made here, by one object literal, not a class: V8 allocates a literal's objects
+ * straight in the old generation once it has seen most of them live long (allocation-site
+ * pretenuring, which `new` does not get). At a million refs loaded in one go, copying them through
+ * the young generation was about a quarter of the open.
+ */
+function sessionRef(
+  key: string,
+  sid: number,
+  agentId: string,
+  updatedAt: number,
+  archived: boolean,
+  label: string | undefined,
+  spawnedBy: string | undefined,
+  displayName: string | undefined,
+  seg: Segment,
+  off: number,
+  len: number,
+): SessionRef {
+  return { key, sid, agentId, updatedAt, archived, label, spawnedBy, displayName, seg, off, len };
+}
+
+function refOf(e: SessionEntry, seg: Segment, off: number, len: number): SessionRef {
+  return sessionRef(
+    e.key,
+    sessionIdHash(e.sessionId),
+    e.agentId,
+    e.updatedAt,
+    e.archivedAt !== undefined,
+    e.label,
+    e.spawnedBy,
+    typeof e.displayName === "string" ? e.displayName : undefined,
+    seg,
+    off,
+    len,
+  );
+}
+
+/** A record read back is an entry's ref or a deletion (`{del}`: no segment). */
+function isRef(r: SessionRecord | null | typeof UNREADABLE): r is SessionRef {
+  return typeof r === "object" && r !== null && "seg" in r;
 }
 
 /** The open files entries point into. */
@@ -228,16 +245,15 @@ export class FsSessionStore implements SessionStore {
         },
         loadSnapshot: (snap) => store.loadSidecar(snap),
         replay: (r) => {
-          if (r instanceof SessionRef) index.set(r);
+          if (isRef(r)) index.set(r);
           else index.remove(r.del);
         },
         snapshot: () => index.entries(),
-        serialize: (r) =>
-          r instanceof SessionRef ? r.seg.read(r.off, r.len).toString("utf8") : JSON.stringify(r),
+        serialize: (r) => (isRef(r) ? r.seg.read(r.off, r.len).toString("utf8") : JSON.stringify(r)),
         snapshotWritten: (w) => {
           store.repoint(w.file, w.gen, w.records, w.offsets);
           const n = w.records.length;
-          if (!w.records.every((r) => r instanceof SessionRef)) return;
+          if (!w.records.every((r) => isRef(r))) return;
           const offsets = w.offsets;
           store.startSidecar(
             { file: w.file, gen: w.gen, bytes: offsets[n]! },
@@ -390,7 +406,7 @@ export class FsSessionStore implements SessionStore {
     return this.journal.appendJson(json, (offset) => {
       const seg = this.segments.liveFor(this.journal.livePath, this.journal.generation);
       seg.written(offset);
-      const ref = SessionRef.of(entry, seg, offset, len);
+      const ref = refOf(entry, seg, offset, len);
       this.index.set(ref);
       this.remember(ref, entry);
     });
@@ -456,9 +472,7 @@ export class FsSessionStore implements SessionStore {
     const got = await readSidecar(
       snap,
       (key, sid, agentId, updatedAt, archived, label, spawnedBy, name, off, len) => {
-        index.set(
-          new SessionRef(key, sid, agentId, updatedAt, archived, label, spawnedBy, name, seg, off, len),
-        );
+        index.set(sessionRef(key, sid, agentId, updatedAt, archived, label, spawnedBy, name, seg, off, len));
       },
     );
     this.loadedFrom = typeof got === "number" ? "sidecar" : "scan";
@@ -483,7 +497,7 @@ export class FsSessionStore implements SessionStore {
     }
     if (!scan.clean) return;
     const prev = scan.refs.at(-1);
-    if (!(r instanceof SessionRef) || (prev !== undefined && prev.off + prev.len + 1 !== at.offset)) {
+    if (!isRef(r) || (prev !== undefined && prev.off + prev.len + 1 !== at.offset)) {
       scan.clean = false;
       scan.refs = [];
       return;
@@ -516,7 +530,7 @@ export class FsSessionStore implements SessionStore {
     const seg = this.segments.snapshot(file, gen);
     for (let i = 0; i < records.length; i++) {
       const r = records[i]!;
-      if (!(r instanceof SessionRef) || this.index.get(r.key) !== r) continue;
+      if (!isRef(r) || this.index.get(r.key) !== r) continue;
       r.seg = seg;
       r.off = offsets[i]!;
       r.len = offsets[i + 1]! - offsets[i]! - 1;
@@ -531,7 +545,7 @@ function readRecord(line: Buffer, at: LineAt, segments: Segments): SessionRecord
   const r = scanSessionLine(line);
   if (r !== FALLBACK) {
     if ("del" in r) return r;
-    return new SessionRef(
+    return sessionRef(
       r.key,
       r.sid,
       r.agentId,
@@ -553,7 +567,7 @@ function readRecord(line: Buffer, at: LineAt, segments: Segments): SessionRecord
   }
   const rec = decodeRecord(v);
   if (rec === null || "del" in rec) return rec;
-  return SessionRef.of(rec, seg, at.offset, at.length);
+  return refOf(rec, seg, at.offset, at.length);
 }
 
 interface NormalizedEntry {
