@@ -26,6 +26,7 @@
 import { createHash } from "node:crypto";
 import { type FileHandle, open, rename, unlink } from "node:fs/promises";
 import os from "node:os";
+import { errorMessage } from "../../errors.js";
 import { FILE_MODE } from "../../journal/fsutil.js";
 import type { IndexedSession } from "./session-index.js";
 
@@ -264,6 +265,8 @@ export async function readSidecar(snap: SnapshotFacts, each: SidecarEntry): Prom
     if (count !== entries) return `holds ${count} of ${entries as number} entries`;
     if (off !== snap.bytes) return "line lengths do not match the snapshot";
     return count;
+  } catch (err) {
+    return `unreadable: ${errorMessage(err)}`; // a read error costs the open its speed, never the open
   } finally {
     await fh.close();
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { copyFileSync, existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../../../src/log.js";
@@ -259,6 +259,15 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
       expect(await s.sessions.count()).toBe(25);
     }
     expect(s.warnings()).toEqual([]);
+
+    // a read that fails (here: the sidecar's name is a directory) costs the open its speed, never the open
+    await s.close();
+    stores.splice(stores.indexOf(s), 1);
+    unlinkSync(idx);
+    mkdirSync(idx);
+    s = await open(s.stateDir);
+    expect(s.sessions.snapshotLoad).toBe("scan");
+    expect(await s.sessions.count()).toBe(25);
   });
 
   it("a string holding NUL (which the format cannot carry) means no sidecar, and nothing breaks", async () => {
