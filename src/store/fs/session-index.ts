@@ -18,6 +18,21 @@ export interface IndexedSession {
   readonly displayName: string | undefined;
 }
 
+/**
+ * The same fields positionally, in that order: what the sidecar reader hands out and refs are
+ * made from without an object per entry in between (session-sidecar.ts, sessions.ts).
+ */
+export type IndexFields = [
+  key: string,
+  sid: number,
+  agentId: string,
+  updatedAt: number,
+  archived: boolean,
+  label: string | undefined,
+  spawnedBy: string | undefined,
+  displayName: string | undefined,
+];
+
 /** FNV-1a's 32-bit basis and prime (session-line.ts hashes a sessionId's bytes with them too). */
 export const FNV_BASIS = 0x811c9dc5;
 export const FNV_PRIME = 0x01000193;

@@ -28,7 +28,7 @@ import { type FileHandle, open, rename, unlink } from "node:fs/promises";
 import os from "node:os";
 import { errorMessage } from "../../errors.js";
 import { FILE_MODE } from "../../journal/fsutil.js";
-import type { IndexedSession } from "./session-index.js";
+import type { IndexedSession, IndexFields } from "./session-index.js";
 
 /** The snapshot a sidecar belongs to. */
 export interface SnapshotFacts {
@@ -39,19 +39,8 @@ export interface SnapshotFacts {
   bytes: number;
 }
 
-/** Receives one entry of a sidecar (positional: no object per entry on the open path). */
-export type SidecarEntry = (
-  key: string,
-  sid: number,
-  agentId: string,
-  updatedAt: number,
-  archived: boolean,
-  label: string | undefined,
-  spawnedBy: string | undefined,
-  displayName: string | undefined,
-  off: number,
-  len: number,
-) => void;
+/** Receives one entry of a sidecar: its index fields, then where its line is in the snapshot. */
+export type SidecarEntry = (...entry: [...IndexFields, off: number, len: number]) => void;
 
 const VERSION = 1;
 const ENDIAN = os.endianness();
@@ -64,6 +53,8 @@ const ARCHIVED = 1;
 const LABEL = 2;
 const SPAWNED = 4;
 const DISPLAY = 8;
+/** Writer only, never stored: a string the format cannot carry. */
+const BAD = 128;
 
 export function sidecarPath(snapshotFile: string): string {
   return snapshotFile.replace(/\.jsonl$/, ".idx");
@@ -75,13 +66,8 @@ async function tailHash(file: string, bytes: number): Promise<string> {
   try {
     const len = Math.min(TAIL_BYTES, bytes);
     const buf = Buffer.allocUnsafe(len);
-    let got = 0;
-    while (got < len) {
-      const { bytesRead } = await fh.read(buf, got, len - got, bytes - len + got);
-      if (bytesRead === 0) break;
-      got += bytesRead;
-    }
-    return createHash("sha1").update(buf.subarray(0, got)).digest("hex");
+    await readFully(fh, buf, len, bytes - len);
+    return createHash("sha1").update(buf).digest("hex");
   } finally {
     await fh.close();
   }
@@ -143,6 +129,13 @@ export async function writeSidecar(
   return true;
 }
 
+/** Adds `value` to a string column; false when it holds the separator (the format cannot carry it). */
+function put(column: string[], value: string): boolean {
+  if (value.includes(SEP)) return false;
+  column.push(value);
+  return true;
+}
+
 function encodeBlock({ refs, length }: SnapshotLines, from: number, to: number): Buffer[] | null {
   const n = to - from;
   const updated = new Float64Array(n);
@@ -169,23 +162,11 @@ function encodeBlock({ refs, length }: SnapshotLines, from: number, to: number):
     }
     agent[i] = a;
     let f = r.archived ? ARCHIVED : 0;
-    if (r.key.includes(SEP)) return null;
-    keys.push(r.key);
-    if (r.label !== undefined) {
-      if (r.label.includes(SEP)) return null;
-      f |= LABEL;
-      labels.push(r.label);
-    }
-    if (r.spawnedBy !== undefined) {
-      if (r.spawnedBy.includes(SEP)) return null;
-      f |= SPAWNED;
-      parents.push(r.spawnedBy);
-    }
-    if (r.displayName !== undefined) {
-      if (r.displayName.includes(SEP)) return null;
-      f |= DISPLAY;
-      names.push(r.displayName);
-    }
+    if (!put(keys, r.key)) return null;
+    if (r.label !== undefined) f |= put(labels, r.label) ? LABEL : BAD;
+    if (r.spawnedBy !== undefined) f |= put(parents, r.spawnedBy) ? SPAWNED : BAD;
+    if (r.displayName !== undefined) f |= put(names, r.displayName) ? DISPLAY : BAD;
+    if (f & BAD) return null;
     flags[i] = f;
   }
   const strings = [keys, labels, parents, names].map((c) => Buffer.from(c.join(SEP), "utf8"));
@@ -312,7 +293,7 @@ async function readFully(fh: FileHandle, buf: Buffer, len: number, pos: number):
   let got = 0;
   while (got < len) {
     const { bytesRead } = await fh.read(buf, got, len - got, pos + got);
-    if (bytesRead === 0) throw new Error("sidecar shorter than its blocks say");
+    if (bytesRead === 0) throw new Error(`file ended ${len - got} bytes early`);
     got += bytesRead;
   }
 }

@@ -7,7 +7,7 @@ import { assertRecord, mergePatch, SESSION_IDENTITY, sessionProblem } from "../r
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
 import type { WarningSink } from "../warnings.js";
-import { type IndexedSession, SessionIndex, sessionIdHash } from "./session-index.js";
+import { type IndexedSession, type IndexFields, SessionIndex, sessionIdHash } from "./session-index.js";
 import { FALLBACK, scanSessionLine } from "./session-line.js";
 import { readSidecar, type SnapshotFacts, type SnapshotLines, writeSidecar } from "./session-sidecar.js";
 
@@ -92,21 +92,19 @@ interface SessionRef extends IndexedSession {
  * pretenuring, which `new` does not get). At a million refs loaded in one go, copying them through
  * the young generation was about a quarter of the open.
  */
-function sessionRef(
-  key: string,
-  sid: number,
-  agentId: string,
-  updatedAt: number,
-  archived: boolean,
-  label: string | undefined,
-  spawnedBy: string | undefined,
-  displayName: string | undefined,
-  seg: Segment,
-  off: number,
-  len: number,
-): SessionRef {
-  return { key, sid, agentId, updatedAt, archived, label, spawnedBy, displayName, seg, off, len };
-}
+const sessionRef: (...ref: [...IndexFields, seg: Segment, off: number, len: number]) => SessionRef = (
+  key,
+  sid,
+  agentId,
+  updatedAt,
+  archived,
+  label,
+  spawnedBy,
+  displayName,
+  seg,
+  off,
+  len,
+) => ({ key, sid, agentId, updatedAt, archived, label, spawnedBy, displayName, seg, off, len });
 
 function refOf(e: SessionEntry, seg: Segment, off: number, len: number): SessionRef {
   return sessionRef(
