@@ -137,7 +137,7 @@ export async function createDrivers(
   loaded: LoadedConfig,
   logger: Logger,
   now: () => number,
-  role: "gateway" | "worker" = "gateway",
+  role: "gateway" | "worker",
 ): Promise<Drivers> {
   const stateDir = path.resolve(loaded.baseDir, loaded.config.stateDir);
   const redis = new RedisConnections(logger);
