@@ -345,19 +345,17 @@ async function measureOpen(stateDir: string): Promise<ScanOpen> {
 
 type ScanOpen = Pick<StoreFsBenchResult, "scanOpenMs" | "scanOpenCpuMs" | "scanRssAfterOpenMb">;
 
-async function measureInChild<T>(
+/** The script the measuring children run: this file, transpiled once when it runs under tsx. */
+async function childScript(workDir: string): Promise<string> {
+  const self = fileURLToPath(import.meta.url);
+  return self.endsWith(".ts") ? transpileSelf(path.join(workDir, "js")) : self;
+}
+
+function measureInChild<T>(
+  script: string,
   stateDir: string,
-  workDir: string,
   mode: "--measure" | "--measure-open",
 ): Promise<T> {
-  const self = fileURLToPath(import.meta.url);
-  const script = existsSync(path.join(workDir, "js"))
-    ? path
-        .join(workDir, "js", path.relative(path.resolve(path.dirname(self), ".."), self))
-        .replace(/\.ts$/, ".js")
-    : self.endsWith(".ts")
-      ? await transpileSelf(path.join(workDir, "js"))
-      : self;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...childNodeFlags(), script, mode, stateDir], {
       stdio: ["ignore", "pipe", "inherit"],
@@ -386,13 +384,14 @@ export async function run(): Promise<StoreFsBenchResult> {
     const generateSessionsMs = reuse ? 0 : await generateSessions(stateDir);
     const tr = reuse ? { ms: 0, bytes: 0 } : await generateTranscript(stateDir);
     const loadAverage = Math.round(os.loadavg()[0]! * 100) / 100;
-    const m = await measureInChild<Measured>(stateDir, workDir, "--measure");
+    const script = await childScript(workDir);
+    const m = await measureInChild<Measured>(script, stateDir, "--measure");
     // the first open after an upgrade (no sidecar yet): the snapshot's lines are scanned
     const idx = path.join(stateDir, "sessions", "index.snapshot.idx");
     renameSync(idx, `${idx}.bench`);
     let scan: ScanOpen;
     try {
-      scan = await measureInChild<ScanOpen>(stateDir, workDir, "--measure-open");
+      scan = await measureInChild<ScanOpen>(script, stateDir, "--measure-open");
     } finally {
       renameSync(`${idx}.bench`, idx);
     }
