@@ -35,9 +35,14 @@ async function open(stateDir?: string): Promise<FsStore> {
   return s;
 }
 
-async function reopen(s: FsStore): Promise<FsStore> {
+/** Closes a store (so its files can be changed behind its back) and stops tracking it. */
+async function shut(s: FsStore): Promise<void> {
   await s.close();
   stores.splice(stores.indexOf(s), 1);
+}
+
+async function reopen(s: FsStore): Promise<FsStore> {
+  await shut(s);
   return open(s.stateDir);
 }
 
@@ -172,8 +177,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     await putAll(s, list);
     await s.compact();
     const snap = path.join(s.stateDir, "sessions", "index.snapshot.jsonl");
-    await s.close();
-    stores.splice(stores.indexOf(s), 1);
+    await shut(s);
     // the newest entry's displayName, same length: the index would answer with the old one
     const text = readFileSync(snap, "utf8");
     const newest = [...list].sort((a, b) => b.updatedAt - a.updatedAt)[0]!;
@@ -198,8 +202,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     await s.compact();
     const snapFile = path.join(s.stateDir, "sessions", "index.snapshot.jsonl");
     const idx = sidecarPath(snapFile);
-    await s.close();
-    stores.splice(stores.indexOf(s), 1);
+    await shut(s);
 
     const good = readFileSync(idx);
     // the second block's key column: one separator turned into a letter merges two keys
@@ -233,8 +236,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     expect(s.warnings()).toEqual([]);
 
     // torn: cut inside the last block
-    await s.close();
-    stores.splice(stores.indexOf(s), 1);
+    await shut(s);
     writeFileSync(idx, good.subarray(0, good.length - 100));
     s = await open(s.stateDir);
     expect(s.sessions.snapshotLoad).toBe("scan");
@@ -259,8 +261,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
       good.replace(/\{"n":\d+/, '{"n":-1'),
     ];
     for (const c of cases) {
-      await s.close();
-      stores.splice(stores.indexOf(s), 1);
+      await shut(s);
       writeFileSync(idx, c, "latin1");
       s = await open(s.stateDir);
       expect(s.sessions.snapshotLoad).toBe("scan");
@@ -269,8 +270,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     expect(s.warnings()).toEqual([]);
 
     // a read that fails (here: the sidecar's name is a directory) costs the open its speed, never the open
-    await s.close();
-    stores.splice(stores.indexOf(s), 1);
+    await shut(s);
     unlinkSync(idx);
     mkdirSync(idx);
     s = await open(s.stateDir);
@@ -303,8 +303,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     await putAll(s, entries(5));
     await s.compact();
     const idx = sidecarPath(path.join(s.stateDir, "sessions", "index.snapshot.jsonl"));
-    await s.close();
-    stores.splice(stores.indexOf(s), 1);
+    await shut(s);
     copyFileSync(idx, `${idx}.tmp`);
     s = await open(s.stateDir);
     expect(s.sessions.snapshotLoad).toBe("sidecar"); // so no write of its own is under way
