@@ -1,4 +1,5 @@
 import type { ListSessionsQuery, SessionKind } from "../types.js";
+import { fnv1a, KeyTable } from "./key-table.js";
 import { SortedList } from "./sorted-list.js";
 
 /**
@@ -33,15 +34,9 @@ export type IndexFields = [
   displayName: string | undefined,
 ];
 
-/** FNV-1a's 32-bit basis and prime (session-line.ts hashes a sessionId's bytes with them too). */
-export const FNV_BASIS = 0x811c9dc5;
-export const FNV_PRIME = 0x01000193;
-
-/** A 32-bit FNV-1a hash of a sessionId's UTF-16 code units (a small integer: no allocation as a Map key). */
+/** A 32-bit FNV-1a hash of a sessionId (a small integer: no allocation as a Map key). */
 export function sessionIdHash(s: string): number {
-  let h = FNV_BASIS;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), FNV_PRIME);
-  return h | 0;
+  return fnv1a(s);
 }
 
 /** One key, or a set of them (most labels and parents have one entry: no Set for those). */
@@ -58,7 +53,7 @@ type Keys = string | Set<string>;
  * capture the state by reference, and readers get copies from the store layer.
  */
 export class SessionIndex<T extends IndexedSession> {
-  private readonly byKey = new Map<string, T>();
+  private readonly byKey = new KeyTable<T>();
   /** sessionId hash → entry (or entries, on a collision). */
   private readonly bySessionId = new Map<number, T | T[]>();
   private readonly byLabel = new Map<string, Keys>();
@@ -106,26 +101,28 @@ export class SessionIndex<T extends IndexedSession> {
 
   /** Every entry, live ones oldest-updated first (snapshots are written so; a reload then sorts cheaply). */
   entries(): T[] {
-    return this.loading ? [...this.byKey.values()] : [...this.archived.toArray(), ...this.live.toArray()];
+    return this.loading ? this.byKey.values() : [...this.archived.toArray(), ...this.live.toArray()];
   }
 
   set(entry: T): void {
     if (this.loading) {
-      const size = this.byKey.size;
-      this.byKey.set(entry.key, entry);
+      const replaced = this.byKey.set(entry) !== undefined;
       if (this.inOrder) {
         const last = entry.archived ? this.lastArchived : this.lastLive;
-        if (this.byKey.size === size || (last !== undefined && compare(last, entry) >= 0))
-          this.inOrder = false;
+        if (replaced || (last !== undefined && compare(last, entry) >= 0)) this.inOrder = false;
         else if (entry.archived) this.lastArchived = entry;
         else this.lastLive = entry;
       }
       return;
     }
-    const old = this.byKey.get(entry.key);
-    this.byKey.set(entry.key, entry);
+    const old = this.byKey.set(entry);
     if (old) this.unindex(old);
     this.index(entry);
+  }
+
+  /** While loading: room for `n` more entries (a load that knows its count fills the table without growing it). */
+  reserve(n: number): void {
+    this.byKey.reserve(n);
   }
 
   /** While loading: forgets every entry set so far (a load that turned out unusable starts over). */
@@ -137,9 +134,8 @@ export class SessionIndex<T extends IndexedSession> {
   }
 
   remove(key: string): boolean {
-    const old = this.byKey.get(key);
+    const old = this.byKey.delete(key);
     if (!old) return false;
-    this.byKey.delete(key);
     if (!this.loading) this.unindex(old);
     return true;
   }
@@ -147,7 +143,7 @@ export class SessionIndex<T extends IndexedSession> {
   /** Builds (or finishes building) the lookups by sessionId, label and spawnedBy, once. */
   buildLookups(): void {
     if (this.lookupsBuilt || this.loading) return;
-    this.lookupsPending ??= [...this.byKey.values()];
+    this.lookupsPending ??= this.byKey.values();
     this.lookupsSlice(Number.POSITIVE_INFINITY);
   }
 
@@ -157,7 +153,7 @@ export class SessionIndex<T extends IndexedSession> {
    */
   buildLookupsInBackground(slice = 20_000): void {
     if (this.lookupsBuilt || this.loading || this.lookupsPending) return;
-    this.lookupsPending = [...this.byKey.values()];
+    this.lookupsPending = this.byKey.values();
     const step = () => {
       if (!this.lookupsBuilt && !this.lookupsSlice(slice)) setImmediate(step).unref();
     };
@@ -180,7 +176,7 @@ export class SessionIndex<T extends IndexedSession> {
 
   /** Ends the load phase: builds every derived index from `byKey` with one sort. */
   build(): void {
-    const sorted = this.inOrder ? this.byKey.values() : [...this.byKey.values()].sort(compare);
+    const sorted = this.inOrder ? this.byKey.values() : this.byKey.values().sort(compare);
     this.lastLive = this.lastArchived = undefined;
     for (const e of sorted) {
       // appending in sorted order keeps every partition sorted without another sort

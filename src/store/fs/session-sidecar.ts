@@ -46,6 +46,8 @@ const VERSION = 1;
 const ENDIAN = os.endianness();
 /** Entries per block: the writer yields to the event loop between blocks. */
 const BLOCK_ENTRIES = 20_000;
+/** An entry's fixed columns: updatedAt f64, sid i32, line length u32, agent u16, flags u8. */
+const ENTRY_BYTES = 8 + 4 + 4 + 2 + 1;
 const TAIL_BYTES = 64 * 1024;
 const SEP = "\0";
 
@@ -203,7 +205,12 @@ interface BlockHead {
  * cannot be used. A reason found past the first block comes after some entries were given:
  * the caller drops what it got (the snapshot is loaded first, into an empty index).
  */
-export async function readSidecar(snap: SnapshotFacts, each: SidecarEntry): Promise<number | string> {
+export async function readSidecar(
+  snap: SnapshotFacts,
+  each: SidecarEntry,
+  /** Told the header's entry count before the first entry (to size what they go into). */
+  expect?: (entries: number) => void,
+): Promise<number | string> {
   const file = sidecarPath(snap.file);
   await unlink(`${file}.tmp`).catch(() => {}); // a write a crash cut short
   let fh: FileHandle;
@@ -225,6 +232,8 @@ export async function readSidecar(snap: SnapshotFacts, each: SidecarEntry): Prom
       return "unreadable header";
     }
     if (tail !== (await tailHash(snap.file, snap.bytes))) return "written for other snapshot bytes";
+    if ((entries as number) * ENTRY_BYTES > size) return "unreadable header";
+    expect?.(entries as number);
     let pos = line.next;
     let off = first as number;
     let count = 0;
@@ -233,7 +242,7 @@ export async function readSidecar(snap: SnapshotFacts, each: SidecarEntry): Prom
       const hl = await readLine(fh, pos, size);
       const head = hl === null ? null : blockHead(hl.text);
       if (hl === null || head === null) return "unreadable block";
-      const need = head.n * 19 + head.strings.reduce((a, b) => a + b, 0);
+      const need = head.n * ENTRY_BYTES + head.strings.reduce((a, b) => a + b, 0);
       if (hl.next + need > size) return "torn block";
       if (buf.length < need) buf = Buffer.allocUnsafeSlow(need); // its own ArrayBuffer: offset 0, aligned
       await readFully(fh, buf, need, hl.next);
@@ -315,7 +324,7 @@ function replayBlock(buf: Buffer, head: BlockHead, from: number, each: SidecarEn
   const agent = new Uint16Array(buf.buffer, base + 16 * count, count);
   const flags = new Uint8Array(buf.buffer, base + 18 * count, count);
   const [k, l, s, d] = head.strings;
-  const keys = new Column(buf, 19 * count, k);
+  const keys = new Column(buf, ENTRY_BYTES * count, k);
   const labels = new Column(buf, keys.end, l);
   const parents = new Column(buf, labels.end, s);
   const names = new Column(buf, parents.end, d);

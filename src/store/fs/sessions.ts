@@ -472,6 +472,7 @@ export class FsSessionStore implements SessionStore {
       (key, sid, agentId, updatedAt, archived, label, spawnedBy, name, off, len) => {
         index.set(sessionRef(key, sid, agentId, updatedAt, archived, label, spawnedBy, name, seg, off, len));
       },
+      (entries) => index.reserve(entries),
     );
     this.loadedFrom = typeof got === "number" ? "sidecar" : "scan";
     if (typeof got === "number") return true;

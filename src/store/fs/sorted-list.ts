@@ -28,9 +28,15 @@ export class SortedList<T> {
    * filling buckets half-way so later inserts do not split at once.
    */
   appendMax(item: T): void {
-    const last = this.buckets[this.buckets.length - 1];
-    if (last !== undefined && last.length < Math.max(1, this.maxBucket >> 1)) last.push(item);
-    else this.buckets.push([item]);
+    const n = this.buckets.length;
+    const last = this.buckets[n - 1];
+    const fill = Math.max(1, this.maxBucket >> 1);
+    if (last !== undefined && last.length < fill) {
+      last.push(item);
+      // a full bucket is copied to its exact size: grown by push it holds about a third more
+      // room than items (at a million items in three lists, ~8 MB)
+      if (last.length === fill) this.buckets[n - 1] = last.slice();
+    } else this.buckets.push([item]);
     this.count++;
   }
 

@@ -243,7 +243,7 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     expect(await s.sessions.count()).toBe(20_050);
   });
 
-  it("other damage falls back to the scan: garbage, an empty file, a wrong count, another byte order", async () => {
+  it("other damage falls back to the scan: garbage, an empty file, a wrong or impossible count, another byte order", async () => {
     let s = await open();
     await putAll(s, entries(25));
     await s.compact();
@@ -254,6 +254,8 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
       "garbage\n",
       "",
       good.replace(header, header.replace('"entries":25', '"entries":26')),
+      // a count no file of this size can hold (the index is sized by it before any entry is read)
+      good.replace(header, header.replace('"entries":25', '"entries":1000000000000')),
       good.replace(
         header,
         header.replace(/"endian":"(LE|BE)"/, (_, e: string) => `"endian":"${e === "LE" ? "BE" : "LE"}"`),
@@ -276,6 +278,25 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     s = await open(s.stateDir);
     expect(s.sessions.snapshotLoad).toBe("scan");
     expect(await s.sessions.count()).toBe(25);
+  });
+
+  it("a count no file of its size can hold is refused before anything is sized by it", async () => {
+    const s = await open();
+    await putAll(s, entries(25));
+    await s.compact();
+    const snapFile = path.join(s.stateDir, "sessions", "index.snapshot.jsonl");
+    const idx = sidecarPath(snapFile);
+    const snap = { file: snapFile, gen: 0, bytes: statSync(snapFile).size };
+    snap.gen = (JSON.parse(readFileSync(snapFile, "utf8").split("\n")[0]!) as { $snapshot: number }).$snapshot;
+    await shut(s);
+    const good = readFileSync(idx, "latin1");
+    const told: number[] = [];
+    expect(await readSidecar(snap, () => {}, (n) => told.push(n))).toBe(25);
+    expect(told).toEqual([25]);
+    writeFileSync(idx, good.replace('"entries":25', '"entries":1000000000000'), "latin1");
+    told.length = 0;
+    expect(await readSidecar(snap, () => {}, (n) => told.push(n))).toBe("unreadable header");
+    expect(told).toEqual([]);
   });
 
   it("a string holding NUL (which the format cannot carry) means no sidecar, and nothing breaks", async () => {
