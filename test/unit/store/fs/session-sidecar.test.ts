@@ -287,15 +287,29 @@ describe("fs session index sidecar (index.snapshot.idx)", () => {
     const snapFile = path.join(s.stateDir, "sessions", "index.snapshot.jsonl");
     const idx = sidecarPath(snapFile);
     const snap = { file: snapFile, gen: 0, bytes: statSync(snapFile).size };
-    snap.gen = (JSON.parse(readFileSync(snapFile, "utf8").split("\n")[0]!) as { $snapshot: number }).$snapshot;
+    snap.gen = (
+      JSON.parse(readFileSync(snapFile, "utf8").split("\n")[0]!) as { $snapshot: number }
+    ).$snapshot;
     await shut(s);
     const good = readFileSync(idx, "latin1");
     const told: number[] = [];
-    expect(await readSidecar(snap, () => {}, (n) => told.push(n))).toBe(25);
+    expect(
+      await readSidecar(
+        snap,
+        () => {},
+        (n) => told.push(n),
+      ),
+    ).toBe(25);
     expect(told).toEqual([25]);
     writeFileSync(idx, good.replace('"entries":25', '"entries":1000000000000'), "latin1");
     told.length = 0;
-    expect(await readSidecar(snap, () => {}, (n) => told.push(n))).toBe("unreadable header");
+    expect(
+      await readSidecar(
+        snap,
+        () => {},
+        (n) => told.push(n),
+      ),
+    ).toBe("unreadable header");
     expect(told).toEqual([]);
   });
 
