@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { FNV_PRIME, fnv1a } from "../hash.js";
 import { BoundedMap } from "../ordered-set.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "./providers/types.js";
@@ -145,15 +146,21 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
 }
 
 interface UnitCost {
-  sessionId: string;
+  /** `unitCheck` of the unit's session and last message id (a number: the entry holds no strings of its own). */
+  check: number;
   count: number;
-  lastId: string;
   cost: number;
 }
 
+/** A hash of a unit's sessionId and its last message's id: what a cached estimate is checked against. */
+function unitCheck(sessionId: string, lastId: string): number {
+  return fnv1a(lastId, Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME));
+}
+
 /**
- * Unit estimates by the id of the unit's first message, checked against its session, its
- * number of messages and its last message's id: a unit is a pure function of a run of
+ * Unit estimates by the id of the unit's first message, checked against its number of messages
+ * and a hash of its session and last message's id (a number, so an entry keeps no strings alive
+ * once its messages are gone; a false match needs the same first id, count and 32-bit hash): a unit is a pure function of a run of
  * consecutive transcript messages, and a transcript never rewrites an id (appending an
  * existing id is a no-op). The ids are the messages' own strings: no key is built per lookup.
  * Bounded and keyed by strings, not a WeakMap keyed by the message objects: a window read from
@@ -179,9 +186,8 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     const hit = first ? unitCosts.get(first.id) : undefined;
     if (
       hit !== undefined &&
-      hit.sessionId === first!.sessionId &&
       hit.count === src!.length &&
-      hit.lastId === last!.id
+      hit.check === unitCheck(first!.sessionId, last!.id)
     ) {
       out[i] = hit.cost;
       continue;
@@ -189,7 +195,7 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     const cost = estimateTokens(units[i]);
     out[i] = cost;
     if (first && last)
-      unitCosts.set(first.id, { sessionId: first.sessionId, count: src!.length, lastId: last.id, cost });
+      unitCosts.set(first.id, { check: unitCheck(first.sessionId, last.id), count: src!.length, cost });
   }
   return out;
 }

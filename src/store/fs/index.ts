@@ -32,9 +32,10 @@ export const fsStoreOptionsSchema = z.object({
   compactEveryAppends: z.number().int().positive().default(10_000),
   /**
    * Finished runs kept (in memory, in snapshots, across restarts); older ones are forgotten.
-   * Runs carry their reply text, so this bounds memory: 20,000 runs of ~1 KB are ~20 MB.
+   * Runs carry their reply text, so this bounds memory: 10,000 runs of ~1 KB are ~10 MB (with
+   * short replies ~300 B each plus the tables' room, ~5 MB).
    */
-  maxFinishedRuns: z.number().int().positive().default(20_000),
+  maxFinishedRuns: z.number().int().positive().default(10_000),
   /**
    * Transcript files kept open for appending (least recently used are closed). Node raises the
    * soft open-files limit to the hard one at start-up; keep this well below `ulimit -Hn`.

@@ -1,4 +1,5 @@
 import { randomInt } from "node:crypto";
+import { FNV_BASIS, fnv1a } from "../../hash.js";
 
 /** What a KeyTable holds: anything with a string key. */
 export interface Keyed {
@@ -143,17 +144,6 @@ export class KeyTable<T extends Keyed> {
       if (s > 0) this.place(moved === null ? s : moved[s]!, old[p + 1]!);
     }
   }
-}
-
-/** FNV-1a's 32-bit basis and prime (session-line.ts hashes a sessionId's bytes with them too). */
-export const FNV_BASIS = 0x811c9dc5;
-export const FNV_PRIME = 0x01000193;
-
-/** A 32-bit FNV-1a hash of a string's UTF-16 code units, from `basis`. */
-export function fnv1a(s: string, basis = FNV_BASIS): number {
-  let h = basis;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), FNV_PRIME);
-  return h | 0;
 }
 
 /** FNV-1a from a per-process seed, then murmur3's finaliser (every bit reaches the low ones the mask keeps). */

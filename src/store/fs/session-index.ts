@@ -1,5 +1,6 @@
+import { fnv1a } from "../../hash.js";
 import type { ListSessionsQuery, SessionKind } from "../types.js";
-import { fnv1a, KeyTable } from "./key-table.js";
+import { KeyTable } from "./key-table.js";
 import { SortedList } from "./sorted-list.js";
 
 /**

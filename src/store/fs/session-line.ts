@@ -11,7 +11,7 @@
  * applies the same rules as `storedSessionSchema` (src/store/records.ts), which checks nothing
  * else, so a line it accepts is a valid record.
  */
-import { FNV_BASIS, FNV_PRIME } from "./key-table.js";
+import { FNV_BASIS, FNV_PRIME } from "../../hash.js";
 import { sessionIdHash } from "./session-index.js";
 
 export const FALLBACK: unique symbol = Symbol("fallback");

@@ -259,4 +259,31 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
     check(structuredClone(log));
     check(log);
   });
+
+  it("does not reuse an estimate for a unit of another session or with another last message", () => {
+    const estimate = (messages: TranscriptMessage[]) => {
+      const sources: TranscriptMessage[][] = [];
+      const units = toUnits(messages, sources);
+      return { got: estimateUnits(units, sources), want: units.map((u) => estimateTokens(u)), sources };
+    };
+    const long = "a result long enough to cost many more tokens than the short one ".repeat(20);
+    const call = (sessionId: string) =>
+      msg(
+        "c1",
+        "toolCall",
+        { arguments: { path: "x" } },
+        { sessionId, toolCallId: "t1", toolName: "read_file" },
+      );
+    const result = (id: string, content: string, sessionId = "s") =>
+      msg(id, "toolResult", content, { sessionId, toolCallId: "t1" });
+    // one unit of two messages each time, all starting at the same id ("c1")
+    const first = estimate([call("s"), result("r1", "short")]);
+    expect(first.sources.map((u) => u.map((m) => m.id))).toEqual([["c1", "r1"]]);
+    expect(first.got).toEqual(first.want);
+    const otherSession = estimate([call("t"), result("r1", long, "t")]);
+    expect(otherSession.got).toEqual(otherSession.want);
+    const otherLast = estimate([call("s"), result("r2", long)]);
+    expect(otherLast.got).toEqual(otherLast.want);
+    expect(otherLast.want[0]).toBeGreaterThan(first.want[0]! * 5);
+  });
 });
