@@ -152,9 +152,16 @@ interface UnitCost {
   cost: number;
 }
 
-/** A hash of a unit's sessionId and its last message's id: what a cached estimate is checked against. */
-function unitCheck(sessionId: string, lastId: string): number {
-  return fnv1a(lastId, Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME));
+/**
+ * A hash of a unit's sessionId and its last message's id: what a cached estimate is checked
+ * against. A window's units share one session: its part is hashed once per call (`seen`).
+ */
+function unitCheck(sessionId: string, lastId: string, seen: { sessionId?: string; hash: number }): number {
+  if (seen.sessionId !== sessionId) {
+    seen.sessionId = sessionId;
+    seen.hash = Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME);
+  }
+  return fnv1a(lastId, seen.hash);
 }
 
 /**
@@ -168,8 +175,8 @@ function unitCheck(sessionId: string, lastId: string): number {
  * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
  * 24k entries: an estimate saves its re-serialisation only while its messages are in the fs tail
  * cache (a window read from disk costs far more than counting it), and 8M chars of short
- * messages are ~22k units; each entry holds ~250 B (50k were ~12 MB, and with more long
- * sessions than fit, missed every lookup anyway).
+ * messages are ~22k units; each entry holds ~150 B (50k were ~12 MB when entries held their
+ * strings, and with more long sessions than fit, missed every lookup anyway).
  */
 const unitCosts = new BoundedMap<string, UnitCost>(24_000);
 
@@ -179,6 +186,7 @@ const unitCosts = new BoundedMap<string, UnitCost>(24_000);
  */
 export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
   const out = new Array<number>(units.length);
+  const seen: { sessionId?: string; hash: number } = { hash: 0 };
   for (let i = 0; i < units.length; i++) {
     const src = sources[i];
     const first = src?.[0];
@@ -187,7 +195,7 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     if (
       hit !== undefined &&
       hit.count === src!.length &&
-      hit.check === unitCheck(first!.sessionId, last!.id)
+      hit.check === unitCheck(first!.sessionId, last!.id, seen)
     ) {
       out[i] = hit.cost;
       continue;
@@ -195,7 +203,7 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
     const cost = estimateTokens(units[i]);
     out[i] = cost;
     if (first && last)
-      unitCosts.set(first.id, { check: unitCheck(first.sessionId, last.id), count: src!.length, cost });
+      unitCosts.set(first.id, { check: unitCheck(first.sessionId, last.id, seen), count: src!.length, cost });
   }
   return out;
 }
