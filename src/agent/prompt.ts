@@ -181,30 +181,81 @@ function unitCheck(sessionId: string, lastId: string, seen: { sessionId?: string
 const unitCosts = new BoundedMap<string, UnitCost>(24_000);
 
 /**
+ * The last window's units of a session, by their first and last message ids and counts, with
+ * their estimates. A session's next window is mostly the same units (shifted by the few that
+ * fell off its start), so they are matched in one pass of id comparisons — mostly the same string
+ * objects — before any lookup in `unitCosts`, whose big table was the largest cost of planning a
+ * 400-message window (~200 lookups a step, each a few cache misses).
+ */
+interface WindowMemo {
+  firstIds: string[];
+  lastIds: string[];
+  counts: number[];
+  costs: number[];
+}
+const windowMemos = new BoundedMap<string, WindowMemo>(64);
+
+/**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
  * before, so every step does not re-serialise the whole window just to count it.
  */
 export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
   const out = new Array<number>(units.length);
   const seen: { sessionId?: string; hash: number } = { hash: 0 };
+  const sessionId = sources[0]?.[0]?.sessionId;
+  const memo = sessionId === undefined ? undefined : windowMemos.get(sessionId);
+  const next: WindowMemo = { firstIds: [], lastIds: [], counts: [], costs: [] };
+  // where the current unit sits in the last window (-1: not lined up; found by indexOf, a few tries)
+  let j = -1;
+  let tries = 2;
   for (let i = 0; i < units.length; i++) {
     const src = sources[i];
     const first = src?.[0];
     const last = src?.[src.length - 1];
-    const hit = first ? unitCosts.get(first.id) : undefined;
-    if (
-      hit !== undefined &&
-      hit.count === src!.length &&
-      hit.check === unitCheck(first!.sessionId, last!.id, seen)
-    ) {
-      out[i] = hit.cost;
-      continue;
+    const mine = first !== undefined && last !== undefined && first.sessionId === sessionId;
+    let cost: number | undefined;
+    if (mine && memo) {
+      if (j < 0 && tries > 0) {
+        tries--;
+        j = memo.firstIds.indexOf(first.id);
+      }
+      if (
+        j >= 0 &&
+        memo.firstIds[j] === first.id &&
+        memo.lastIds[j] === last.id &&
+        memo.counts[j] === src!.length
+      ) {
+        cost = memo.costs[j];
+        j++;
+      } else j = -1;
     }
-    const cost = estimateTokens(units[i]);
+    if (cost === undefined) {
+      const hit = first ? unitCosts.get(first.id) : undefined;
+      if (
+        hit !== undefined &&
+        hit.count === src!.length &&
+        hit.check === unitCheck(first!.sessionId, last!.id, seen)
+      ) {
+        cost = hit.cost;
+      } else {
+        cost = estimateTokens(units[i]);
+        if (first && last)
+          unitCosts.set(first.id, {
+            check: unitCheck(first.sessionId, last.id, seen),
+            count: src!.length,
+            cost,
+          });
+      }
+    }
     out[i] = cost;
-    if (first && last)
-      unitCosts.set(first.id, { check: unitCheck(first.sessionId, last.id, seen), count: src!.length, cost });
+    if (mine) {
+      next.firstIds.push(first.id);
+      next.lastIds.push(last.id);
+      next.counts.push(src!.length);
+      next.costs.push(cost);
+    }
   }
+  if (sessionId !== undefined) windowMemos.set(sessionId, next);
   return out;
 }
 

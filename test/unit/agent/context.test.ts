@@ -286,4 +286,32 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
     expect(otherLast.got).toEqual(otherLast.want);
     expect(otherLast.want[0]).toBeGreaterThan(first.want[0]! * 5);
   });
+
+  it("equals estimateTokens for sliding windows of two sessions in turn, cut anywhere (a unit split at the start too)", () => {
+    const logs: Record<string, TranscriptMessage[]> = { s: [], t: [] };
+    let n = 0;
+    const add = (sid: string, role: TranscriptMessage["role"], content: unknown, extra = {}) =>
+      logs[sid]!.push(msg(`${sid}${n++}`, role, content, { sessionId: sid, ...extra }));
+    for (let turn = 0; turn < 60; turn++) {
+      for (const sid of ["s", "t"]) {
+        add(sid, "user", `question ${turn} ${"x".repeat(turn % 7)}`);
+        if (turn % 3 === 0) {
+          add(
+            sid,
+            "toolCall",
+            { arguments: { path: `f${turn}` } },
+            { toolCallId: `c${turn}`, toolName: "read_file" },
+          );
+          add(sid, "toolResult", "y".repeat(10 + turn), { toolCallId: `c${turn}` });
+        }
+        add(sid, "assistant", `answer ${turn}`.repeat(1 + (turn % 4)));
+        const log = logs[sid]!;
+        // windows of the newest 12..20 messages: some start inside a tool step
+        const window = log.slice(-(12 + (turn % 9)));
+        const sources: TranscriptMessage[][] = [];
+        const units = toUnits(window, sources);
+        expect(estimateUnits(units, sources)).toEqual(units.map((u) => estimateTokens(u)));
+      }
+    }
+  });
 });
