@@ -146,22 +146,18 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
 }
 
 interface UnitCost {
-  /** `unitCheck` of the unit's session and last message id (a number: the entry holds no strings of its own). */
+  /** A hash of the unit's session and last message id (a number: the entry holds no strings of its own). */
   check: number;
   count: number;
   cost: number;
 }
 
 /**
- * A hash of a unit's sessionId and its last message's id: what a cached estimate is checked
- * against. A window's units share one session: its part is hashed once per call (`seen`).
+ * The session's part of a unit's check (`fnv1a(lastId, sessionPart(sessionId))`): a hash of the
+ * sessionId and a separator. A window's units share one session, so it is hashed once per call.
  */
-function unitCheck(sessionId: string, lastId: string, seen: { sessionId?: string; hash: number }): number {
-  if (seen.sessionId !== sessionId) {
-    seen.sessionId = sessionId;
-    seen.hash = Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME);
-  }
-  return fnv1a(lastId, seen.hash);
+function sessionPart(sessionId: string): number {
+  return Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME);
 }
 
 /**
@@ -201,8 +197,8 @@ const windowMemos = new BoundedMap<string, WindowMemo>(64);
  */
 export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
   const out = new Array<number>(units.length);
-  const seen: { sessionId?: string; hash: number } = { hash: 0 };
   const sessionId = sources[0]?.[0]?.sessionId;
+  const part = sessionId === undefined ? 0 : sessionPart(sessionId);
   const memo = sessionId === undefined ? undefined : windowMemos.get(sessionId);
   const next: WindowMemo = { firstIds: [], lastIds: [], counts: [], costs: [] };
   // where the current unit sits in the last window (-1: not lined up; found by indexOf, a few tries)
@@ -230,22 +226,15 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
       } else j = -1;
     }
     if (cost === undefined) {
-      const hit = first ? unitCosts.get(first.id) : undefined;
-      if (
-        hit !== undefined &&
-        hit.count === src!.length &&
-        hit.check === unitCheck(first!.sessionId, last!.id, seen)
-      ) {
-        cost = hit.cost;
-      } else {
-        cost = estimateTokens(units[i]);
-        if (first && last)
-          unitCosts.set(first.id, {
-            check: unitCheck(first.sessionId, last.id, seen),
-            count: src!.length,
-            cost,
-          });
-      }
+      if (first && last) {
+        const check = fnv1a(last.id, mine ? part : sessionPart(first.sessionId));
+        const hit = unitCosts.get(first.id);
+        if (hit !== undefined && hit.count === src!.length && hit.check === check) cost = hit.cost;
+        else {
+          cost = estimateTokens(units[i]);
+          unitCosts.set(first.id, { check, count: src!.length, cost });
+        }
+      } else cost = estimateTokens(units[i]);
     }
     out[i] = cost;
     if (mine) {

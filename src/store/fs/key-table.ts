@@ -39,7 +39,7 @@ export class KeyTable<T extends Keyed> {
     return this.live;
   }
 
-  /** Sizes the table for `n` entries in all, so filling it up to there never rehashes. */
+  /** Makes room for `n` more entries, so adding up to that many never rehashes. */
   reserve(n: number): void {
     if ((this.used + n) / (this.mask + 1) > MAX_LOAD) this.rebuild(this.live + n);
   }

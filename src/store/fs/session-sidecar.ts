@@ -228,11 +228,15 @@ export async function readSidecar(
     if (header.$sidecar !== VERSION || header.endian !== ENDIAN) return "another format";
     if (header.snapshot !== snap.gen || header.bytes !== snap.bytes) return "written for another snapshot";
     const { entries, first, tail } = header;
-    if (!Number.isSafeInteger(entries) || !Number.isSafeInteger(first) || typeof tail !== "string") {
+    if (
+      !Number.isSafeInteger(entries) ||
+      !Number.isSafeInteger(first) ||
+      typeof tail !== "string" ||
+      (entries as number) * ENTRY_BYTES > size // more entries than the file has room for
+    ) {
       return "unreadable header";
     }
     if (tail !== (await tailHash(snap.file, snap.bytes))) return "written for other snapshot bytes";
-    if ((entries as number) * ENTRY_BYTES > size) return "unreadable header";
     expect?.(entries as number);
     let pos = line.next;
     let off = first as number;
