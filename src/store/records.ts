@@ -58,8 +58,47 @@ export function recordProblem(schema: z.ZodType, v: unknown): string | null {
   return `${issue.path.map(String).join(".") || "(root)"}: ${issue.message}`;
 }
 
-export const sessionProblem = (v: unknown): string | null => recordProblem(storedSessionSchema, v);
-export const runProblem = (v: unknown): string | null => recordProblem(storedRunSchema, v);
+const RUN_STATUS_SET: ReadonlySet<unknown> = new Set(RUN_STATUSES);
+const isText = (v: unknown): boolean => typeof v === "string" && v.length > 0;
+const isMs = (v: unknown): boolean => typeof v === "number" && Number.isFinite(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The schemas' own verdict, checked by hand first: every record a store writes is checked (the
+ * gateway's own, three times a turn), and a record that passes needs no zod run. A record that
+ * fails goes through zod, so the message naming its field is zod's. `records.test.ts` holds the
+ * hand checks to the schemas.
+ */
+export function sessionFits(v: unknown): boolean {
+  return (
+    isObject(v) &&
+    isText(v.key) &&
+    isText(v.sessionId) &&
+    isText(v.agentId) &&
+    isMs(v.createdAt) &&
+    isMs(v.updatedAt) &&
+    (v.label === undefined || typeof v.label === "string") &&
+    (v.spawnedBy === undefined || typeof v.spawnedBy === "string")
+  );
+}
+
+/** `storedRunSchema`'s verdict by hand (see `sessionFits`). */
+export function runFits(v: unknown): boolean {
+  return (
+    isObject(v) &&
+    isText(v.runId) &&
+    isText(v.sessionKey) &&
+    isText(v.agentId) &&
+    RUN_STATUS_SET.has(v.status) &&
+    isMs(v.createdAt)
+  );
+}
+
+export const sessionProblem = (v: unknown): string | null =>
+  sessionFits(v) ? null : recordProblem(storedSessionSchema, v);
+export const runProblem = (v: unknown): string | null =>
+  runFits(v) ? null : recordProblem(storedRunSchema, v);
 
 /** Throws INVALID_PARAMS naming `what.field` when `v` is not a storable record. */
 export function assertRecord(problem: string | null, what: string): void {
