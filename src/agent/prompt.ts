@@ -68,12 +68,29 @@ type Unit = ModelMessage[];
  * `sources`, when given, receives per unit the transcript messages it was built from (a unit is
  * a pure function of them).
  */
-export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessage[][]): Unit[] {
+export function toUnits(messages: readonly TranscriptMessage[], sources?: TranscriptMessage[][]): Unit[] {
   const units: Unit[] = [];
-  let from: TranscriptMessage[] = [];
-  const begin = (m: TranscriptMessage) => {
-    from = [m];
-    sources?.push(from);
+  buildUnits(messages, 0, messages.length, units, sources, undefined);
+  return units;
+}
+
+/**
+ * `toUnits` of `messages[from, to)`, appended to `units` (and `sources`), with each unit's first
+ * message's index in `messages` appended to `starts` when given.
+ */
+function buildUnits(
+  messages: readonly TranscriptMessage[],
+  from: number,
+  to: number,
+  units: Unit[],
+  sources: TranscriptMessage[][] | undefined,
+  starts: number[] | undefined,
+): void {
+  let from_: TranscriptMessage[] = [];
+  const begin = (m: TranscriptMessage, i: number) => {
+    from_ = [m];
+    sources?.push(from_);
+    starts?.push(i);
   };
   let open: {
     assistant: Extract<ModelMessage, { role: "assistant" }>;
@@ -94,14 +111,15 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
     }
     open = null;
   };
-  for (const m of messages) {
+  for (let i = from; i < to; i++) {
+    const m = messages[i]!;
     if (m.role === "user") {
       closeOpen();
-      begin(m);
+      begin(m, i);
       units.push([{ role: "user", content: renderUserContent(textOf(m.content), m.provenance) }]);
     } else if (m.role === "assistant") {
       closeOpen();
-      begin(m);
+      begin(m, i);
       const assistant: Extract<ModelMessage, { role: "assistant" }> = {
         role: "assistant",
         content: textOf(m.content),
@@ -112,7 +130,7 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
     } else if (m.role === "toolCall") {
       if (!open || open.unit.length > 1) {
         closeOpen();
-        begin(m);
+        begin(m, i);
         const assistant: Extract<ModelMessage, { role: "assistant" }> = { role: "assistant", content: "" };
         const unit: Unit = [assistant];
         units.push(unit);
@@ -125,14 +143,14 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
         name: m.toolName ?? "unknown",
         arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
       };
-      if (from[0] !== m) from.push(m);
+      if (from_[0] !== m) from_.push(m);
       open.assistant.toolCalls = [...(open.assistant.toolCalls ?? []), call];
       open.pending.add(call.id);
     } else if (m.role === "toolResult") {
       const id = m.toolCallId ?? "";
       if (!open?.pending.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
-      from.push(m);
+      from_.push(m);
       open.unit.push({
         role: "tool",
         toolCallId: id,
@@ -142,7 +160,6 @@ export function toUnits(messages: TranscriptMessage[], sources?: TranscriptMessa
     }
   }
   closeOpen();
-  return units;
 }
 
 interface UnitCost {
@@ -177,21 +194,6 @@ function sessionPart(sessionId: string): number {
 const unitCosts = new BoundedMap<string, UnitCost>(24_000);
 
 /**
- * The last window's units of a session, by their first and last message ids and counts, with
- * their estimates. A session's next window is mostly the same units (shifted by the few that
- * fell off its start), so they are matched in one pass of id comparisons — mostly the same string
- * objects — before any lookup in `unitCosts`, whose big table was the largest cost of planning a
- * 400-message window (~200 lookups a step, each a few cache misses).
- */
-interface WindowMemo {
-  firstIds: string[];
-  lastIds: string[];
-  counts: number[];
-  costs: number[];
-}
-const windowMemos = new BoundedMap<string, WindowMemo>(64);
-
-/**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
  * before, so every step does not re-serialise the whole window just to count it.
  */
@@ -199,53 +201,116 @@ export function estimateUnits(units: readonly Unit[], sources: readonly Transcri
   const out = new Array<number>(units.length);
   const sessionId = sources[0]?.[0]?.sessionId;
   const part = sessionId === undefined ? 0 : sessionPart(sessionId);
-  const memo = sessionId === undefined ? undefined : windowMemos.get(sessionId);
-  const next: WindowMemo = { firstIds: [], lastIds: [], counts: [], costs: [] };
-  // where the current unit sits in the last window (-1: not lined up; found by indexOf, a few tries)
-  let j = -1;
-  let tries = 2;
-  for (let i = 0; i < units.length; i++) {
-    const src = sources[i];
-    const first = src?.[0];
-    const last = src?.[src.length - 1];
-    const mine = first !== undefined && last !== undefined && first.sessionId === sessionId;
-    let cost: number | undefined;
-    if (mine && memo) {
-      if (j < 0 && tries > 0) {
-        tries--;
-        j = memo.firstIds.indexOf(first.id);
+  for (let i = 0; i < units.length; i++) out[i] = unitCost(units[i]!, sources[i], sessionId, part);
+  return out;
+}
+
+/** One unit's estimate, from `unitCosts` when it holds one for the same messages. */
+function unitCost(
+  unit: Unit,
+  src: readonly TranscriptMessage[] | undefined,
+  sessionId: string | undefined,
+  part: number,
+): number {
+  const first = src?.[0];
+  const last = src?.[src.length - 1];
+  if (first === undefined || last === undefined) return estimateTokens(unit);
+  const check = fnv1a(last.id, first.sessionId === sessionId ? part : sessionPart(first.sessionId));
+  const hit = unitCosts.get(first.id);
+  if (hit !== undefined && hit.count === src!.length && hit.check === check) return hit.cost;
+  const cost = estimateTokens(unit);
+  unitCosts.set(first.id, { check, count: src!.length, cost });
+  return cost;
+}
+
+/** A session's window as units: what the prompt is cut from. */
+export interface WindowUnits {
+  units: Unit[];
+  /** Per unit, the transcript messages it was built from. */
+  sources: TranscriptMessage[][];
+  /** Per unit, `estimateTokens` of it. */
+  costs: number[];
+}
+
+/**
+ * What `windowUnits` built last for a session: the ids of the messages it was given, and per
+ * unit its first message's index among them, the unit (its model messages, never mutated once
+ * built) and its estimate.
+ */
+interface UnitMemo {
+  ids: string[];
+  starts: number[];
+  units: Unit[];
+  sources: TranscriptMessage[][];
+  costs: number[];
+}
+const unitMemos = new BoundedMap<string, UnitMemo>(64);
+
+/**
+ * `toUnits` of a session's window with `estimateUnits` of each unit, carried from the session's
+ * last window where the two line up. A session's next window is its last one minus a few messages
+ * at the start plus the new ones at the end, and every unit but the last is closed for good: it
+ * is closed by the message that starts the next unit, and what follows never changes it. So the
+ * units of the last window are reused from the first one that begins with a user or assistant
+ * message (such a unit does not depend on anything before it: a tool call that starts a unit can
+ * join an open one) up to the last one whose closing message is still in the new window; only the
+ * messages before and after them are converted again. Ids are compared one by one (a transcript
+ * never rewrites an id), so a window read from disk lines up as well as the same objects do.
+ */
+export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits {
+  const n = messages.length;
+  const sessionId = messages[0]?.sessionId;
+  const part = sessionId === undefined ? 0 : sessionPart(sessionId);
+  const memo = sessionId === undefined ? undefined : unitMemos.get(sessionId);
+  const out: UnitMemo = { ids: new Array<string>(n), starts: [], units: [], sources: [], costs: [] };
+  for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
+  // the memo's units [k0, k1) are reused, for the window's messages [head, tail)
+  let k0 = 0;
+  let k1 = 0;
+  let head = n;
+  let tail = n;
+  if (memo && n > 0) {
+    const p = memo.ids.indexOf(out.ids[0]!);
+    if (p >= 0) {
+      let matched = 0;
+      const most = Math.min(n, memo.ids.length - p);
+      while (matched < most && memo.ids[p + matched] === out.ids[matched]) matched++;
+      const { starts } = memo;
+      k0 = 0;
+      while (k0 < starts.length && (starts[k0]! < p || !independent(memo.sources[k0]![0]!))) k0++;
+      k1 = k0;
+      // unit k1 - 1 is closed by unit k1's first message: it must be in the matched part too
+      while (k1 + 1 < starts.length && starts[k1 + 1]! < p + matched) k1++;
+      if (k1 > k0) {
+        head = starts[k0]! - p;
+        tail = starts[k1]! - p;
       }
-      if (
-        j >= 0 &&
-        memo.firstIds[j] === first.id &&
-        memo.lastIds[j] === last.id &&
-        memo.counts[j] === src!.length
-      ) {
-        cost = memo.costs[j];
-        j++;
-      } else j = -1;
-    }
-    if (cost === undefined) {
-      if (first && last) {
-        const check = fnv1a(last.id, mine ? part : sessionPart(first.sessionId));
-        const hit = unitCosts.get(first.id);
-        if (hit !== undefined && hit.count === src!.length && hit.check === check) cost = hit.cost;
-        else {
-          cost = estimateTokens(units[i]);
-          unitCosts.set(first.id, { check, count: src!.length, cost });
-        }
-      } else cost = estimateTokens(units[i]);
-    }
-    out[i] = cost;
-    if (mine) {
-      next.firstIds.push(first.id);
-      next.lastIds.push(last.id);
-      next.counts.push(src!.length);
-      next.costs.push(cost);
     }
   }
-  if (sessionId !== undefined) windowMemos.set(sessionId, next);
-  return out;
+  const fresh = (from: number, to: number) => {
+    const before = out.units.length;
+    buildUnits(messages, from, to, out.units, out.sources, out.starts);
+    for (let u = before; u < out.units.length; u++)
+      out.costs.push(unitCost(out.units[u]!, out.sources[u], sessionId, part));
+  };
+  fresh(0, head);
+  if (memo && tail > head) {
+    const shift = head - memo.starts[k0]!;
+    for (let k = k0; k < k1; k++) {
+      out.starts.push(memo.starts[k]! + shift);
+      out.units.push(memo.units[k]!);
+      out.sources.push(memo.sources[k]!);
+      out.costs.push(memo.costs[k]!);
+    }
+    fresh(tail, n);
+  }
+  if (sessionId !== undefined) unitMemos.set(sessionId, out);
+  return { units: out.units, sources: out.sources, costs: out.costs };
+}
+
+/** A unit that starts with this message is built the same whatever came before it. */
+function independent(m: TranscriptMessage): boolean {
+  return m.role === "user" || m.role === "assistant";
 }
 
 /** Keeps the newest units that fit `budgetTokens` (always at least the newest unit). */

@@ -1,7 +1,7 @@
 import type { ContextPruningConfig } from "../config/context.js";
 import type { TranscriptMessage } from "../store/types.js";
 import { type SessionContext, summaryTokens, withSummary } from "./compaction.js";
-import { estimateTokens, estimateUnits, fitWindow, toUnits } from "./prompt.js";
+import { estimateTokens, fitWindow, windowUnits } from "./prompt.js";
 import type { ModelMessage } from "./providers/types.js";
 import { type PruneStats, pruneUnits } from "./pruning.js";
 
@@ -76,16 +76,16 @@ export function planPrompt(
   const summary = ctx.compaction?.summary;
   const system = withSummary(o.system, summary);
   const baseTokens = estimateTokens(o.system) + summaryTokens(summary) + o.specsTokens;
-  const sources: TranscriptMessage[][] = [];
-  let units = toUnits(ctx.messages, sources);
+  const window = windowUnits(ctx.messages);
+  let { units, costs } = window;
   let pruned: PruneStats | null = null;
   if (o.pruning) {
     const r = pruneUnits(units, o.pruning, { windowTokens: o.windowTokens, baseChars: baseTokens * 4 });
     units = r.units;
     pruned = r.stats;
+    // Pruned units differ from what their messages say: estimated afresh.
+    costs = units.map((u) => estimateTokens(u));
   }
-  // Pruned units differ from what their messages say: estimated afresh.
-  const costs = pruned ? units.map((u) => estimateTokens(u)) : estimateUnits(units, sources);
   const unitsTokens = costs.reduce((n, c) => n + c, 0);
   const budget = Math.max(512, Math.floor(o.windowTokens * o.budgetRatio) - baseTokens);
   const { messages, dropped } = fitWindow(units, budget, costs);

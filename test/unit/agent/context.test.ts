@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
-import { estimateTokens, estimateUnits, toUnits } from "../../../src/agent/prompt.js";
+import { estimateTokens, estimateUnits, toUnits, windowUnits } from "../../../src/agent/prompt.js";
 import type { ModelMessage } from "../../../src/agent/providers/types.js";
 import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
 import { contextPruningSchema } from "../../../src/config/context.js";
@@ -313,5 +313,86 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
         expect(estimateUnits(units, sources)).toEqual(units.map((u) => estimateTokens(u)));
       }
     }
+  });
+});
+
+describe("windowUnits (a session's window carried from its last one)", () => {
+  /** A small deterministic PRNG, so a failure names a case that can be replayed. */
+  const rng = (seed: number) => {
+    let x = seed >>> 0;
+    return () => {
+      x = (x + 0x6d2b79f5) >>> 0;
+      let t = x;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+    };
+  };
+
+  it("equals toUnits and estimateTokens for random sessions' windows: tool steps, missing results, orphans, re-reads, cuts", () => {
+    const next = rng(42);
+    const sessions = ["s", "t", "u"];
+    const logs: Record<string, TranscriptMessage[]> = { s: [], t: [], u: [] };
+    let n = 0;
+    const add = (sid: string, role: TranscriptMessage["role"], content: unknown, extra = {}) =>
+      logs[sid]!.push({ id: `${sid}-${n++}`, sessionId: sid, role, content, timestamp: 1, ...extra });
+    let reused = 0;
+    const earlier: Array<{ units: unknown; want: unknown }> = [];
+    for (let step = 0; step < 900; step++) {
+      const sid = sessions[Math.floor(next() * sessions.length)]!;
+      // append a few messages of a random shape
+      const r = next();
+      if (r < 0.35) add(sid, "user", `question ${step} ${"x".repeat(step % 9)}`);
+      else if (r < 0.6) add(sid, "assistant", `answer ${step}`.repeat(1 + (step % 3)));
+      else {
+        const calls = 1 + Math.floor(next() * 3);
+        if (next() < 0.5) add(sid, "assistant", `calling ${calls}`);
+        const ids: string[] = [];
+        for (let c = 0; c < calls; c++) {
+          const id = `call${n}`;
+          ids.push(id);
+          add(
+            sid,
+            "toolCall",
+            { arguments: { path: `f${step}` } },
+            { toolCallId: id, toolName: "read_file" },
+          );
+        }
+        for (const id of ids) {
+          const roll = next();
+          if (roll < 0.15) continue; // no result (a crash mid-tool)
+          add(sid, "toolResult", "y".repeat(5 + Math.floor(next() * 40)), {
+            toolCallId: roll < 0.2 ? "unknown-call" : id, // an orphan now and then
+            toolName: "read_file",
+          });
+        }
+        if (next() < 0.3) {
+          // a second tool step straight after the first
+          const id = `call${n}`;
+          add(sid, "toolCall", { arguments: "{}" }, { toolCallId: id, toolName: "exec" });
+          if (next() < 0.8) add(sid, "toolResult", "done", { toolCallId: id, toolName: "exec" });
+        }
+      }
+      const log = logs[sid]!;
+      // the newest 10..40 messages; sometimes the newest few left out (a re-run's window)
+      const size = 10 + Math.floor(next() * 30);
+      const end = next() < 0.1 ? Math.max(1, log.length - Math.floor(next() * 4)) : log.length;
+      let window = log.slice(Math.max(0, end - size), end);
+      // a message filtered out of the middle (a re-run's own later messages, with others after them)
+      if (next() < 0.1 && window.length > 2) window.splice(1 + Math.floor(next() * (window.length - 2)), 1);
+      if (next() < 0.2) window = structuredClone(window); // read from disk: fresh objects
+      const got = windowUnits(window);
+      const sources: TranscriptMessage[][] = [];
+      const want = toUnits(window, sources);
+      expect(got.units).toEqual(want);
+      expect(got.sources.map((u) => u.map((m) => m.id))).toEqual(sources.map((u) => u.map((m) => m.id)));
+      expect(got.costs).toEqual(want.map((u) => estimateTokens(u)));
+      for (let i = 0; i < got.units.length; i++) if (got.units[i] !== want[i]) reused++;
+      if (step % 50 === 0) earlier.push({ units: got.units, want: structuredClone(want) });
+    }
+    // units were carried (not rebuilt) for most of the windows
+    expect(reused).toBeGreaterThan(5000);
+    // and nothing built later changed a unit handed out earlier
+    for (const e of earlier) expect(e.units).toEqual(e.want);
   });
 });
