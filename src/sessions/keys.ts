@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { SwitchboardError } from "../errors.js";
+import { BoundedMap } from "../ordered-set.js";
 import type { ChatType, SessionKind } from "../store/types.js";
 
 /**
@@ -235,8 +236,27 @@ function splitLast(s: string, marker: string): [string, string] | null {
   return tail === "" ? null : [s.slice(0, i), tail];
 }
 
-/** Splits a key into its parts; never throws (unknown shapes just have fewer fields). */
-export function parseSessionKey(rawKey: string): ParsedSessionKey {
+/**
+ * Keys parsed lately, by the raw key: a turn asks for its key's parts half a dozen times (agent,
+ * channel, kind, reserved, send policy), and the same keys come back turn after turn.
+ */
+const parsedKeys = new BoundedMap<string, Readonly<ParsedSessionKey>>(4096);
+
+/**
+ * Splits a key into its parts; never throws (unknown shapes just have fewer fields). The result
+ * is shared (frozen): copy it to change it.
+ */
+export function parseSessionKey(rawKey: string): Readonly<ParsedSessionKey> {
+  let parsed = parsedKeys.get(rawKey);
+  if (parsed === undefined) {
+    parsed = Object.freeze(splitKey(rawKey));
+    // a key-sized bound, so a stream of odd keys cannot fill memory with long ones
+    if (rawKey.length <= MAX_KEY_LENGTH) parsedKeys.set(rawKey, parsed);
+  }
+  return parsed;
+}
+
+function splitKey(rawKey: string): ParsedSessionKey {
   const key = normalizeKey(rawKey);
   const out: ParsedSessionKey = { key, rest: key };
   if (key.startsWith("agent:")) {

@@ -518,3 +518,32 @@ describe("normalizeAgentId", () => {
     },
   );
 });
+
+describe("parseSessionKey, kept for keys parsed lately", () => {
+  it("answers the same parts for the same raw key every time, shared and frozen", () => {
+    const raw = "  Agent:Main:Telegram:Group:-100123:topic:7  ";
+    const first = parseSessionKey(raw);
+    expect(first).toEqual({
+      key: "agent:main:telegram:group:-100123:topic:7",
+      agentId: "main",
+      rest: "telegram:group:-100123:topic:7",
+      topicId: "7",
+      groupKey: "agent:main:telegram:group:-100123",
+      channel: "telegram",
+      chatType: "group",
+      peerId: "-100123",
+    });
+    expect(parseSessionKey(raw)).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(() => {
+      (first as { agentId?: string }).agentId = "other";
+    }).toThrow(TypeError);
+    expect(parseSessionKey(raw).agentId).toBe("main");
+    // a different raw key is parsed on its own
+    expect(parseSessionKey("agent:ops:main").agentId).toBe("ops");
+    // far more keys than are kept: each still parses right
+    for (let i = 0; i < 10_000; i++)
+      expect(parseSessionKey(`agent:a${i % 97}:x${i}`).agentId).toBe(`a${i % 97}`);
+    expect(parseSessionKey(raw)).toEqual(first);
+  });
+});
