@@ -54,7 +54,8 @@ export interface SendOptions {
 export function sendRequest(
   url: URL,
   opts: SendOptions,
-  body?: string | Uint8Array | null,
+  /** Pieces are written in order (one writev once the socket is there), then the request ends. */
+  body?: string | Uint8Array | ReadonlyArray<string | Uint8Array> | null,
 ): Promise<IncomingMessage> {
   const agent = agents[url.protocol as keyof typeof agents];
   if (!agent) return Promise.reject(new TypeError(`unsupported protocol ${url.protocol}`));
@@ -76,7 +77,10 @@ export function sendRequest(
       signal?.removeEventListener("abort", onAbort);
       reject(signal?.aborted ? abortError(signal) : err);
     });
-    req.end(body ?? undefined);
+    if (Array.isArray(body)) {
+      for (const part of body as ReadonlyArray<string | Uint8Array>) req.write(part);
+      req.end();
+    } else req.end((body as string | Uint8Array | null | undefined) ?? undefined);
   });
 }
 

@@ -26,35 +26,56 @@ export class ChatHttpError extends Error {
 /** Error bodies are read up to this size (a proxy's HTML page must not fill memory). */
 const ERROR_BODY_LIMIT = 64 * 1024;
 
-const toolsJson = new WeakMap<readonly ToolSpec[], string>();
+const toolsJson = new WeakMap<readonly ToolSpec[], Buffer>();
 
 /**
- * The tool list as Chat Completions JSON. The registry hands out the same (frozen) spec array
- * for the same agent, policy and depth, so its ~8 KB of JSON is serialised once, not per call.
+ * The tool list as Chat Completions JSON, encoded. The registry hands out the same (frozen) spec
+ * array for the same agent, policy and depth, so its ~8 KB of JSON is serialised and encoded
+ * once, not per call.
  */
-function toolsText(tools: readonly ToolSpec[]): string {
-  let text = toolsJson.get(tools);
-  if (text === undefined) {
-    text = JSON.stringify(
-      tools.map((t) => ({
-        type: "function",
-        function: { name: t.name, description: t.description, parameters: t.parameters },
-      })),
+function toolsBytes(tools: readonly ToolSpec[]): Buffer {
+  let bytes = toolsJson.get(tools);
+  if (bytes === undefined) {
+    bytes = Buffer.from(
+      JSON.stringify(
+        tools.map((t) => ({
+          type: "function",
+          function: { name: t.name, description: t.description, parameters: t.parameters },
+        })),
+      ),
     );
-    toolsJson.set(tools, text);
+    toolsJson.set(tools, bytes);
   }
-  return text;
+  return bytes;
 }
 
-/** The request body (only standard fields, so Ollama, vLLM, llama.cpp and LM Studio accept it). */
-export function chatBody(req: ModelRequest, stream: boolean): string {
-  let body = `{"model":${JSON.stringify(req.model)},"messages":${JSON.stringify(toOpenAIMessages(req))}`;
+/**
+ * The request body (only standard fields, so Ollama, vLLM, llama.cpp and LM Studio accept it),
+ * in the pieces it is written in: the socket gets them in one writev as they are, so the
+ * messages' JSON is never copied into one string with the rest (nor with the request head, which
+ * node:http prepends to a first piece that is a string: that piece is kept short), and the tool
+ * list goes out as the bytes made once.
+ */
+export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string | Buffer> {
+  const parts: Array<string | Buffer> = [
+    `{"model":${JSON.stringify(req.model)},"messages":`,
+    JSON.stringify(toOpenAIMessages(req)),
+  ];
+  let rest = "";
   // An empty `tools` array is rejected by some servers: leave the field out instead.
-  if (req.tools.length > 0) body += `,"tools":${toolsText(req.tools)}`;
-  if (req.maxOutputTokens !== undefined) body += `,"max_tokens":${JSON.stringify(req.maxOutputTokens)}`;
+  if (req.tools.length > 0) parts.push(',"tools":', toolsBytes(req.tools));
+  if (req.maxOutputTokens !== undefined) rest += `,"max_tokens":${JSON.stringify(req.maxOutputTokens)}`;
   // Servers without stream_options support simply send no usage chunk; usage is then zero.
-  if (stream) body += `,"stream":true,"stream_options":{"include_usage":true}`;
-  return `${body}}`;
+  if (stream) rest += `,"stream":true,"stream_options":{"include_usage":true}`;
+  parts.push(`${rest}}`);
+  return parts;
+}
+
+/** The request body as one string (what `chatBodyParts` spell together). */
+export function chatBody(req: ModelRequest, stream: boolean): string {
+  return chatBodyParts(req, stream)
+    .map((p) => (typeof p === "string" ? p : p.toString("utf8")))
+    .join("");
 }
 
 function headerGetter(res: IncomingMessage): { get(name: string): string | null } {
@@ -163,12 +184,14 @@ export async function postChat(
   call: ChatCall,
   onChunk?: (chunk: ChatCompletionChunk) => void,
 ): Promise<ChatCompletion | undefined> {
-  const body = chatBody(call.req, onChunk !== undefined);
+  const body = chatBodyParts(call.req, onChunk !== undefined);
+  let bytes = 0;
+  for (const p of body) bytes += typeof p === "string" ? Buffer.byteLength(p) : p.length;
   const res = await sendRequest(
     call.url,
     {
       method: "POST",
-      headers: { ...call.headers, "content-length": String(Buffer.byteLength(body)) },
+      headers: { ...call.headers, "content-length": String(bytes) },
       signal: call.signal,
     },
     body,

@@ -106,6 +106,50 @@ describe("openai provider: stream events", () => {
     );
   }
 
+  it("sends the body in pieces that add up to its content-length, non-ASCII text and cached tools included", async () => {
+    const got: Array<{ length: string | undefined; encoding: string | undefined; body: Buffer }> = [];
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        got.push({
+          length: req.headers["content-length"],
+          encoding: req.headers["transfer-encoding"],
+          body: Buffer.concat(chunks),
+        });
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end(`${chunk({ role: "assistant", content: "ok" }, "stop")}data: [DONE]\n\n`);
+      });
+    });
+    await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/`;
+    const tools: ToolSpec[] = [
+      { name: "t1", description: "ünïcode — tool", parameters: { type: "object", properties: {} } },
+    ];
+    const p = provider(url);
+    for (const text of ["plain", "grüße 🌍 ".repeat(200), '"quoted"\n\u2028'])
+      await p.complete({
+        model: "m",
+        system: "système",
+        messages: [{ role: "user", content: text }],
+        tools,
+        onTextDelta: () => {},
+      });
+    expect(got).toHaveLength(3);
+    for (const g of got) {
+      expect(g.encoding).toBeUndefined();
+      expect(Number(g.length)).toBe(g.body.length);
+    }
+    const second = JSON.parse(got[1]!.body.toString("utf8")) as {
+      messages: Array<{ content: string }>;
+      tools: Array<{ function: { description: string } }>;
+      stream: boolean;
+    };
+    expect(second.messages.map((m) => m.content)).toEqual(["système", "grüße 🌍 ".repeat(200)]);
+    expect(second.tools[0]!.function.description).toBe("ünïcode — tool");
+    expect(second.stream).toBe(true);
+  });
+
   it("an `error` object mid-stream fails the call with the server's message (HTTP 500 semantics)", async () => {
     const url = await serve(
       `${chunk({ role: "assistant", content: "par" })}data: {"error":{"message":"overloaded, try later"}}\n\n`,
