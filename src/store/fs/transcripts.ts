@@ -66,6 +66,8 @@ const DEFAULT_TAIL_CACHE: TailCacheLimits = {
 export class FsTranscriptStore implements TranscriptStore {
   private readonly serial = new KeyedSerial();
   private readonly handles = new Map<string, OpenTranscript>();
+  /** Each agent's transcript folder (`layout.transcriptDir`). */
+  private readonly agentDirs = new Map<string, string>();
   /** Message counts by file, the least recently counted or appended to evicted first. */
   private readonly counts: BoundedMap<string, number>;
   private readonly maxOpenFiles: number;
@@ -89,7 +91,13 @@ export class FsTranscriptStore implements TranscriptStore {
   locate(ref: TranscriptRef): string {
     assertSafeSegment("agentId", ref.agentId);
     assertSafeSegment("sessionId", ref.sessionId);
-    return layout.transcript(this.opts.stateDir, ref.agentId, ref.sessionId);
+    // safe segments join as they are: only the agent's folder needs path.join (once per agent)
+    let dir = this.agentDirs.get(ref.agentId);
+    if (dir === undefined) {
+      dir = layout.transcriptDir(this.opts.stateDir, ref.agentId);
+      if (this.agentDirs.size < 1024) this.agentDirs.set(ref.agentId, dir);
+    }
+    return `${dir}${path.sep}${ref.sessionId}.jsonl`;
   }
 
   async append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean> {

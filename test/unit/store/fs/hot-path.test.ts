@@ -252,3 +252,22 @@ describe("fs journals: per-tick batching", () => {
     expect(await s.sessions.count()).toBe(50);
   });
 });
+
+describe("fs transcripts: where a transcript lives", () => {
+  it("is layout.transcript's path, whatever form the state dir was given in", async () => {
+    const t = tempDir("sb-fs-hot-");
+    dirs.push(t.cleanup);
+    const { layout } = await import("../../../../src/store/fs/paths.js");
+    for (const form of [t.dir, `${t.dir}/`, `${t.dir}/./sub/../`, `${t.dir}//`]) {
+      const s = await open(form);
+      for (const r of [ref("s1"), { agentId: "ops", sessionId: "abc-1" }]) {
+        const where = (s.transcripts as unknown as { locate(r: TranscriptRef): string }).locate(r);
+        expect(where).toBe(layout.transcript(form, r.agentId, r.sessionId));
+        await s.transcripts.append(r, message(`m-${r.sessionId}`, 0, r.sessionId));
+        expect(readFileSync(where, "utf8")).toContain(`m-${r.sessionId}`);
+      }
+      await s.close();
+      stores.splice(stores.indexOf(s), 1);
+    }
+  });
+});
