@@ -186,12 +186,12 @@ function sessionPart(sessionId: string): number {
  * Bounded and keyed by strings, not a WeakMap keyed by the message objects: a window read from
  * disk brings fresh objects every step, and under load past the tail cache the millions of dead
  * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
- * 24k entries: an estimate saves its re-serialisation only while its messages are in the fs tail
- * cache (a window read from disk costs far more than counting it), and 8M chars of short
- * messages are ~22k units; each entry holds ~150 B (50k were ~12 MB when entries held their
- * strings, and with more long sessions than fit, missed every lookup anyway).
+ * 12k entries: the sessions worked on most carry their estimates in their window memo
+ * (`windowUnits`), so this serves the units built afresh (a window's ends, sessions past the
+ * memos): 256 sessions of 100-message windows are ~12k units. An entry holds ~150 B with its key;
+ * more entries cost memory and, with more long sessions than fit, missed every lookup anyway.
  */
-const unitCosts = new BoundedMap<string, UnitCost>(24_000);
+const unitCosts = new BoundedMap<string, UnitCost>(12_000);
 
 /**
  * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
@@ -226,25 +226,48 @@ function unitCost(
 /** A session's window as units: what the prompt is cut from. */
 export interface WindowUnits {
   units: Unit[];
-  /** Per unit, the transcript messages it was built from. */
-  sources: TranscriptMessage[][];
   /** Per unit, `estimateTokens` of it. */
   costs: number[];
 }
 
 /**
  * What `windowUnits` built last for a session: the ids of the messages it was given, and per
- * unit its first message's index among them, the unit (its model messages, never mutated once
- * built) and its estimate.
+ * unit its first message's index among them, whether that message starts a unit on its own
+ * (`independent`), the unit (its model messages, never mutated once built) and its estimate.
+ * No transcript message is kept: only the ids and what was built from them.
  */
 interface UnitMemo {
   ids: string[];
   starts: number[];
+  free: boolean[];
   units: Unit[];
-  sources: TranscriptMessage[][];
   costs: number[];
 }
-const unitMemos = new BoundedMap<string, UnitMemo>(64);
+/**
+ * Memos by sessionId, least recently built first, bounded by the messages they describe: a memo
+ * keeps its window's ids and model messages (their strings) alive, ~400 B a message once the
+ * transcript's tail has left the tail cache. 8,192 messages are a few MB: 80 sessions of
+ * 100-message windows, 20 of 400.
+ */
+const unitMemos = new Map<string, UnitMemo>();
+const MEMO_MESSAGES = 8192;
+let memoMessages = 0;
+
+function keepMemo(sessionId: string, memo: UnitMemo): void {
+  const old = unitMemos.get(sessionId);
+  if (old) {
+    memoMessages -= old.ids.length;
+    unitMemos.delete(sessionId);
+  }
+  if (memo.ids.length > MEMO_MESSAGES) return;
+  unitMemos.set(sessionId, memo);
+  memoMessages += memo.ids.length;
+  for (const [id, m] of unitMemos) {
+    if (memoMessages <= MEMO_MESSAGES) break;
+    unitMemos.delete(id);
+    memoMessages -= m.ids.length;
+  }
+}
 
 /**
  * `toUnits` of a session's window with `estimateUnits` of each unit, carried from the session's
@@ -262,7 +285,7 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
   const sessionId = messages[0]?.sessionId;
   const part = sessionId === undefined ? 0 : sessionPart(sessionId);
   const memo = sessionId === undefined ? undefined : unitMemos.get(sessionId);
-  const out: UnitMemo = { ids: new Array<string>(n), starts: [], units: [], sources: [], costs: [] };
+  const out: UnitMemo = { ids: new Array<string>(n), starts: [], free: [], units: [], costs: [] };
   for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
   // the memo's units [k0, k1) are reused, for the window's messages [head, tail)
   let k0 = 0;
@@ -277,7 +300,7 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
       while (matched < most && memo.ids[p + matched] === out.ids[matched]) matched++;
       const { starts } = memo;
       k0 = 0;
-      while (k0 < starts.length && (starts[k0]! < p || !independent(memo.sources[k0]![0]!))) k0++;
+      while (k0 < starts.length && (starts[k0]! < p || !memo.free[k0])) k0++;
       k1 = k0;
       // unit k1 - 1 is closed by unit k1's first message: it must be in the matched part too
       while (k1 + 1 < starts.length && starts[k1 + 1]! < p + matched) k1++;
@@ -289,23 +312,27 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
   }
   const fresh = (from: number, to: number) => {
     const before = out.units.length;
-    buildUnits(messages, from, to, out.units, out.sources, out.starts);
-    for (let u = before; u < out.units.length; u++)
-      out.costs.push(unitCost(out.units[u]!, out.sources[u], sessionId, part));
+    const sources: TranscriptMessage[][] = [];
+    buildUnits(messages, from, to, out.units, sources, out.starts);
+    for (let u = before; u < out.units.length; u++) {
+      const src = sources[u - before]!;
+      out.free.push(independent(src[0]!));
+      out.costs.push(unitCost(out.units[u]!, src, sessionId, part));
+    }
   };
   fresh(0, head);
   if (memo && tail > head) {
     const shift = head - memo.starts[k0]!;
     for (let k = k0; k < k1; k++) {
       out.starts.push(memo.starts[k]! + shift);
+      out.free.push(memo.free[k]!);
       out.units.push(memo.units[k]!);
-      out.sources.push(memo.sources[k]!);
       out.costs.push(memo.costs[k]!);
     }
     fresh(tail, n);
   }
-  if (sessionId !== undefined) unitMemos.set(sessionId, out);
-  return { units: out.units, sources: out.sources, costs: out.costs };
+  if (sessionId !== undefined) keepMemo(sessionId, out);
+  return { units: out.units, costs: out.costs };
 }
 
 /** A unit that starts with this message is built the same whatever came before it. */
