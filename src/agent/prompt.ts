@@ -1,6 +1,4 @@
 import { createHash } from "node:crypto";
-import { FNV_PRIME, fnv1a } from "../hash.js";
-import { BoundedMap } from "../ordered-set.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "./providers/types.js";
 
@@ -48,9 +46,84 @@ export function wrapExternal(text: string, name?: string): string {
   ].join("\n");
 }
 
+/** Tokens of a text, or of a value's JSON: chars/4, rounded up. */
 export function estimateTokens(value: unknown): number {
-  const s = typeof value === "string" ? value : JSON.stringify(value ?? "");
-  return Math.ceil(s.length / 4);
+  return Math.ceil((typeof value === "string" ? value.length : jsonLength(value ?? "", 0)) / 4);
+}
+
+/** A code unit JSON.stringify writes as more than itself (quote, backslash, control, surrogate). */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * `JSON.stringify(value).length` without building the text: every window unit is counted every
+ * step, and serialising it only to measure it was most of what counting cost. Plain JSON data is
+ * measured here; anything else (toJSON, boxed primitives, very deep nesting) is serialised.
+ */
+export function jsonLength(value: unknown, depth: number): number {
+  switch (typeof value) {
+    case "string":
+      return stringLength(value);
+    case "number":
+      return Number.isFinite(value) ? String(value).length : 4;
+    case "boolean":
+      return value ? 4 : 5;
+    case "undefined":
+    case "function":
+    case "symbol":
+      return 0; // not JSON (the caller leaves it out, or writes null in an array)
+    case "bigint":
+      return JSON.stringify(value).length; // throws, as serialising it would
+    default:
+      break;
+  }
+  if (value === null) return 4;
+  const obj = value as Record<string, unknown>;
+  if (
+    depth > 64 ||
+    typeof obj.toJSON === "function" ||
+    value instanceof String ||
+    value instanceof Number ||
+    value instanceof Boolean
+  )
+    return (JSON.stringify(value) ?? "").length;
+  if (Array.isArray(value)) {
+    let n = 2 + Math.max(0, value.length - 1);
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      const t = typeof v;
+      n += t === "undefined" || t === "function" || t === "symbol" ? 4 : jsonLength(v, depth + 1);
+    }
+    return n;
+  }
+  let n = 2;
+  let members = 0;
+  for (const key of Object.keys(obj)) {
+    const v = obj[key];
+    const t = typeof v;
+    if (t === "undefined" || t === "function" || t === "symbol") continue;
+    n += stringLength(key) + 1 + jsonLength(v, depth + 1);
+    members++;
+  }
+  return n + Math.max(0, members - 1);
+}
+
+/** Length of a string's JSON form (quotes and escapes included). */
+function stringLength(s: string): number {
+  if (!NEEDS_ESCAPE.test(s)) return s.length + 2;
+  let n = s.length + 2;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x22 || c === 0x5c || c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d)
+      n += 1;
+    else if (c < 0x20) n += 5;
+    else if (c >= 0xd800 && c <= 0xdbff) {
+      const d = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+      if (d >= 0xdc00 && d <= 0xdfff)
+        i++; // a pair: written as it is
+      else n += 5;
+    } else if (c >= 0xdc00 && c <= 0xdfff) n += 5; // a low surrogate on its own
+  }
+  return n;
 }
 
 function textOf(content: unknown): string {
@@ -162,67 +235,6 @@ function buildUnits(
   closeOpen();
 }
 
-interface UnitCost {
-  /** A hash of the unit's session and last message id (a number: the entry holds no strings of its own). */
-  check: number;
-  count: number;
-  cost: number;
-}
-
-/**
- * The session's part of a unit's check (`fnv1a(lastId, sessionPart(sessionId))`): a hash of the
- * sessionId and a separator. A window's units share one session, so it is hashed once per call.
- */
-function sessionPart(sessionId: string): number {
-  return Math.imul(fnv1a(sessionId) ^ 0xffff, FNV_PRIME);
-}
-
-/**
- * Unit estimates by the id of the unit's first message, checked against its number of messages
- * and a hash of its session and last message's id (a number, so an entry keeps no strings alive
- * once its messages are gone; a false match needs the same first id, count and 32-bit hash): a unit is a pure function of a run of
- * consecutive transcript messages, and a transcript never rewrites an id (appending an
- * existing id is a no-op). The ids are the messages' own strings: no key is built per lookup.
- * Bounded and keyed by strings, not a WeakMap keyed by the message objects: a window read from
- * disk brings fresh objects every step, and under load past the tail cache the millions of dead
- * WeakMap entries made each full GC so slow (ephemeron marking) that the heap grew to gigabytes.
- * 12k entries: the sessions worked on most carry their estimates in their window memo
- * (`windowUnits`), so this serves the units built afresh (a window's ends, sessions past the
- * memos): 256 sessions of 100-message windows are ~12k units. An entry holds ~150 B with its key;
- * more entries cost memory and, with more long sessions than fit, missed every lookup anyway.
- */
-const unitCosts = new BoundedMap<string, UnitCost>(12_000);
-
-/**
- * `estimateTokens` of each unit, reusing the figure of a unit built from the same messages
- * before, so every step does not re-serialise the whole window just to count it.
- */
-export function estimateUnits(units: readonly Unit[], sources: readonly TranscriptMessage[][]): number[] {
-  const out = new Array<number>(units.length);
-  const sessionId = sources[0]?.[0]?.sessionId;
-  const part = sessionId === undefined ? 0 : sessionPart(sessionId);
-  for (let i = 0; i < units.length; i++) out[i] = unitCost(units[i]!, sources[i], sessionId, part);
-  return out;
-}
-
-/** One unit's estimate, from `unitCosts` when it holds one for the same messages. */
-function unitCost(
-  unit: Unit,
-  src: readonly TranscriptMessage[] | undefined,
-  sessionId: string | undefined,
-  part: number,
-): number {
-  const first = src?.[0];
-  const last = src?.[src.length - 1];
-  if (first === undefined || last === undefined) return estimateTokens(unit);
-  const check = fnv1a(last.id, first.sessionId === sessionId ? part : sessionPart(first.sessionId));
-  const hit = unitCosts.get(first.id);
-  if (hit !== undefined && hit.count === src!.length && hit.check === check) return hit.cost;
-  const cost = estimateTokens(unit);
-  unitCosts.set(first.id, { check, count: src!.length, cost });
-  return cost;
-}
-
 /** A session's window as units: what the prompt is cut from. */
 export interface WindowUnits {
   units: Unit[];
@@ -283,7 +295,6 @@ function keepMemo(sessionId: string, memo: UnitMemo): void {
 export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits {
   const n = messages.length;
   const sessionId = messages[0]?.sessionId;
-  const part = sessionId === undefined ? 0 : sessionPart(sessionId);
   const memo = sessionId === undefined ? undefined : unitMemos.get(sessionId);
   const out: UnitMemo = { ids: new Array<string>(n), starts: [], free: [], units: [], costs: [] };
   for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
@@ -317,7 +328,7 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
     for (let u = before; u < out.units.length; u++) {
       const src = sources[u - before]!;
       out.free.push(independent(src[0]!));
-      out.costs.push(unitCost(out.units[u]!, src, sessionId, part));
+      out.costs.push(estimateTokens(out.units[u]!));
     }
   };
   fresh(0, head);

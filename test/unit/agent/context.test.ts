@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
-import { estimateTokens, estimateUnits, toUnits, windowUnits } from "../../../src/agent/prompt.js";
+import { estimateTokens, jsonLength, toUnits, windowUnits } from "../../../src/agent/prompt.js";
 import type { ModelMessage } from "../../../src/agent/providers/types.js";
 import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
 import { contextPruningSchema } from "../../../src/config/context.js";
@@ -217,7 +217,85 @@ describe("reset policies", () => {
   });
 });
 
-describe("estimateUnits (the window's per-unit estimates, reused for the same message objects)", () => {
+/** chars/4 of the JSON text, rounded up: what an estimate of a unit must equal. */
+const byJson = (u: unknown) => Math.ceil(JSON.stringify(u).length / 4);
+
+describe("jsonLength (the estimates' JSON size, without the text)", () => {
+  it("equals JSON.stringify(value).length for random values: escapes, surrogates, numbers, holes, undefined members", () => {
+    let x = 7;
+    const next = () => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return x / 2 ** 32;
+    };
+    const CHARS = [
+      "a",
+      "Z",
+      " ",
+      '"',
+      "\\",
+      "\n",
+      "\t",
+      "\b",
+      "\f",
+      "\r",
+      "\u0000",
+      "\u001f",
+      "\u007f",
+      "é",
+      "—",
+      "\u2028",
+      "\ud83c\udf0d",
+      "\ud800",
+      "\udfff",
+      "/",
+      "<",
+    ];
+    const str = () => {
+      let t = "";
+      for (let i = Math.floor(next() * 12); i > 0; i--) t += CHARS[Math.floor(next() * CHARS.length)];
+      return t;
+    };
+    const NUMS = [0, -0, 1, -1.5, 0.1, 1e21, 1e-7, 123456789, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53];
+    const value = (depth: number): unknown => {
+      const r = next();
+      if (depth > 4 || r < 0.3) return str();
+      if (r < 0.4) return NUMS[Math.floor(next() * NUMS.length)];
+      if (r < 0.45) return next() < 0.5;
+      if (r < 0.5) return null;
+      if (r < 0.55) return undefined;
+      if (r < 0.75) {
+        const a: unknown[] = [];
+        for (let i = Math.floor(next() * 4); i > 0; i--) a.push(value(depth + 1));
+        if (next() < 0.1) a.length += 2; // holes
+        return a;
+      }
+      const o: Record<string, unknown> = {};
+      for (let i = Math.floor(next() * 4); i > 0; i--) o[str()] = value(depth + 1);
+      if (next() < 0.1) o.fn = () => 1;
+      return o;
+    };
+    for (let i = 0; i < 5000; i++) {
+      const v = value(0);
+      const want = JSON.stringify(v);
+      if (want === undefined) continue;
+      expect(jsonLength(v, 0), want).toBe(want.length);
+    }
+    // what JSON.stringify treats specially is measured by serialising it
+    expect(jsonLength({ at: new Date(0), boxed: new String("x") }, 0)).toBe(
+      JSON.stringify({ at: new Date(0), boxed: new String("x") }).length,
+    );
+    const deep: unknown[] = [];
+    let cur = deep;
+    for (let i = 0; i < 100; i++) {
+      const inner: unknown[] = ['"'];
+      cur.push(inner);
+      cur = inner;
+    }
+    expect(jsonLength(deep, 0)).toBe(JSON.stringify(deep).length);
+  });
+});
+
+describe("window unit estimates (carried from the last window, counted without serialising)", () => {
   const msg = (
     id: string,
     role: TranscriptMessage["role"],
@@ -238,7 +316,7 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
       const sources: TranscriptMessage[][] = [];
       const units = toUnits(messages, sources);
       expect(sources.map((s) => s[0]?.id)).toHaveLength(units.length);
-      expect(estimateUnits(units, sources)).toEqual(units.map((u) => estimateTokens(u)));
+      expect(windowUnits(messages).costs).toEqual(units.map(byJson));
     };
     check(log);
     log.push(msg("a1", "assistant", "let me look"));
@@ -264,7 +342,7 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
     const estimate = (messages: TranscriptMessage[]) => {
       const sources: TranscriptMessage[][] = [];
       const units = toUnits(messages, sources);
-      return { got: estimateUnits(units, sources), want: units.map((u) => estimateTokens(u)), sources };
+      return { got: windowUnits(messages).costs, want: units.map(byJson), sources };
     };
     const long = "a result long enough to cost many more tokens than the short one ".repeat(20);
     const call = (sessionId: string) =>
@@ -310,7 +388,7 @@ describe("estimateUnits (the window's per-unit estimates, reused for the same me
         const window = log.slice(-(12 + (turn % 9)));
         const sources: TranscriptMessage[][] = [];
         const units = toUnits(window, sources);
-        expect(estimateUnits(units, sources)).toEqual(units.map((u) => estimateTokens(u)));
+        expect(windowUnits(window).costs).toEqual(units.map(byJson));
       }
     }
   });
@@ -385,7 +463,7 @@ describe("windowUnits (a session's window carried from its last one)", () => {
       const sources: TranscriptMessage[][] = [];
       const want = toUnits(window, sources);
       expect(got.units).toEqual(want);
-      expect(got.costs).toEqual(want.map((u) => estimateTokens(u)));
+      expect(got.costs).toEqual(want.map(byJson));
       for (let i = 0; i < got.units.length; i++) if (got.units[i] !== want[i]) reused++;
       if (step % 50 === 0) earlier.push({ units: got.units, want: structuredClone(want) });
     }
@@ -416,7 +494,7 @@ describe("windowUnits (a session's window carried from its last one)", () => {
         const got = windowUnits(window);
         const want = toUnits(window);
         expect(got.units).toEqual(want);
-        expect(got.costs).toEqual(want.map((u) => estimateTokens(u)));
+        expect(got.costs).toEqual(want.map(byJson));
       }
     }
   });
