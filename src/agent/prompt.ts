@@ -52,6 +52,7 @@ export function estimateTokens(value: unknown): number {
 }
 
 /** A code unit JSON.stringify writes as more than itself (quote, backslash, control, surrogate). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /**
@@ -258,11 +259,11 @@ interface UnitMemo {
 /**
  * Memos by sessionId, least recently built first, bounded by the messages they describe: a memo
  * keeps its window's ids and model messages (their strings) alive, ~400 B a message once the
- * transcript's tail has left the tail cache. 8,192 messages are a few MB: 80 sessions of
- * 100-message windows, 20 of 400.
+ * transcript's tail has left the tail cache. 16,384 messages are a few MB: 160 sessions of
+ * 100-message windows, 40 of 400.
  */
 const unitMemos = new Map<string, UnitMemo>();
-const MEMO_MESSAGES = 8192;
+const MEMO_MESSAGES = 16_384;
 let memoMessages = 0;
 
 function keepMemo(sessionId: string, memo: UnitMemo): void {

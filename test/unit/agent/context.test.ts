@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compactionFor, contextOfTail, splitForCompaction } from "../../../src/agent/compaction.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "../../../src/agent/context-window.js";
-import { estimateTokens, jsonLength, toUnits, windowUnits } from "../../../src/agent/prompt.js";
+import { jsonLength, toUnits, windowUnits } from "../../../src/agent/prompt.js";
 import type { ModelMessage } from "../../../src/agent/providers/types.js";
 import { pruneUnits, pruningDue, pruningFor, toolPrunable } from "../../../src/agent/pruning.js";
 import { contextPruningSchema } from "../../../src/config/context.js";
