@@ -5,6 +5,7 @@ import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { FakeSlack, signSlackRequest } from "../fakes/slack.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { seededRandom } from "../helpers.js";
 
 /**
  * A bounded fuzz run (issue 12): hostile bodies over HTTP, frames over both sockets, signed and
@@ -17,16 +18,9 @@ const TG_SECRET = "tg-webhook-secret-123";
 const SLACK_SECRET = "slack-signing-secret-123";
 const COUNTS = { http: 400, ws: 300, webchat: 150, webhooks: 200 };
 
-/** mulberry32: a small seeded PRNG, so a failure reproduces. */
+/** A seeded PRNG with helpers, so a failure reproduces. */
 function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   const int = (n: number) => Math.floor(next() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
   return { next, int, pick };

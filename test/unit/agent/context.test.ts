@@ -8,6 +8,7 @@ import { contextPruningSchema } from "../../../src/config/context.js";
 import { parseConfig } from "../../../src/config/index.js";
 import { lastDailyBoundary, nextResetAt, resetDue, resetRuleFor } from "../../../src/sessions/reset.js";
 import type { SessionEntry, TranscriptMessage } from "../../../src/store/types.js";
+import { seededRandom } from "../../helpers.js";
 
 /** Pure parts of pruning, compaction and resets. */
 
@@ -395,20 +396,8 @@ describe("window unit estimates (carried from the last window, counted without s
 });
 
 describe("windowUnits (a session's window carried from its last one)", () => {
-  /** A small deterministic PRNG, so a failure names a case that can be replayed. */
-  const rng = (seed: number) => {
-    let x = seed >>> 0;
-    return () => {
-      x = (x + 0x6d2b79f5) >>> 0;
-      let t = x;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-    };
-  };
-
   it("equals toUnits and estimateTokens for random sessions' windows: tool steps, missing results, orphans, re-reads, cuts", () => {
-    const next = rng(42);
+    const next = seededRandom(42);
     const sessions = ["s", "t", "u"];
     const logs: Record<string, TranscriptMessage[]> = { s: [], t: [], u: [] };
     let n = 0;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chunkText } from "../../../src/delivery/chunk.js";
+import { seededRandom } from "../../helpers.js";
 
 /** Chunks minus the fence repair (a closing line added at a cut and the reopening line after it). */
 function unrepair(chunks: string[]): string[] {
@@ -20,17 +21,6 @@ function unrepair(chunks: string[]): string[] {
 }
 
 const words = (s: string): string[] => s.split(/\s+/).filter(Boolean);
-
-/** Deterministic pseudo-random generator (mulberry32) so the property test is reproducible. */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("chunkText", () => {
   it("returns short text unchanged and empty text as no chunks", () => {
@@ -124,7 +114,7 @@ describe("chunkText", () => {
   });
 
   it("property: random markdown — chunks within the limit, words preserved, fences balanced", () => {
-    const rand = rng(42);
+    const rand = seededRandom(42);
     const vocab = ["alpha", "beta", "gamma", "delta", "**bold**", "`code`", "a-very-long-identifier-name"];
     for (let round = 0; round < 150; round++) {
       const parts: string[] = [];

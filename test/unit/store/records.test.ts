@@ -8,18 +8,7 @@ import {
   storedRunSchema,
   storedSessionSchema,
 } from "../../../src/store/records.js";
-
-/** A small deterministic PRNG, so a failure names a case that can be replayed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
+import { seededRandom } from "../../helpers.js";
 
 /** Values a field may hold: right, wrong and borderline ones. */
 const VALUES: unknown[] = [
@@ -62,7 +51,7 @@ function record(fields: readonly string[], next: () => number, good: Record<stri
 
 describe("store record checks", () => {
   it("the hand checks agree with the zod schemas on every case, and a refusal still names the field", () => {
-    const next = rng(18);
+    const next = seededRandom(18);
     const session = {
       key: "agent:main:x",
       sessionId: "s1",
