@@ -160,10 +160,12 @@ function buildUnits(
   sources: TranscriptMessage[][] | undefined,
   starts: number[] | undefined,
 ): void {
-  let from_: TranscriptMessage[] = [];
+  let src: TranscriptMessage[] = [];
   const begin = (m: TranscriptMessage, i: number) => {
-    from_ = [m];
-    sources?.push(from_);
+    if (sources) {
+      src = [m];
+      sources.push(src);
+    }
     starts?.push(i);
   };
   let open: {
@@ -217,14 +219,14 @@ function buildUnits(
         name: m.toolName ?? "unknown",
         arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
       };
-      if (from_[0] !== m) from_.push(m);
+      if (sources && src[0] !== m) src.push(m);
       open.assistant.toolCalls = [...(open.assistant.toolCalls ?? []), call];
       open.pending.add(call.id);
     } else if (m.role === "toolResult") {
       const id = m.toolCallId ?? "";
       if (!open?.pending.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
-      from_.push(m);
+      if (sources) src.push(m);
       open.unit.push({
         role: "tool",
         toolCallId: id,
@@ -324,11 +326,9 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
   }
   const fresh = (from: number, to: number) => {
     const before = out.units.length;
-    const sources: TranscriptMessage[][] = [];
-    buildUnits(messages, from, to, out.units, sources, out.starts);
+    buildUnits(messages, from, to, out.units, undefined, out.starts);
     for (let u = before; u < out.units.length; u++) {
-      const src = sources[u - before]!;
-      out.free.push(independent(src[0]!));
+      out.free.push(independent(messages[out.starts[u]!]!));
       out.costs.push(estimateTokens(out.units[u]!));
     }
   };
