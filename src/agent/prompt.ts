@@ -285,7 +285,7 @@ function keepMemo(sessionId: string, memo: UnitMemo): void {
 }
 
 /**
- * `toUnits` of a session's window with `estimateUnits` of each unit, carried from the session's
+ * `toUnits` of a session's window with `estimateTokens` of each unit, carried from the session's
  * last window where the two line up. A session's next window is its last one minus a few messages
  * at the start plus the new ones at the end, and every unit but the last is closed for good: it
  * is closed by the message that starts the next unit, and what follows never changes it. So the
@@ -313,7 +313,6 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
       const most = Math.min(n, memo.ids.length - p);
       while (matched < most && memo.ids[p + matched] === out.ids[matched]) matched++;
       const { starts } = memo;
-      k0 = 0;
       while (k0 < starts.length && (starts[k0]! < p || !memo.free[k0])) k0++;
       k1 = k0;
       // unit k1 - 1 is closed by unit k1's first message: it must be in the matched part too

@@ -76,8 +76,7 @@ export function planPrompt(
   const summary = ctx.compaction?.summary;
   const system = withSummary(o.system, summary);
   const baseTokens = estimateTokens(o.system) + summaryTokens(summary) + o.specsTokens;
-  const window = windowUnits(ctx.messages);
-  let { units, costs } = window;
+  let { units, costs } = windowUnits(ctx.messages);
   let pruned: PruneStats | null = null;
   if (o.pruning) {
     const r = pruneUnits(units, o.pruning, { windowTokens: o.windowTokens, baseChars: baseTokens * 4 });

@@ -8,7 +8,7 @@ import type { RunRecord, RunStatus, SessionEntry } from "./types.js";
  * records. Fields the schemas do not name pass through untouched (the types say what they are).
  */
 
-const RUN_STATUSES = [
+export const RUN_STATUSES = [
   "queued",
   "running",
   "ok",

@@ -71,13 +71,6 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
   return parts;
 }
 
-/** The request body as one string (what `chatBodyParts` spell together). */
-export function chatBody(req: ModelRequest, stream: boolean): string {
-  return chatBodyParts(req, stream)
-    .map((p) => (typeof p === "string" ? p : p.toString("utf8")))
-    .join("");
-}
-
 function headerGetter(res: IncomingMessage): { get(name: string): string | null } {
   return {
     get(name: string) {

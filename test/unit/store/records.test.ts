@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  RUN_STATUSES,
   recordProblem,
   runFits,
   runProblem,
@@ -26,12 +27,7 @@ const VALUES: unknown[] = [
   {},
   [],
   ["a"],
-  "queued",
-  "running",
-  "ok",
-  "error",
-  "timeout",
-  "aborted",
+  ...RUN_STATUSES,
   "done",
   "QUEUED",
 ];

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
-import { chatBody, SseParser } from "../../../../src/agent/providers/openai-http.js";
+import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
 import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
@@ -32,7 +32,13 @@ describe("SseParser", () => {
   });
 });
 
-describe("chatBody", () => {
+/** The request body as one text: its pieces, as the socket gets them, put together. */
+const chatBody = (req: ModelRequest, stream: boolean): string =>
+  Buffer.concat(chatBodyParts(req, stream).map((p) => (typeof p === "string" ? Buffer.from(p) : p))).toString(
+    "utf8",
+  );
+
+describe("chatBodyParts", () => {
   const tools: ToolSpec[] = [
     { name: "t1", description: "one", parameters: { type: "object", properties: { a: { type: "string" } } } },
   ];
