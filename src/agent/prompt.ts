@@ -98,7 +98,9 @@ export function jsonLength(value: unknown, depth: number): number {
   }
   let n = 2;
   let members = 0;
-  for (const key of Object.keys(obj)) {
+  // for…in with an own-property check visits what Object.keys lists, without building the array
+  for (const key in obj) {
+    if (!Object.hasOwn(obj, key)) continue;
     const v = obj[key];
     const t = typeof v;
     if (t === "undefined" || t === "function" || t === "symbol") continue;
@@ -171,12 +173,13 @@ function buildUnits(
   let open: {
     assistant: Extract<ModelMessage, { role: "assistant" }>;
     unit: Unit;
-    pending: Set<string>;
+    /** Calls still waiting for their result (made on the unit's first call). */
+    pending: Set<string> | null;
   } | null = null;
   const closeOpen = () => {
     if (!open) return;
     // Calls without results (crash mid-tool) are answered so providers accept the history.
-    for (const id of open.pending) {
+    for (const id of open.pending ?? []) {
       const call = open.assistant.toolCalls?.find((c) => c.id === id);
       open.unit.push({
         role: "tool",
@@ -202,7 +205,7 @@ function buildUnits(
       };
       const unit: Unit = [assistant];
       units.push(unit);
-      open = { assistant, unit, pending: new Set() };
+      open = { assistant, unit, pending: null };
     } else if (m.role === "toolCall") {
       if (!open || open.unit.length > 1) {
         closeOpen();
@@ -210,7 +213,7 @@ function buildUnits(
         const assistant: Extract<ModelMessage, { role: "assistant" }> = { role: "assistant", content: "" };
         const unit: Unit = [assistant];
         units.push(unit);
-        open = { assistant, unit, pending: new Set() };
+        open = { assistant, unit, pending: null };
       }
       const c = m.content as { arguments?: unknown } | null;
       const args = c && typeof c === "object" && "arguments" in c ? c.arguments : m.content;
@@ -221,10 +224,11 @@ function buildUnits(
       };
       if (sources && src[0] !== m) src.push(m);
       open.assistant.toolCalls = [...(open.assistant.toolCalls ?? []), call];
+      open.pending ??= new Set();
       open.pending.add(call.id);
     } else if (m.role === "toolResult") {
       const id = m.toolCallId ?? "";
-      if (!open?.pending.has(id)) continue; // orphan result: its call fell out of the window
+      if (!open?.pending?.has(id)) continue; // orphan result: its call fell out of the window
       open.pending.delete(id);
       if (sources) src.push(m);
       open.unit.push({

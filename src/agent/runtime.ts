@@ -107,9 +107,16 @@ export class AgentRuntime {
     return full;
   }
 
-  async runTurn(job: TurnJob, ctx: JobContext, streaming: TurnStreaming = {}): Promise<TurnOutcome> {
+  /** `session`: the turn's session entry when the caller has just read it (else it is read here). */
+  async runTurn(
+    job: TurnJob,
+    ctx: JobContext,
+    streaming: TurnStreaming = {},
+    session?: SessionEntry,
+  ): Promise<TurnOutcome> {
     const { services } = this;
-    const entry: SessionEntry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+    const entry: SessionEntry =
+      session ?? (await ensureSession(services, job.sessionKey, { agentId: job.agentId }));
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     if (job.meta?.command === "compact") return this.#compactCommand(job, ctx, entry);
 

@@ -6,6 +6,8 @@ import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
 import type { FollowUp, JobHandlers, TurnJob } from "../pipeline/types.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
 import type { DeliveryOutcome, ReplyStream, Services } from "../services.js";
+import { ensureSession } from "../sessions/service.js";
+import type { SessionEntry } from "../store/types.js";
 import type { AgentRuntime, TurnOutcome, TurnStreaming } from "./runtime.js";
 
 /**
@@ -25,9 +27,8 @@ interface ChatSide {
   failureText: string;
 }
 
-async function chatSide(services: Services, job: TurnJob): Promise<ChatSide> {
-  const entry = await services.store.sessions.get(job.sessionKey).catch(() => null);
-  const route = entry ? routeOf(entry) : null;
+async function chatSide(services: Services, job: TurnJob, entry: SessionEntry): Promise<ChatSide> {
+  const route = routeOf(entry);
   const channelCfg = route
     ? (services.config.channels as Record<string, { failureText?: string } | undefined>)[route.channel]
     : undefined;
@@ -59,8 +60,10 @@ export function createJobHandlers(
       let side: ChatSide | undefined;
       let outcome: TurnOutcome;
       try {
-        side = await chatSide(services, job);
-        outcome = await runtime.runTurn(job, ctx, side.streaming);
+        // one read of the session serves the chat side and the runtime
+        const entry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+        side = await chatSide(services, job, entry);
+        outcome = await runtime.runTurn(job, ctx, side.streaming, entry);
       } catch (err) {
         await side?.stream?.close();
         throw err;

@@ -11,7 +11,9 @@ import type { ScriptDef } from "../scripts.js";
  * ARGV[3] createdAt (the zset score)
  * ARGV[4] expected revision: "" = any, n = must still be n
  * ARGV[5] TTL in ms for the run hash, "0" = keep (finished runs may expire; see runs.ts)
- * Returns the new revision (>= 1), or -1 when the expected revision did not match.
+ * Returns the new revision, or -1 when the expected revision did not match. A record's first
+ * revision is the server's clock in µs (+ 1 per write after), so a record deleted or expired and
+ * written again never repeats a revision of its earlier life: a writer holding an old revision fails.
  *
  * A previous write's zset (field ix, same hash tag) loses the member when the session changed.
  */
@@ -22,6 +24,11 @@ export const putRun: ScriptDef = {
 local cur = redis.call("HMGET", KEYS[1], "rev", "ix")
 local rev = tonumber(cur[1]) or 0
 if ARGV[4] ~= "" and tonumber(ARGV[4]) ~= rev then return -1 end
+if rev == 0 then
+  -- a new record: its revisions start at the server's clock in µs (see above)
+  local t = redis.call("TIME")
+  rev = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 if cur[2] and cur[2] ~= KEYS[2] then redis.call("ZREM", cur[2], ARGV[1]) end
 redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
 rev = rev + 1

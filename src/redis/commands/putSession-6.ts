@@ -18,7 +18,9 @@ import type { ScriptDef } from "../scripts.js";
  * ARGV[5] expected revision: "" = any, "0" = must not exist, n = must still be n
  * ARGV[6] "1" when the entry has a label
  * ARGV[7] "1" when the entry has spawnedBy
- * Returns the new revision (>= 1), or -1 when the expected revision did not match.
+ * Returns the new revision, or -1 when the expected revision did not match. A record's first
+ * revision is the server's clock in µs (+ 1 per write after), so a record deleted or expired and
+ * written again never repeats a revision of its earlier life: a writer holding an old revision fails.
  *
  * Hash fields: data, rev, and ix = JSON [sessionId, global zset, agent zset, label zset or "",
  * spawnedBy zset or ""] — what this write indexed. The next write or delete removes the member
@@ -33,6 +35,11 @@ export const putSession: ScriptDef = {
 local cur = redis.call("HMGET", KEYS[1], "rev", "ix")
 local rev = tonumber(cur[1]) or 0
 if ARGV[5] ~= "" and tonumber(ARGV[5]) ~= rev then return -1 end
+if rev == 0 then
+  -- a new record: its revisions start at the server's clock in µs (see above)
+  local t = redis.call("TIME")
+  rev = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local member = ARGV[1]
 if cur[2] then
   local ix = cjson.decode(cur[2])

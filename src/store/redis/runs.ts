@@ -1,4 +1,5 @@
 import type { Redis } from "ioredis";
+import { BoundedMap } from "../../ordered-set.js";
 import { putRun } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { mergePatch, RUN_IDENTITY } from "../records.js";
@@ -8,6 +9,9 @@ import { RETRY, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
 import { normalizeRun, parseObject } from "./records.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
+
+/** Runs whose last read or written revision this process keeps (see `known`). */
+const KNOWN_RUNS = 1024;
 
 export interface RedisRunStoreOptions {
   client: Redis;
@@ -24,12 +28,18 @@ export interface RedisRunStoreOptions {
  * writes only if the run is still at the revision it read (retrying when another process —
  * say a pipeline worker — won), serialised per run within this process.
  *
+ * A `patch` first tries against the record as this process last read or wrote it (`known`): a
+ * run's running and final writes by the process that queued it cost one round trip each, not
+ * two. The revision check still guards them (revisions never repeat: see putRun-2); a refused
+ * write reads and tries again.
+ *
  * Retention: a run whose status is final expires `finishedRunTtlMs` after its last write
  * (Redis TTL on its hash; an unfinished run never expires). Its member in the session zset
  * is removed lazily, the next time `listBySession` meets it.
  */
 export class RedisRunStore implements RunStore {
   private readonly serial = new KeyedSerial();
+  private readonly known = new BoundedMap<string, { data: string; rev: string }>(KNOWN_RUNS);
   private closed = false;
 
   constructor(private readonly o: RedisRunStoreOptions) {}
@@ -42,21 +52,40 @@ export class RedisRunStore implements RunStore {
 
   async get(runId: string): Promise<RunRecord | null> {
     assertOpen(this.closed, "runs");
-    return this.decode(runId, await this.o.client.hget(this.o.keys.run(runId), "data"));
+    return this.decode(runId, (await this.read(runId)).data);
   }
 
   async patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
     assertOpen(this.closed, "runs");
     return this.serial.run(runId, () =>
       withCasRetry(`patch of run ${runId}`, async () => {
-        const [data, rev] = await this.o.client.hmget(this.o.keys.run(runId), "data", "rev");
-        const cur = this.decode(runId, data ?? null);
-        if (cur === null) return { retry: false, value: null };
-        const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
-        if (!(await this.write(stored, rev ?? "0"))) return RETRY;
-        return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
+        const known = this.known.get(runId);
+        // a refused write from what this process knew (another process wrote since) reads and tries again at once
+        const first = known ? await this.patchFrom(runId, known, patch) : RETRY;
+        return first.retry ? await this.patchFrom(runId, await this.read(runId), patch) : first;
       }),
     );
+  }
+
+  private async patchFrom(
+    runId: string,
+    { data, rev }: { data: string | null; rev: string },
+    patch: Partial<RunRecord>,
+  ): Promise<{ retry: true } | { retry: false; value: RunRecord | null }> {
+    const cur = this.decode(runId, data);
+    if (cur === null) return { retry: false, value: null };
+    const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
+    if (!(await this.write(stored, rev))) return RETRY;
+    return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
+  }
+
+  /** The record's JSON and revision, remembered in `known`. */
+  private async read(runId: string): Promise<{ data: string | null; rev: string }> {
+    const [data, rev] = await this.o.client.hmget(this.o.keys.run(runId), "data", "rev");
+    const read = { data: data ?? null, rev: rev ?? "0" };
+    if (read.data === null) this.known.delete(runId);
+    else this.known.set(runId, { data: read.data, rev: read.rev });
+    return read;
   }
 
   /** Newest-created first (ties: runId descending). */
@@ -99,12 +128,18 @@ export class RedisRunStore implements RunStore {
   private async write(run: RunRecord, expectedRev: string): Promise<boolean> {
     const { keys, scripts, finishedRunTtlMs } = this.o;
     const ttl = FINAL_RUN_STATUSES.has(run.status) ? finishedRunTtlMs : 0;
+    const data = JSON.stringify(run);
     const rev = await scripts.run(
       putRun,
       [keys.run(run.runId), keys.sessionRuns(run.sessionKey)],
-      [run.runId, JSON.stringify(run), run.createdAt, expectedRev, ttl],
+      [run.runId, data, run.createdAt, expectedRev, ttl],
     );
-    return rev !== -1;
+    if (rev === -1) {
+      this.known.delete(run.runId);
+      return false;
+    }
+    this.known.set(run.runId, { data, rev: String(rev) });
+    return true;
   }
 
   private decode(runId: string, data: string | null | undefined): RunRecord | null {

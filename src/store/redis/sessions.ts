@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
+import { BoundedMap } from "../../ordered-set.js";
 import { deleteSession, putSession } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { mergePatch, SESSION_IDENTITY } from "../records.js";
@@ -10,6 +11,9 @@ import type { RedisKeys } from "./keys.js";
 import { normalizeEntry, parseObject } from "./records.js";
 import { listSessions } from "./session-list.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
+
+/** Entries whose last read or written revision this process keeps (see `known`). */
+const KNOWN_ENTRIES = 1024;
 
 export interface RedisSessionStoreOptions {
   client: Redis;
@@ -30,16 +34,22 @@ export interface RedisSessionStoreOptions {
  * revision they read (retrying when another process won); within this process they are also
  * serialised per key, so they never conflict with each other. Consequently an `update` fn may
  * run more than once when processes race — it must be a pure function of its argument.
+ *
+ * A `patch` first tries against the entry as this process last read or wrote it (`known`), so a
+ * turn's patch after its own read costs one round trip, not two; the revision check still guards
+ * that write, and a refused one reads and tries again. (Revisions never repeat, even for a key
+ * deleted and created again: see putSession-6.)
  */
 export class RedisSessionStore implements SessionStore {
   private readonly serial = new KeyedSerial();
+  private readonly known = new BoundedMap<string, { data: string; rev: string }>(KNOWN_ENTRIES);
   private closed = false;
 
   constructor(private readonly o: RedisSessionStoreOptions) {}
 
   async get(key: string): Promise<SessionEntry | null> {
     assertOpen(this.closed, "sessions");
-    return this.decode(key, await this.o.client.hget(this.o.keys.session(key), "data"));
+    return this.decode(key, (await this.read(key)).data);
   }
 
   async put(entry: SessionEntry): Promise<void> {
@@ -74,24 +84,35 @@ export class RedisSessionStore implements SessionStore {
     assertOpen(this.closed, "sessions");
     return this.serial.run(key, () =>
       withCasRetry(`patch of session ${key}`, async () => {
-        const { data, rev } = await this.read(key);
-        const cur = this.decode(key, data);
-        if (cur === null) return { retry: false, value: null };
-        // identity fields are not patchable
-        const stored = normalizeEntry(
-          mergePatch(cur, patch, SESSION_IDENTITY) as unknown as SessionEntry,
-          "patch",
-        );
-        if (!(await this.write(stored, rev))) return RETRY;
-        return { retry: false, value: copy(stored) };
+        const known = this.known.get(key);
+        // a refused write from what this process knew (another process wrote since) reads and tries again at once
+        const first = known ? await this.patchFrom(key, known, patch) : RETRY;
+        return first.retry ? await this.patchFrom(key, await this.read(key), patch) : first;
       }),
     );
+  }
+
+  private async patchFrom(
+    key: string,
+    { data, rev }: { data: string | null; rev: string },
+    patch: SessionPatch,
+  ): Promise<{ retry: true } | { retry: false; value: SessionEntry | null }> {
+    const cur = this.decode(key, data);
+    if (cur === null) return { retry: false, value: null };
+    // identity fields are not patchable
+    const stored = normalizeEntry(
+      mergePatch(cur, patch, SESSION_IDENTITY) as unknown as SessionEntry,
+      "patch",
+    );
+    if (!(await this.write(stored, rev))) return RETRY;
+    return { retry: false, value: copy(stored) };
   }
 
   async delete(key: string): Promise<boolean> {
     assertOpen(this.closed, "sessions");
     const { keys, scripts } = this.o;
     return this.serial.run(key, async () => {
+      this.known.delete(key);
       const n = await scripts.run(deleteSession, [keys.session(key), keys.sessionIdIndex()], [key]);
       return n === 1;
     });
@@ -153,9 +174,13 @@ export class RedisSessionStore implements SessionStore {
     });
   }
 
+  /** The entry's JSON and revision, remembered in `known`. */
   private async read(key: string): Promise<{ data: string | null; rev: string }> {
     const [data, rev] = await this.o.client.hmget(this.o.keys.session(key), "data", "rev");
-    return { data: data ?? null, rev: rev ?? "0" };
+    const read = { data: data ?? null, rev: rev ?? "0" };
+    if (read.data === null) this.known.delete(key);
+    else this.known.set(key, { data: read.data, rev: read.rev });
+    return read;
   }
 
   /** Writes the entry with its indexes; false when `expectedRev` ("" = any) was stale. */
@@ -163,6 +188,7 @@ export class RedisSessionStore implements SessionStore {
     const { keys, scripts } = this.o;
     const archived = e.archivedAt !== undefined;
     const hash = keys.session(e.key);
+    const data = JSON.stringify(e);
     const rev = await scripts.run(
       putSession,
       [
@@ -175,7 +201,7 @@ export class RedisSessionStore implements SessionStore {
       ],
       [
         e.key,
-        JSON.stringify(e),
+        data,
         e.updatedAt,
         e.sessionId,
         expectedRev,
@@ -183,7 +209,12 @@ export class RedisSessionStore implements SessionStore {
         e.spawnedBy !== undefined ? "1" : "0",
       ],
     );
-    return rev !== -1;
+    if (rev === -1) {
+      this.known.delete(e.key);
+      return false;
+    }
+    this.known.set(e.key, { data, rev: String(rev) });
+    return true;
   }
 
   private decode(key: string, data: string | null | undefined): SessionEntry | null {

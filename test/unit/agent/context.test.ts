@@ -293,6 +293,9 @@ describe("jsonLength (the estimates' JSON size, without the text)", () => {
       cur = inner;
     }
     expect(jsonLength(deep, 0)).toBe(JSON.stringify(deep).length);
+    // only own members count: an inherited enumerable one is not written
+    const child = Object.assign(Object.create({ inherited: "not in the JSON" }) as object, { own: 1 });
+    expect(jsonLength(child, 0)).toBe(JSON.stringify(child).length);
   });
 });
 

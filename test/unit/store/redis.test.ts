@@ -238,6 +238,7 @@ describeRedis("redis store", () => {
     const runner = new ScriptRunner(c);
     await s.sessions.put(entry("k1"));
     const k = s.keys;
+    const rev = await c.hget(k.session("k1"), "rev");
     const keys = [k.session("k1"), k.sessionIdIndex(), k.allSessions(false), k.agentSessions("main", false)];
     const stale = await runner.run(
       putSession,
@@ -245,8 +246,56 @@ describeRedis("redis store", () => {
       ["k1", "{}", T0, "sid", "7", "0", "0"],
     );
     expect(stale).toBe(-1);
-    expect(await c.hget(k.session("k1"), "rev")).toBe("1");
+    expect(await c.hget(k.session("k1"), "rev")).toBe(rev);
     expect(await runner.run(deleteSession, [k.session("nope"), k.sessionIdIndex()], ["nope"])).toBe(0);
+  });
+
+  /** Commands `c` sends while `fn` runs (ioredis sendCommand), by name. */
+  async function commandsDuring(c: Redis, fn: () => Promise<unknown>): Promise<string[]> {
+    const spy = vi.spyOn(c, "sendCommand");
+    try {
+      await fn();
+      return spy.mock.calls.map(([cmd]) => (cmd as { name: string }).name);
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("a patch after this process's own read or write is one script, no read; another process's write in between still wins", async () => {
+    const ca = client();
+    const a = await open({ client: ca });
+    const b = await open({ client: client(), prefix: a.keys.prefix });
+    await a.sessions.put(entry("k1"));
+    expect(await commandsDuring(ca, () => a.sessions.patch("k1", { model: "m1" }))).toEqual(["evalsha"]);
+    // B writes behind A's back: A's first try is refused, it reads and merges onto B's write
+    await b.sessions.patch("k1", { label: "from-b" });
+    const sent = await commandsDuring(ca, () => a.sessions.patch("k1", { lastModel: "m2" }));
+    expect(sent).toEqual(["evalsha", "hmget", "evalsha"]);
+    expect(await b.sessions.get("k1")).toMatchObject({ model: "m1", label: "from-b", lastModel: "m2" });
+
+    // runs: queued by A, marked running by B, finished by A: nothing B wrote is lost
+    const run = { runId: randomUUID(), sessionKey: "k1", agentId: "main", createdAt: T0 };
+    await a.runs.put({ ...run, status: "queued" });
+    expect(await commandsDuring(ca, () => a.runs.patch(run.runId, { status: "running" }))).toEqual([
+      "evalsha",
+    ]);
+    await b.runs.patch(run.runId, { startedAt: T0 + 1 });
+    await a.runs.patch(run.runId, { status: "ok", endedAt: T0 + 2 });
+    expect(await b.runs.get(run.runId)).toMatchObject({ status: "ok", startedAt: T0 + 1, endedAt: T0 + 2 });
+  });
+
+  it("a key deleted and created again never repeats a revision: a writer that knew its earlier life re-reads", async () => {
+    const a = await open();
+    const b = await open({ client: client(), prefix: a.keys.prefix });
+    const first = entry("k1");
+    await a.sessions.put(first);
+    await b.sessions.delete("k1");
+    const second = entry("k1");
+    await b.sessions.put(second);
+    // A's known revision is the first life's: the same count of writes must not make it current again
+    const patched = await a.sessions.patch("k1", { label: "after" });
+    expect(patched?.sessionId).toBe(second.sessionId);
+    expect((await b.sessions.get("k1"))?.sessionId).toBe(second.sessionId);
   });
 
   it("a script missing from the server cache runs through the EVAL fallback", async () => {

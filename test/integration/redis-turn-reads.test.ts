@@ -1,0 +1,68 @@
+import { Redis } from "ioredis";
+import { afterEach, expect, it } from "vitest";
+import { RedisKeys } from "../../src/store/redis/index.js";
+import { startTestApp, type TestApp } from "../harness.js";
+import { REDIS_URL, randomPrefix } from "../helpers.js";
+import { describeRedis, dropPrefix } from "../redis.js";
+
+/**
+ * Issue 18: on redis + bullmq every round trip of a turn is latency, and a turn read its session
+ * four times and its run record three times. Counted with MONITOR over one turn of a warm session
+ * (a gateway that also runs turns): the session is read once when the turn is accepted and once
+ * when it starts; the run record once, by the caller waiting for it. The patches after those reads
+ * (the session's usage, the run's running and final status) write against what this process
+ * read or wrote, under the revision check, without reading again.
+ */
+
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+}, 30_000);
+
+describeRedis("round trips of a turn on redis + bullmq", () => {
+  it("reads the session twice and the run record once", { timeout: 30_000 }, async () => {
+    const prefix = randomPrefix("reads");
+    cleanups.push(() => dropPrefix(prefix));
+    const t: TestApp = await startTestApp({
+      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+    });
+    cleanups.push(() => t.stop());
+    const sessionKey = "agent:main:reads";
+    const send = async (message: string) => {
+      const r = await t.rpc<{ status: string; runId: string }>("chat.send", {
+        sessionKey,
+        message,
+        timeoutSeconds: 20,
+      });
+      expect(r.result?.status, JSON.stringify(r)).toBe("ok");
+      return r.result!.runId;
+    };
+    await send("first"); // creates the session
+
+    const monitor = await new Redis(REDIS_URL).monitor();
+    cleanups.push(() => monitor.disconnect());
+    const seen: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (source !== "lua") seen.push(args);
+    });
+    await new Promise((r) => setTimeout(r, 50)); // MONITOR is on before the turn
+    const runId = await send("second");
+    await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
+
+    const keys = new RedisKeys(prefix);
+    const reads = (key: string) =>
+      seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === key).length;
+    // the turn happened where the monitor could see it
+    expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
+    expect(reads(keys.session(sessionKey))).toBe(2);
+    expect(reads(keys.run(runId))).toBe(1);
+    // and what the patches wrote is the turn's outcome
+    const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
+    expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+  });
+});
