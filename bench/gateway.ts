@@ -155,6 +155,16 @@ async function rpc(url: string, method: string, params: Record<string, unknown>)
   return body.result;
 }
 
+/** The gateway's transcript tail cache use (`health.transcriptCache`), or null without one. */
+async function tailCache(
+  url: string,
+): Promise<{ files: number; chars: number; maxChars: number; fills: number } | null> {
+  const h = (await rpc(url, "health", {})) as {
+    transcriptCache?: { files: number; chars: number; maxChars: number; fills: number };
+  };
+  return h.transcriptCache ?? null;
+}
+
 async function turn(url: string, sessionKey: string): Promise<number> {
   const t0 = performance.now();
   const r = (await rpc(url, "chat.send", { sessionKey, message: "ping", timeoutSeconds: 30 })) as {
@@ -477,7 +487,18 @@ async function runSetup(
 
     for (const clients of [16, 64]) {
       const budget = clients === 64 ? (setup.workers > 0 ? " [≥ 800]" : " [≥ 1,500]") : "";
+      const cache0 = await tailCache(url);
       figures.clients[clients] = await loaded(url, pids, setup.name, clients, seconds, budget);
+      const cache1 = await tailCache(url);
+      if (cache0 && cache1) {
+        // how often a turn found its session's tail out of memory (read from the store again)
+        const turns = figures.clients[clients].perSec * seconds;
+        const fills = cache1.fills - cache0.fills;
+        out(
+          `${setup.name}: ${clients} clients: transcript tail cache ${fills} fills (${fmt((100 * fills) / Math.max(1, turns), 1)} per 100 turns), ` +
+            `holding ${cache1.files} transcripts, ${fmt(cache1.chars / 2 ** 20, 1)} of ${fmt(cache1.maxChars / 2 ** 20, 0)} M chars`,
+        );
+      }
     }
     out(
       `${setup.name}: RSS gateway ${fmt(rssMb(gw.pid ?? 0), 0)} MB${workers.map((w) => `, worker ${fmt(rssMb(w.pid ?? 0), 0)} MB`).join("")}`,

@@ -9,7 +9,7 @@ import type { WebhookMount } from "./channels.js";
 
 /** The RPC surface and the HTTP server of the gateway role. */
 
-/** `health` (API.md §4): drivers, Redis, model and every channel's state. */
+/** `health` (API.md §4): drivers, Redis, model, every channel's state and the transcript tail cache's use. */
 export function healthOf(
   services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
   redis: RedisConnections,
@@ -29,6 +29,7 @@ export function healthOf(
           ...(st.qr ? { qr: st.qr } : {}),
         };
     }
+    const cache = services.store.transcripts.cacheStats?.();
     return {
       ok: true,
       version: services.version,
@@ -38,6 +39,7 @@ export function healthOf(
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),
+      ...(cache && cache.maxChars > 0 ? { transcriptCache: cache } : {}),
     };
   };
 }

@@ -21,7 +21,7 @@
  * always drop the very file needed next (every read a miss, each rereading its window from
  * disk); the random pick keeps a share of them, and recently used files are never the victim.
  */
-import type { TranscriptMessage } from "./types.js";
+import type { TailCacheStats, TranscriptMessage } from "./types.js";
 
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
@@ -53,6 +53,7 @@ export class TailCache<M = undefined> {
   private chars = 0;
   private hits = 0;
   private misses = 0;
+  private fills = 0;
 
   constructor(
     private readonly limits: TailCacheLimits,
@@ -110,6 +111,7 @@ export class TailCache<M = undefined> {
    */
   set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean, meta?: M): void {
     this.delete(file);
+    if (msgs.length > 0) this.fills++;
     for (let i = 1; i < msgs.length; i++) shareStrings(msgs[i - 1]!, msgs[i]!);
     const e: Entry<M> = { msgs, sizes, chars: 0, complete, ids: null, meta };
     for (const n of sizes) e.chars += n;
@@ -153,8 +155,15 @@ export class TailCache<M = undefined> {
     this.chars = 0;
   }
 
-  stats(): { files: number; chars: number; hits: number; misses: number } {
-    return { files: this.entries.size, chars: this.chars, hits: this.hits, misses: this.misses };
+  stats(): TailCacheStats {
+    return {
+      files: this.entries.size,
+      chars: this.chars,
+      maxChars: this.limits.maxChars,
+      hits: this.hits,
+      misses: this.misses,
+      fills: this.fills,
+    };
   }
 
   /** The owner's meta of `file`'s entry; undefined when there is no entry. */

@@ -173,6 +173,21 @@ export interface ReadTailOptions {
   readOnly?: boolean;
 }
 
+/**
+ * Use of a tail cache: what it holds (`files`, `chars` of JSON, at most `maxChars`), reads it
+ * answered (`hits`) or not (`misses`), and `fills`: tails loaded from the store into it (a read
+ * it could not answer, or an append to a transcript it did not hold). Fills per turn near zero
+ * mean the busy sessions' tails fit; a fill per turn means every turn reads its window from disk.
+ */
+export interface TailCacheStats {
+  files: number;
+  chars: number;
+  maxChars: number;
+  hits: number;
+  misses: number;
+  fills: number;
+}
+
 export interface TranscriptStore {
   /**
    * Appends in call order per transcript; durable when the promise resolves. A message whose
@@ -199,6 +214,8 @@ export interface TranscriptStore {
   archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string;
   /** Problems found while reading (e.g. a torn last line), for health/doctor. */
   warnings(): string[];
+  /** Use of the in-memory tail cache, when the driver has one (`health` shows it). */
+  cacheStats?(): TailCacheStats;
   close(): Promise<void>;
 }
 

@@ -58,6 +58,8 @@ describe("HTTP surface", () => {
     expect(body.result.model).toContain("scripted");
     expect(body.result.version).toMatch(/^\d+\.\d+\.\d+/);
     expect(body.result.version).not.toBe("0.0.0");
+    // the transcript tail cache's use, so an operator can see whether busy sessions fit in it
+    expect(body.result.transcriptCache).toMatchObject({ maxChars: 8 * 1024 * 1024, fills: 0 });
   });
 
   it("400 for unparseable JSON, never a 5xx", async () => {

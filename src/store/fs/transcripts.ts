@@ -6,7 +6,13 @@ import { storageError } from "../../journal/append.js";
 import { BoundedMap } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
 import { cloneJson, TailCache, type TailCacheLimits } from "../tail-cache.js";
-import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
+import type {
+  ReadTailOptions,
+  TailCacheStats,
+  TranscriptMessage,
+  TranscriptRef,
+  TranscriptStore,
+} from "../types.js";
 import type { WarningSink } from "../warnings.js";
 import { appendSync, assertSafeSegment, ensureDir, FILE_MODE, fileSize, isErrno, layout } from "./paths.js";
 import { type PositionalRead, scanBackwards } from "./tail.js";
@@ -261,9 +267,9 @@ export class FsTranscriptStore implements TranscriptStore {
     return { tailBytesRead: this.tailBytesRead, countBytesRead: this.countBytesRead };
   }
 
-  /** Tail cache use (reads served from memory vs from the file), for tests and metrics. */
-  cacheStats(): { files: number; chars: number; hits: number; misses: number } {
-    return this.tails?.stats() ?? { files: 0, chars: 0, hits: 0, misses: 0 };
+  /** Tail cache use (reads served from memory vs from the file), for health and tests. */
+  cacheStats(): TailCacheStats {
+    return this.tails?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
   }
 
   /** Waits for queued operations, then closes every file. Idempotent. */

@@ -4,7 +4,13 @@ import { appendTranscript, archiveTranscript } from "../../redis/commands/store.
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { KeyedSerial } from "../serial.js";
 import { cloneJson, TailCache } from "../tail-cache.js";
-import type { ReadTailOptions, TranscriptMessage, TranscriptRef, TranscriptStore } from "../types.js";
+import type {
+  ReadTailOptions,
+  TailCacheStats,
+  TranscriptMessage,
+  TranscriptRef,
+  TranscriptStore,
+} from "../types.js";
 import type { RedisKeys } from "./keys.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
 
@@ -264,6 +270,11 @@ export class RedisTranscriptStore implements TranscriptStore {
   }
 
   /** Idempotent; nothing to flush (every append was acknowledged), the client stays open. */
+  /** Tail cache use (reads served from memory vs from the stream), for health and tests. */
+  cacheStats(): TailCacheStats {
+    return this.tails?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }

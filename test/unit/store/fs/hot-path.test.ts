@@ -98,6 +98,20 @@ describe("fs transcripts: tail cache", () => {
       expect(await s.transcripts.readTail(ref("s1"), o)).toEqual(expectedTail(all, o.limit, o.includeTools));
     }
     expect(s.transcripts.readStats().tailBytesRead).toBe(afterCold);
+    // one fill: the cold read; the appends and reads after it were served from memory
+    expect(s.transcripts.cacheStats()).toMatchObject({ files: 1, fills: 1, maxChars: 8 * 1024 * 1024 });
+  });
+
+  it("counts a fill when an append to a transcript it does not hold reads the file's tail (the id check)", async () => {
+    let s = await open();
+    for (let i = 0; i < 10; i++) await s.transcripts.append(ref("s1"), message(`m${i}`, i));
+    expect(s.transcripts.cacheStats().fills).toBe(0); // a new file starts as a known-empty entry
+    s = await reopen(s);
+    await s.transcripts.append(ref("s1"), message("m10", 10));
+    const stats = s.transcripts.cacheStats();
+    expect(stats).toMatchObject({ fills: 1, misses: 0 });
+    await s.transcripts.readTail(ref("s1"), { limit: 400, includeTools: true });
+    expect(s.transcripts.cacheStats()).toMatchObject({ fills: 1, hits: stats.hits + 1 });
   });
 
   it("goes back to the file when the cached suffix is too short for the read", async () => {
@@ -185,7 +199,14 @@ describe("fs transcripts: tail cache", () => {
       expectedTail(all, 3, true),
     );
     expect(s.transcripts.readStats().tailBytesRead).toBeGreaterThan(before);
-    expect(s.transcripts.cacheStats()).toEqual({ files: 0, chars: 0, hits: 0, misses: 0 });
+    expect(s.transcripts.cacheStats()).toEqual({
+      files: 0,
+      chars: 0,
+      maxChars: 0,
+      hits: 0,
+      misses: 0,
+      fills: 0,
+    });
   });
 });
 
