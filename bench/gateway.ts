@@ -495,7 +495,7 @@ async function runSetup(
         const turns = figures.clients[clients].perSec * seconds;
         const fills = cache1.fills - cache0.fills;
         out(
-          `${setup.name}: ${clients} clients: transcript tail cache ${fills} fills (${fmt((100 * fills) / Math.max(1, turns), 1)} per 100 turns), ` +
+          `${setup.name}: ${clients} clients: the gateway's transcript tail cache ${fills} fills (${fmt((100 * fills) / Math.max(1, turns), 1)} per 100 turns), ` +
             `holding ${cache1.files} transcripts, ${fmt(cache1.chars / 2 ** 20, 1)} of ${fmt(cache1.maxChars / 2 ** 20, 0)} M chars`,
         );
       }

@@ -1,11 +1,10 @@
 import type { Redis } from "ioredis";
-import { BoundedMap } from "../../ordered-set.js";
 import { putRun } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { mergePatch, RUN_IDENTITY } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
-import { RETRY, withCasRetry } from "./cas.js";
+import { type CasResult, KnownRevisions, RETRY, type Revision, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
 import { normalizeRun, parseObject } from "./records.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
@@ -39,7 +38,7 @@ export interface RedisRunStoreOptions {
  */
 export class RedisRunStore implements RunStore {
   private readonly serial = new KeyedSerial();
-  private readonly known = new BoundedMap<string, { data: string; rev: string }>(KNOWN_RUNS);
+  private readonly known = new KnownRevisions(KNOWN_RUNS);
   private closed = false;
 
   constructor(private readonly o: RedisRunStoreOptions) {}
@@ -58,20 +57,21 @@ export class RedisRunStore implements RunStore {
   async patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
     assertOpen(this.closed, "runs");
     return this.serial.run(runId, () =>
-      withCasRetry(`patch of run ${runId}`, async () => {
-        const known = this.known.get(runId);
-        // a refused write from what this process knew (another process wrote since) reads and tries again at once
-        const first = known ? await this.patchFrom(runId, known, patch) : RETRY;
-        return first.retry ? await this.patchFrom(runId, await this.read(runId), patch) : first;
-      }),
+      withCasRetry(`patch of run ${runId}`, () =>
+        this.known.attempt(
+          runId,
+          () => this.read(runId),
+          (r) => this.patchFrom(runId, r, patch),
+        ),
+      ),
     );
   }
 
   private async patchFrom(
     runId: string,
-    { data, rev }: { data: string | null; rev: string },
+    { data, rev }: Revision,
     patch: Partial<RunRecord>,
-  ): Promise<{ retry: true } | { retry: false; value: RunRecord | null }> {
+  ): Promise<CasResult<RunRecord | null>> {
     const cur = this.decode(runId, data);
     if (cur === null) return { retry: false, value: null };
     const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
@@ -80,12 +80,8 @@ export class RedisRunStore implements RunStore {
   }
 
   /** The record's JSON and revision, remembered in `known`. */
-  private async read(runId: string): Promise<{ data: string | null; rev: string }> {
-    const [data, rev] = await this.o.client.hmget(this.o.keys.run(runId), "data", "rev");
-    const read = { data: data ?? null, rev: rev ?? "0" };
-    if (read.data === null) this.known.delete(runId);
-    else this.known.set(runId, { data: read.data, rev: read.rev });
-    return read;
+  private read(runId: string): Promise<Revision> {
+    return this.known.read(this.o.client, this.o.keys.run(runId), runId);
   }
 
   /** Newest-created first (ties: runId descending). */
@@ -134,12 +130,7 @@ export class RedisRunStore implements RunStore {
       [keys.run(run.runId), keys.sessionRuns(run.sessionKey)],
       [run.runId, data, run.createdAt, expectedRev, ttl],
     );
-    if (rev === -1) {
-      this.known.delete(run.runId);
-      return false;
-    }
-    this.known.set(run.runId, { data, rev: String(rev) });
-    return true;
+    return this.known.wrote(run.runId, data, rev);
   }
 
   private decode(runId: string, data: string | null | undefined): RunRecord | null {

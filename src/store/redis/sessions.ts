@@ -1,12 +1,11 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError } from "../../errors.js";
-import { BoundedMap } from "../../ordered-set.js";
 import { deleteSession, putSession } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { mergePatch, SESSION_IDENTITY } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind, SessionPatch, SessionStore } from "../types.js";
-import { RETRY, withCasRetry } from "./cas.js";
+import { type CasResult, KnownRevisions, RETRY, type Revision, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
 import { normalizeEntry, parseObject } from "./records.js";
 import { listSessions } from "./session-list.js";
@@ -42,7 +41,7 @@ export interface RedisSessionStoreOptions {
  */
 export class RedisSessionStore implements SessionStore {
   private readonly serial = new KeyedSerial();
-  private readonly known = new BoundedMap<string, { data: string; rev: string }>(KNOWN_ENTRIES);
+  private readonly known = new KnownRevisions(KNOWN_ENTRIES);
   private closed = false;
 
   constructor(private readonly o: RedisSessionStoreOptions) {}
@@ -83,20 +82,21 @@ export class RedisSessionStore implements SessionStore {
   async patch(key: string, patch: SessionPatch): Promise<SessionEntry | null> {
     assertOpen(this.closed, "sessions");
     return this.serial.run(key, () =>
-      withCasRetry(`patch of session ${key}`, async () => {
-        const known = this.known.get(key);
-        // a refused write from what this process knew (another process wrote since) reads and tries again at once
-        const first = known ? await this.patchFrom(key, known, patch) : RETRY;
-        return first.retry ? await this.patchFrom(key, await this.read(key), patch) : first;
-      }),
+      withCasRetry(`patch of session ${key}`, () =>
+        this.known.attempt(
+          key,
+          () => this.read(key),
+          (r) => this.patchFrom(key, r, patch),
+        ),
+      ),
     );
   }
 
   private async patchFrom(
     key: string,
-    { data, rev }: { data: string | null; rev: string },
+    { data, rev }: Revision,
     patch: SessionPatch,
-  ): Promise<{ retry: true } | { retry: false; value: SessionEntry | null }> {
+  ): Promise<CasResult<SessionEntry | null>> {
     const cur = this.decode(key, data);
     if (cur === null) return { retry: false, value: null };
     // identity fields are not patchable
@@ -112,7 +112,7 @@ export class RedisSessionStore implements SessionStore {
     assertOpen(this.closed, "sessions");
     const { keys, scripts } = this.o;
     return this.serial.run(key, async () => {
-      this.known.delete(key);
+      this.known.forget(key);
       const n = await scripts.run(deleteSession, [keys.session(key), keys.sessionIdIndex()], [key]);
       return n === 1;
     });
@@ -175,12 +175,8 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /** The entry's JSON and revision, remembered in `known`. */
-  private async read(key: string): Promise<{ data: string | null; rev: string }> {
-    const [data, rev] = await this.o.client.hmget(this.o.keys.session(key), "data", "rev");
-    const read = { data: data ?? null, rev: rev ?? "0" };
-    if (read.data === null) this.known.delete(key);
-    else this.known.set(key, { data: read.data, rev: read.rev });
-    return read;
+  private read(key: string): Promise<Revision> {
+    return this.known.read(this.o.client, this.o.keys.session(key), key);
   }
 
   /** Writes the entry with its indexes; false when `expectedRev` ("" = any) was stale. */
@@ -209,12 +205,7 @@ export class RedisSessionStore implements SessionStore {
         e.spawnedBy !== undefined ? "1" : "0",
       ],
     );
-    if (rev === -1) {
-      this.known.delete(e.key);
-      return false;
-    }
-    this.known.set(e.key, { data, rev: String(rev) });
-    return true;
+    return this.known.wrote(e.key, data, rev);
   }
 
   private decode(key: string, data: string | null | undefined): SessionEntry | null {
