@@ -9,6 +9,16 @@ interface Health {
   model: string;
   channels: Record<string, string>;
   channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
+  transcriptCache?: { files: number; chars: number; maxChars: number; hits: number; fills: number };
+}
+
+/** "91 transcripts, 7.9 of 8 M chars; 1,204 reads from memory, 12 tails loaded from the store". */
+function cacheLine(c: NonNullable<Health["transcriptCache"]>): string {
+  const m = (n: number) => (n / 2 ** 20).toFixed(1).replace(/\.0$/, "");
+  return (
+    `${c.files} transcripts, ${m(c.chars)} of ${m(c.maxChars)} M chars; ` +
+    `${c.hits.toLocaleString("en")} reads from memory, ${c.fills.toLocaleString("en")} tails loaded from the store`
+  );
 }
 
 /** A device-link QR drawn in the terminal (never handed to another site: it is a secret). */
@@ -25,7 +35,7 @@ export function registerHealth(program: Command, { io }: CliContext): void {
   program
     .command("health")
     .description(
-      "show the running gateway's health: version, storage, queue, Redis, each channel (and a WhatsApp QR code to scan)",
+      "show the running gateway's health: version, storage, queue, Redis, the transcript cache, each channel (and a WhatsApp QR code to scan)",
     )
     .addOption(jsonOpt())
     .addOption(urlOpt())
@@ -38,6 +48,7 @@ export function registerHealth(program: Command, { io }: CliContext): void {
       io.out(`  storage  ${h.storage}`);
       io.out(`  queue    ${h.queue}${h.redis && h.redis !== "n/a" ? ` (redis ${h.redis})` : ""}`);
       io.out(`  model    ${h.model}`);
+      if (h.transcriptCache) io.out(`  cache    ${cacheLine(h.transcriptCache)}`);
       const names = Object.keys(h.channels);
       if (names.length === 0) io.out("  channels none");
       for (const name of names) {
