@@ -26,6 +26,7 @@ import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { TailCacheStats } from "../src/store/types.js";
 import { readText } from "./read-text.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -156,12 +157,8 @@ async function rpc(url: string, method: string, params: Record<string, unknown>)
 }
 
 /** The gateway's transcript tail cache use (`health.transcriptCache`), or null without one. */
-async function tailCache(
-  url: string,
-): Promise<{ files: number; chars: number; maxChars: number; fills: number } | null> {
-  const h = (await rpc(url, "health", {})) as {
-    transcriptCache?: { files: number; chars: number; maxChars: number; fills: number };
-  };
+async function tailCache(url: string): Promise<TailCacheStats | null> {
+  const h = (await rpc(url, "health", {})) as { transcriptCache?: TailCacheStats };
   return h.transcriptCache ?? null;
 }
 

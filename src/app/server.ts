@@ -29,7 +29,7 @@ export function healthOf(
           ...(st.qr ? { qr: st.qr } : {}),
         };
     }
-    const cache = services.store.transcripts.cacheStats?.();
+    const cache = services.store.transcripts.cacheStats();
     return {
       ok: true,
       version: services.version,
@@ -39,7 +39,7 @@ export function healthOf(
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),
-      ...(cache && cache.maxChars > 0 ? { transcriptCache: cache } : {}),
+      ...(cache.maxChars > 0 ? { transcriptCache: cache } : {}),
     };
   };
 }

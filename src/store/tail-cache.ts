@@ -25,6 +25,11 @@ import type { TailCacheStats, TranscriptMessage } from "./types.js";
 
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
+/** A cache's use; all zero when the owner runs without one (turned off). */
+export function tailCacheStats(cache: TailCache<unknown> | null): TailCacheStats {
+  return cache?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
+}
+
 export interface TailCacheLimits {
   /** Messages kept per file (oldest dropped first). */
   maxLinesPerFile: number;

@@ -214,8 +214,8 @@ export interface TranscriptStore {
   archivedLocation(ref: TranscriptRef, reason: "archived" | "deleted", at: number): string;
   /** Problems found while reading (e.g. a torn last line), for health/doctor. */
   warnings(): string[];
-  /** Use of the in-memory tail cache, when the driver has one (`health` shows it). */
-  cacheStats?(): TailCacheStats;
+  /** Use of the in-memory tail cache (all zero when it is off), for `health` and tests. */
+  cacheStats(): TailCacheStats;
   close(): Promise<void>;
 }
 

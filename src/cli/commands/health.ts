@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import type { TailCacheStats } from "../../store/types.js";
 import { type CliContext, clientFor, configOpt, jsonOpt, tokenOpt, urlOpt } from "../context.js";
 
 interface Health {
@@ -9,11 +10,11 @@ interface Health {
   model: string;
   channels: Record<string, string>;
   channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
-  transcriptCache?: { files: number; chars: number; maxChars: number; hits: number; fills: number };
+  transcriptCache?: TailCacheStats;
 }
 
 /** "91 transcripts, 7.9 of 8 M chars; 1,204 reads from memory, 12 tails loaded from the store". */
-function cacheLine(c: NonNullable<Health["transcriptCache"]>): string {
+function cacheLine(c: TailCacheStats): string {
   const m = (n: number) => (n / 2 ** 20).toFixed(1).replace(/\.0$/, "");
   return (
     `${c.files} transcripts, ${m(c.chars)} of ${m(c.maxChars)} M chars; ` +

@@ -5,7 +5,7 @@ import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
 import { BoundedMap } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
-import { cloneJson, TailCache, type TailCacheLimits } from "../tail-cache.js";
+import { cloneJson, TailCache, type TailCacheLimits, tailCacheStats } from "../tail-cache.js";
 import type {
   ReadTailOptions,
   TailCacheStats,
@@ -267,9 +267,8 @@ export class FsTranscriptStore implements TranscriptStore {
     return { tailBytesRead: this.tailBytesRead, countBytesRead: this.countBytesRead };
   }
 
-  /** Tail cache use (reads served from memory vs from the file), for health and tests. */
   cacheStats(): TailCacheStats {
-    return this.tails?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
+    return tailCacheStats(this.tails);
   }
 
   /** Waits for queued operations, then closes every file. Idempotent. */

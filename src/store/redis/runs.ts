@@ -27,10 +27,7 @@ export interface RedisRunStoreOptions {
  * writes only if the run is still at the revision it read (retrying when another process —
  * say a pipeline worker — won), serialised per run within this process.
  *
- * A `patch` first tries against the record as this process last read or wrote it (`known`): a
- * run's running and final writes by the process that queued it cost one round trip each, not
- * two. The revision check still guards them (revisions never repeat: see putRun-2); a refused
- * write reads and tries again.
+ * A `patch` first tries against what this process last read or wrote (`KnownRevisions`, cas.ts).
  *
  * Retention: a run whose status is final expires `finishedRunTtlMs` after its last write
  * (Redis TTL on its hash; an unfinished run never expires). Its member in the session zset

@@ -33,11 +33,7 @@ export interface RedisSessionStoreOptions {
  * revision they read (retrying when another process won); within this process they are also
  * serialised per key, so they never conflict with each other. Consequently an `update` fn may
  * run more than once when processes race — it must be a pure function of its argument.
- *
- * A `patch` first tries against the entry as this process last read or wrote it (`known`), so a
- * turn's patch after its own read costs one round trip, not two; the revision check still guards
- * that write, and a refused one reads and tries again. (Revisions never repeat, even for a key
- * deleted and created again: see putSession-6.)
+ * A `patch` first tries against what this process last read or wrote (`KnownRevisions`, cas.ts).
  */
 export class RedisSessionStore implements SessionStore {
   private readonly serial = new KeyedSerial();

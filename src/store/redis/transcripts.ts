@@ -3,7 +3,7 @@ import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { appendTranscript, archiveTranscript } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { KeyedSerial } from "../serial.js";
-import { cloneJson, TailCache } from "../tail-cache.js";
+import { cloneJson, TailCache, tailCacheStats } from "../tail-cache.js";
 import type {
   ReadTailOptions,
   TailCacheStats,
@@ -269,12 +269,11 @@ export class RedisTranscriptStore implements TranscriptStore {
     return this.o.warnings.all();
   }
 
-  /** Idempotent; nothing to flush (every append was acknowledged), the client stays open. */
-  /** Tail cache use (reads served from memory vs from the stream), for health and tests. */
   cacheStats(): TailCacheStats {
-    return this.tails?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
+    return tailCacheStats(this.tails);
   }
 
+  /** Idempotent; nothing to flush (every append was acknowledged), the client stays open. */
   async close(): Promise<void> {
     this.closed = true;
   }
