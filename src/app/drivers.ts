@@ -5,7 +5,7 @@ import type { LoadedConfig } from "../config/load.js";
 import type { DeliveryHandoff } from "../delivery/handoff-bullmq.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { hashTag } from "../pipeline/bullmq/keys.js";
+import { hashTag, PipelineKeys } from "../pipeline/bullmq/keys.js";
 import { createLocalPipeline } from "../pipeline/local/index.js";
 import type { Pipeline } from "../pipeline/types.js";
 import { RedisConnections } from "../redis/connections.js";
@@ -89,6 +89,7 @@ async function createPipeline(
   now: () => number,
   redis: RedisConnections,
   role: "gateway" | "worker",
+  live: LiveRelay | null,
 ): Promise<Pipeline> {
   const { queue } = loaded.config;
   if (queue.driver === "local") {
@@ -117,6 +118,7 @@ async function createPipeline(
     stalledIntervalMs: queue.stalledIntervalMs,
     // a worker exists to run jobs; a gateway runs them too unless queue.runTurns says not to
     processJobs: role === "worker" || queue.runTurns,
+    ...(live ? { live } : {}),
   });
 }
 
@@ -143,9 +145,11 @@ export async function createDrivers(
   const redis = new RedisConnections(logger);
   let store: StoreDriver;
   let pipeline: Pipeline;
+  let live: LiveRelay | null;
   try {
     store = await createStore(loaded, stateDir, logger, redis);
-    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis, role);
+    live = await createLiveRelay(loaded, logger, redis);
+    pipeline = await createPipeline(loaded, stateDir, store, logger, now, redis, role, live);
   } catch (err) {
     await redis.close();
     throw err;
@@ -157,7 +161,7 @@ export async function createDrivers(
     store,
     pipeline,
     models,
-    live: await createLiveRelay(loaded, logger, redis),
+    live,
     handoff: await createHandoff(loaded, logger, redis),
   };
 }
@@ -187,10 +191,12 @@ async function createLiveRelay(
 ): Promise<LiveRelay | null> {
   const { queue } = loaded.config;
   if (queue.driver !== "bullmq") return null;
+  const keys = new PipelineKeys(`${queue.prefix}:queue`);
   return new LiveRelay({
     publisher: await redis.shared(queue.redisUrl, "config: queue.redisUrl"),
     createSubscriber: () => redis.blocking(queue.redisUrl),
-    channel: `${hashTag(`${queue.prefix}:queue`)}:live`,
+    channel: keys.live,
+    audienceKey: keys.liveAudience,
     logger,
   });
 }

@@ -123,7 +123,8 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const serve = gateway && opts.serve !== false;
   // No configured token: one is generated at first start and kept in the state dir (0600).
   const token = serve ? (config.gateway.auth.token ?? ensureGatewayToken(drivers.stateDir).token) : null;
-  const server = serve && token ? createServer(services, { host, port, token }, rpc, webchat, hooks) : null;
+  const server =
+    serve && token ? createServer(services, { host, port, token }, rpc, webchat, hooks, drivers.live) : null;
   const app: App = {
     services,
     tools,

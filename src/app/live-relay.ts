@@ -4,6 +4,7 @@ import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import type { EventBus, GatewayEventName } from "../events.js";
 import type { Logger } from "../log.js";
+import type { LiveAudience } from "../pipeline/bullmq/context.js";
 import { closeClient } from "../redis/close.js";
 
 /**
@@ -15,7 +16,18 @@ import { closeClient } from "../redis/close.js";
  * Best effort, like the events themselves: a message lost while Redis is away is not replayed
  * (clients read transcripts and runs for the truth). Events are batched per tick, so a turn costs
  * one or two PUBLISH commands, not one per event; a process never re-publishes what it received.
+ *
+ * Only /ws clients consume these events, so they travel only while someone can watch: a gateway
+ * with /ws clients is a member of the audience zset (score: expiry, refreshed while it has any),
+ * the worker taking a turn counts the other members in the same script (takeTurn-4), and a turn
+ * with no audience is `quiet`: its events are not published. The member is added in the same tick
+ * the socket connects, on the connection that later submits the socket's turns, so a turn sent
+ * after the socket opened always counts it. A gateway without /ws clients re-emits nothing.
  */
+
+/** How long a gateway's membership lasts without a refresh (its process may have died). */
+export const AUDIENCE_TTL_MS = 60_000;
+const AUDIENCE_REFRESH_MS = 10_000;
 
 export const RELAYED_EVENTS = ["run.delta", "run.typing", "message.appended", "session.updated"] as const;
 type Relayed = (typeof RELAYED_EVENTS)[number];
@@ -36,11 +48,17 @@ export interface LiveRelayOptions {
   createSubscriber: () => Redis;
   /** The pub/sub channel, inside the queue's hash tag. */
   channel: string;
+  /** The audience zset (gateways with /ws clients), inside the same hash tag. */
+  audienceKey: string;
   logger: Logger;
 }
 
-export class LiveRelay {
+export class LiveRelay implements LiveAudience {
   readonly #from = randomUUID();
+  /** Sessions whose turn nobody can watch: their events are not published (counted: nested turns). */
+  readonly #quiet = new Map<string, number>();
+  #listening = false;
+  #refresh: NodeJS.Timeout | null = null;
   /** How this process's own messages begin (#flush writes `from` first): dropped unparsed. */
   readonly #ownPrefix = `{"from":${JSON.stringify(this.#from)},`;
   #pending: Array<{ event: Relayed; data: unknown }> = [];
@@ -51,11 +69,69 @@ export class LiveRelay {
 
   constructor(private readonly opts: LiveRelayOptions) {}
 
+  get member(): string {
+    return this.#from;
+  }
+
+  quiet(sessionKey: string): () => void {
+    this.#quiet.set(sessionKey, (this.#quiet.get(sessionKey) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const n = (this.#quiet.get(sessionKey) ?? 1) - 1;
+      if (n > 0) this.#quiet.set(sessionKey, n);
+      else this.#quiet.delete(sessionKey);
+    };
+  }
+
+  /**
+   * This gateway has /ws clients (true) or no longer has any (false). Joining is issued at once
+   * (before the caller's next command on the shared connection); the membership is refreshed
+   * while listening and removed when the last client leaves.
+   */
+  listening(on: boolean): void {
+    if (on === this.#listening) return;
+    this.#listening = on;
+    if (on) {
+      this.#join();
+      this.#refresh = setInterval(() => this.#join(), AUDIENCE_REFRESH_MS);
+      this.#refresh.unref();
+    } else {
+      this.#leave();
+    }
+  }
+
+  #join(): void {
+    const { publisher, audienceKey } = this.opts;
+    const now = Date.now();
+    publisher
+      .multi()
+      .zadd(audienceKey, now + AUDIENCE_TTL_MS, this.#from)
+      .zremrangebyscore(audienceKey, "-inf", now)
+      .pexpire(audienceKey, AUDIENCE_TTL_MS)
+      .exec()
+      .catch((err: unknown) =>
+        this.opts.logger.warn({ err: errorMessage(err) }, "live event relay: cannot join the audience"),
+      );
+  }
+
+  #leave(): void {
+    if (this.#refresh) clearInterval(this.#refresh);
+    this.#refresh = null;
+    this.opts.publisher
+      .zrem(this.opts.audienceKey, this.#from)
+      .catch((err: unknown) =>
+        this.opts.logger.debug({ err: errorMessage(err) }, "live event relay: cannot leave the audience"),
+      );
+  }
+
   /** Forwards this process's live events; with `receive`, re-emits other processes' on `bus`. */
   async start(bus: EventBus, receive: boolean): Promise<void> {
     if (this.#unsubscribe) return;
     this.#unsubscribe = bus.onAny((event, data) => {
       if (this.#replaying || !relayed.has(event)) return;
+      if (this.#quiet.size > 0 && this.#quiet.has(sessionOf(event as Relayed, data))) return;
       this.#pending.push({ event: event as Relayed, data });
       if (!this.#flushing) {
         this.#flushing = true;
@@ -78,6 +154,7 @@ export class LiveRelay {
     this.#unsubscribe?.();
     this.#unsubscribe = null;
     this.#pending = [];
+    if (this.#listening) this.listening(false);
     const sub = this.#sub;
     this.#sub = null;
     if (sub) await closeClient(sub);
@@ -97,6 +174,7 @@ export class LiveRelay {
 
   #receive(bus: EventBus, raw: string): void {
     if (raw.startsWith(this.#ownPrefix)) return; // this process emitted them already
+    if (!this.#listening) return; // no /ws client here to show them to
     let msg: z.infer<typeof relayMessageSchema>;
     try {
       const parsed = relayMessageSchema.safeParse(JSON.parse(raw));
@@ -114,4 +192,11 @@ export class LiveRelay {
       this.#replaying = false;
     }
   }
+}
+
+/** The session an event belongs to (`session.updated` carries the entry). */
+function sessionOf(event: Relayed, data: unknown): string {
+  const d = data as { sessionKey?: unknown; entry?: { key?: unknown } };
+  const key = event === "session.updated" ? d.entry?.key : d.sessionKey;
+  return typeof key === "string" ? key : "";
 }

@@ -6,6 +6,7 @@ import { GatewayServer } from "../gateway/server.js";
 import type { RedisConnections } from "../redis/connections.js";
 import type { Services } from "../services.js";
 import type { WebhookMount } from "./channels.js";
+import type { LiveRelay } from "./live-relay.js";
 
 /** The RPC surface and the HTTP server of the gateway role. */
 
@@ -62,6 +63,8 @@ export function createServer(
   rpc: RpcDispatcher,
   webchat: WebchatChannel | null,
   hooks: WebhookMount[],
+  /** bullmq: the live relay, told when `/ws` has clients (live events travel only then). */
+  live: LiveRelay | null = null,
 ): GatewayServer {
   const { config } = services;
   const server = new GatewayServer({
@@ -76,6 +79,7 @@ export function createServer(
     logger: services.logger,
     rpc,
     bus: services.bus,
+    ...(live ? { onListening: (on: boolean) => live.listening(on) } : {}),
     ...(config.hooks.enabled ? { agentHook: { services, hooks: config.hooks } } : {}),
     ...(webchat
       ? {

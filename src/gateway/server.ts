@@ -45,6 +45,8 @@ export interface GatewayServerOptions {
   logger: Logger;
   rpc: RpcDispatcher;
   bus: EventBus;
+  /** `/ws` gained its first client (true) or lost its last (false): bus events have a reader or not. */
+  onListening?: (listening: boolean) => void;
   /** HTML served at `/` (the web chat when it exists; a how-to page otherwise). */
   page?: () => string;
   /** Extra WebSocket endpoints (the web chat), behind the same token check as `/ws`. */
@@ -298,7 +300,10 @@ export class GatewayServer {
           return;
         }
         this.#sockets.add(socket);
-        socket.on("close", () => this.#sockets.delete(socket));
+        if (this.#sockets.size === 1) this.opts.onListening?.(true);
+        socket.on("close", () => {
+          if (this.#sockets.delete(socket) && this.#sockets.size === 0) this.opts.onListening?.(false);
+        });
         socket.on("error", (err) => this.opts.logger.debug({ err }, "ws: socket error"));
         // Every frame is handled under a catch: a bad frame answers an error, the socket and the process stay up.
         socket.on("message", (data, isBinary) => {
@@ -375,6 +380,7 @@ export class GatewayServer {
     this.#unsubscribe?.();
     this.#unsubscribe = null;
     for (const s of this.#sockets) s.terminate();
+    if (this.#sockets.size > 0) this.opts.onListening?.(false);
     this.#sockets.clear();
     await this.app.close();
   }

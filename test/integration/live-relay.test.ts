@@ -1,5 +1,7 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
+import { PipelineKeys } from "../../src/pipeline/bullmq/keys.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { eventually, REDIS_URL, randomPrefix } from "../helpers.js";
 import { describeRedis, dropPrefix } from "../redis.js";
@@ -67,5 +69,83 @@ describeRedis("live events from a worker reach the gateway's /ws", () => {
       expect.arrayContaining(["user", "assistant"]),
     );
     ws.close();
+  });
+});
+
+describeRedis("live events travel only while a /ws client can watch", () => {
+  const prefix = randomPrefix("audience");
+  const cfg = {
+    storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+    queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix },
+  };
+  const keys = new PipelineKeys(`${prefix}:queue`);
+  let gateway: TestApp;
+  let worker: Awaited<ReturnType<typeof startTestWorker>>;
+  let monitor: Redis;
+  const published: string[] = [];
+
+  beforeAll(async () => {
+    // the gateway runs no turns: every turn runs in the worker, so its events need the relay
+    gateway = await startTestApp({ ...cfg, queue: { ...cfg.queue, runTurns: false } }, { listen: true });
+    worker = await startTestWorker(cfg);
+    monitor = await new Redis(REDIS_URL).monitor();
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (String(args[0]).toLowerCase() === "publish" && args[1] === keys.live) published.push(args[2] ?? "");
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    monitor?.disconnect();
+    await worker?.stop();
+    await gateway?.stop();
+    await dropPrefix(prefix);
+  });
+
+  const send = async (sessionKey: string, message: string) => {
+    const r = await gateway.rpc<{ status: string }>("chat.send", { sessionKey, message, timeoutSeconds: 20 });
+    expect(r.result?.status, JSON.stringify(r)).toBe("ok");
+  };
+
+  it("a turn nobody watches publishes nothing; one sent right after a client connects is seen whole", async () => {
+    await send("agent:main:unwatched", "hello"); // creating the session is told to other gateways
+    await new Promise((r) => setTimeout(r, 200));
+    published.length = 0;
+    await send("agent:main:unwatched", "again");
+    await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
+    expect(published).toEqual([]);
+
+    const ws = new WebSocket(`${gateway.url!.replace("http", "ws")}/ws?token=${gateway.token}`);
+    const frames: Array<{ event?: string; data?: Record<string, unknown> }> = [];
+    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    await send("agent:main:watched", "hello"); // at once: the socket joined the audience as it opened
+    await eventually(() => frames.filter((f) => f.event === "message.appended").length >= 2, 300, 10);
+    const mine = frames.filter((f) => f.data?.sessionKey === "agent:main:watched");
+    expect(
+      mine
+        .filter((f) => f.event === "message.appended")
+        .map((f) => (f.data?.message as { role?: string } | undefined)?.role),
+    ).toEqual(["user", "assistant"]);
+    expect(mine.some((f) => f.event === "run.typing")).toBe(true);
+    expect(published.length).toBeGreaterThan(0);
+    expect(published.every((raw) => !raw.includes("agent:main:unwatched"))).toBe(true);
+    expect(published.some((raw) => raw.includes('"run.typing"'))).toBe(true);
+
+    // the last client leaves: the gateway leaves the audience, and turns are quiet again
+    const redis = new Redis(REDIS_URL);
+    try {
+      expect(await redis.zcard(keys.liveAudience)).toBe(1);
+      ws.close();
+      await eventually(async () => (await redis.zcard(keys.liveAudience)) === 0, 300, 10);
+    } finally {
+      redis.disconnect();
+    }
+    const count = published.length;
+    await send("agent:main:watched", "again");
+    await new Promise((r) => setTimeout(r, 200));
+    expect(published.length).toBe(count);
   });
 });

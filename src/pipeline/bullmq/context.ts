@@ -8,6 +8,17 @@ import type { PipelineKeys } from "./keys.js";
 import type { BullmqTuning } from "./schema.js";
 
 /** What the driver's parts (turns, background jobs, sweeper) share. Built once by `index.ts`. */
+/**
+ * The live event relay's side of a turn (src/app/live-relay.ts). takeTurn-4 counts the gateways
+ * whose /ws clients may watch; when none can, the turn's live events are not published at all.
+ */
+export interface LiveAudience {
+  /** This process's member of the audience zset (`keys.liveAudience`). */
+  readonly member: string;
+  /** Stops relaying the session's live events until the returned function is called. */
+  quiet(sessionKey: string): () => void;
+}
+
 export interface DriverContext {
   readonly keys: PipelineKeys;
   /** The shared, non-blocking connection (owned by the composition root). */
@@ -21,6 +32,8 @@ export interface DriverContext {
   readonly tuning: BullmqTuning;
   /** This pipeline instance; bus messages carry it so a process ignores its own broadcasts. */
   readonly instanceId: string;
+  /** The live relay, or null without one (tests): turns then never ask for their audience. */
+  readonly live: LiveAudience | null;
   handlers(): JobHandlers | null;
   /** Tells this process's listeners (onRunEvent). */
   emit(event: RunEvent): void;

@@ -18,7 +18,7 @@ import type {
 } from "../types.js";
 import { BackgroundProcessor, backgroundJobOptions } from "./background.js";
 import { Bus, Waiters } from "./bus.js";
-import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
+import { type DriverContext, eventMessage, type LiveAudience, queuedRecord } from "./context.js";
 import { backgroundJobId, PipelineKeys, QUEUE_NAME } from "./keys.js";
 import { type BullmqTuning, type BullmqTuningInput, type BusMessage, bullmqOptionsSchema } from "./schema.js";
 import { TurnProcessor } from "./turns.js";
@@ -53,6 +53,8 @@ export interface BullmqPipelineOptions extends Omit<BullmqTuningInput, "prefix">
   runs: RunStore;
   logger: Logger;
   now?: () => number;
+  /** The live event relay: a turn no gateway's /ws client can watch publishes no live events. */
+  live?: LiveAudience;
 }
 
 export interface BullmqPipeline extends Pipeline {
@@ -64,7 +66,7 @@ export interface BullmqPipeline extends Pipeline {
 }
 
 export function createBullmqPipeline(opts: BullmqPipelineOptions): BullmqPipeline {
-  const { connection, createBlockingConnection, runs, logger, now, ...rest } = opts;
+  const { connection, createBlockingConnection, runs, logger, now, live, ...rest } = opts;
   const parsed = bullmqOptionsSchema.safeParse(rest);
   if (!parsed.success) throw new InvalidParamsError(formatIssues(parsed.error.issues, "queue."));
   if (connection.options.keyPrefix) {
@@ -77,6 +79,7 @@ export function createBullmqPipeline(opts: BullmqPipelineOptions): BullmqPipelin
     logger,
     now ?? Date.now,
     parsed.data,
+    live ?? null,
   );
 }
 
@@ -111,6 +114,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     private readonly logger: Logger,
     private readonly now: () => number,
     private readonly tuning: BullmqTuning,
+    live: LiveAudience | null,
   ) {
     this.keys = new PipelineKeys(tuning.prefix);
     this.queue = new Queue(QUEUE_NAME, { connection: redis, prefix: this.keys.tag });
@@ -128,6 +132,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
       now,
       tuning,
       instanceId: this.instanceId,
+      live,
       handlers: () => this.handlers,
       emit: (event) => this.emit(event),
       settle: (run) => this.waiters.settle(run),

@@ -14,6 +14,8 @@
  *   {sb}:dirty                set of sessions whose mailbox or turn may need a drain (sweeper)
  *   {sb}:outbox               list of committed follow-ups (JSON) not yet relayed (outbox.ts)
  *   {sb}:bus                  pub/sub channel: run events, cancel and steer broadcasts
+ *   {sb}:live                 pub/sub channel: live events between processes (src/app/live-relay.ts)
+ *   {sb}:live:audience        zset of gateways with /ws clients (member: relay id, score: expiry ms)
  */
 
 export const QUEUE_NAME = "pipeline";
@@ -29,6 +31,8 @@ export class PipelineKeys {
   readonly dirty: string;
   readonly outbox: string;
   readonly bus: string;
+  readonly live: string;
+  readonly liveAudience: string;
   readonly runPrefix: string;
   readonly cancelPrefix: string;
   /** `<tag>:pipeline:` — BullMQ's key for job `<id>` is this plus the id. */
@@ -39,6 +43,8 @@ export class PipelineKeys {
     this.dirty = `${this.tag}:dirty`;
     this.outbox = `${this.tag}:outbox`;
     this.bus = `${this.tag}:bus`;
+    this.live = `${this.tag}:live`;
+    this.liveAudience = `${this.tag}:live:audience`;
     this.runPrefix = `${this.tag}:run:`;
     this.cancelPrefix = `${this.tag}:cancel:`;
     this.jobPrefix = `${this.tag}:${QUEUE_NAME}:`;

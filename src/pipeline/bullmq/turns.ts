@@ -61,6 +61,8 @@ interface Entry {
 interface Taken {
   kind: "new" | "resume";
   attempt: number;
+  /** Other gateways with /ws clients when the turn was taken (-1: not asked). */
+  audience: number;
   entries: Entry[];
   peek: Array<{ runId: string; env: Envelope | null }>;
 }
@@ -86,7 +88,14 @@ export class TurnProcessor {
     if (!taken) return;
     if (taken.kind === "new" && taken.peek.length > 0) await this.collect(sessionKey, jobId, taken);
     if (taken.kind === "resume") this.stats.resumed++;
-    const left = await this.runTaken(job, token, sessionKey, taken);
+    // Nobody could watch this turn live: its deltas, typing and transcript events stay in this process.
+    const unquiet = taken.audience === 0 ? this.ctx.live?.quiet(sessionKey) : undefined;
+    let left: number;
+    try {
+      left = await this.runTaken(job, token, sessionKey, taken);
+    } finally {
+      unquiet?.();
+    }
     if (left > 0) {
       await job.moveToDelayed(Date.now(), token);
       throw new DelayedError();
@@ -97,19 +106,20 @@ export class TurnProcessor {
   // take
 
   private async take(sessionKey: string, jobId: string): Promise<Taken | null> {
-    const { keys, scripts, tuning } = this.ctx;
+    const { keys, scripts, tuning, live } = this.ctx;
     const window = tuning.mode === "collect" ? tuning.collectMax - 1 : 0;
     const reply = (await scripts.run(
       takeTurn,
-      [keys.active(sessionKey), keys.mailbox(sessionKey), keys.scheduled(sessionKey)],
-      [jobId, keys.runPrefix, keys.cancelPrefix, keys.jobPrefix, window],
+      [keys.active(sessionKey), keys.mailbox(sessionKey), keys.scheduled(sessionKey), keys.liveAudience],
+      [jobId, keys.runPrefix, keys.cancelPrefix, keys.jobPrefix, window, live?.member ?? ""],
     )) as unknown[];
     const kind = String(reply[0]);
     if (kind !== "new" && kind !== "resume") return null;
     const attempt = Number(reply[1]);
-    const n = Number(reply[2]);
+    const audience = Number(reply[2]);
+    const n = Number(reply[3]);
     const entries: Entry[] = [];
-    let i = 3;
+    let i = 4;
     for (let k = 0; k < n; k++, i += 3) {
       const runId = String(reply[i]);
       entries.push({ runId, env: this.envelope(runId, reply[i + 1]), flag: String(reply[i + 2] ?? "") });
@@ -119,7 +129,7 @@ export class TurnProcessor {
       const runId = String(reply[i]);
       peek.push({ runId, env: this.envelope(runId, reply[i + 1]) });
     }
-    return { kind, attempt, entries, peek };
+    return { kind, attempt, audience, entries, peek };
   }
 
   private envelope(runId: string, raw: unknown): Envelope | null {

@@ -14,7 +14,7 @@ import { commitTurn } from "./commitTurn-3.js";
 import { extendTurn } from "./extendTurn-2.js";
 import { submitTurn } from "./submitTurn-4.js";
 import { sweepSession } from "./sweepSession-3.js";
-import { takeTurn } from "./takeTurn-3.js";
+import { takeTurn } from "./takeTurn-4.js";
 
 export { ackTurn, cancelRun, checkOwner, commitTurn, extendTurn, submitTurn, sweepSession, takeTurn };
 

@@ -43,3 +43,43 @@ describeRedis("the Lua script runner", () => {
     );
   });
 });
+
+describeRedis("takeTurn-4 counts the turn's live audience", () => {
+  const client = newRedisClient();
+  afterAll(async () => {
+    await client.quit();
+  });
+
+  it("counts other gateways whose membership has not expired; -1 when not asked", async () => {
+    const { takeTurn } = await import("../../../src/redis/commands/pipeline.js");
+    const p = `{t${randomUUID()}}`;
+    const runner = new ScriptRunner(client, "test");
+    const audienceKey = `${p}:live:audience`;
+    const now = Date.now();
+    const written = [audienceKey, `${p}:mb:s`, `${p}:act:s`];
+    const take = async (member: string) => {
+      const id = randomUUID();
+      written.push(`${p}:run:${id}`);
+      await client.rpush(`${p}:mb:s`, id);
+      await client.hset(`${p}:run:${id}`, "env", "{}");
+      const reply = (await runner.run(
+        takeTurn,
+        [`${p}:act:s`, `${p}:mb:s`, `${p}:sched:s`, audienceKey],
+        ["job1", `${p}:run:`, `${p}:cancel:`, `${p}:pipeline:`, 0, member],
+      )) as unknown[];
+      await client.del(`${p}:act:s`);
+      expect(reply.slice(0, 4)).toEqual(["new", 1, expect.any(Number), 1]);
+      expect(reply[4]).toBe(id);
+      return reply[2];
+    };
+    expect(await take("me")).toBe(0); // no zset yet
+    await client.zadd(audienceKey, now + 60_000, "me", now - 1_000, "gone", now + 60_000, "other");
+    expect(await take("me")).toBe(1); // "other": "me" sees its own clients without Redis, "gone" expired
+    expect(await take("other")).toBe(1);
+    expect(await take("nobody")).toBe(2);
+    expect(await take("")).toBe(-1);
+    await client.zrem(audienceKey, "other");
+    expect(await take("me")).toBe(0);
+    await client.del(...written);
+  });
+});

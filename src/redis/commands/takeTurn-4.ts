@@ -1,19 +1,24 @@
 import type { ScriptDef } from "../scripts.js";
 
 /**
- * takeTurn-3: the drain job of a session takes its next turn.
- * KEYS: act, mailbox, sched. ARGV: jobId, runPrefix, cancelPrefix, jobPrefix, peekWindow.
+ * takeTurn-4: the drain job of a session takes its next turn.
+ * KEYS: act, mailbox, sched, live audience. ARGV: jobId, runPrefix, cancelPrefix, jobPrefix,
+ * peekWindow, audience member ("": do not count).
  * - A turn already in `act` (its worker crashed, stalled or handed it back) is resumed with
  *   attempt + 1 — unless another live drain job (its lock key exists) owns it: "busy".
  * - Else the mailbox head is popped into `act` (attempt 1) and marked taken; an empty mailbox
  *   clears `sched` (the next producer adds a drain job again).
- * Reply: {"empty"} | {"busy"} | {kind, attempt, n, id1, env1, flag1, …, idn, envn, flagn, peek…}
+ * - The audience is the number of gateways whose /ws clients may watch the turn: members of the
+ *   live audience zset whose expiry (score, ms) is still ahead of the server's clock, not counting
+ *   the caller's own member (its events reach its own clients without Redis); -1 when not asked.
+ * Reply: {"empty"} | {"busy"} |
+ *   {kind, attempt, audience, n, id1, env1, flag1, …, idn, envn, flagn, peek…}
  * where kind is "new" or "resume", flag is the cancel reason or "", and `peek` (only for "new"
  * with peekWindow > 0) is up to peekWindow pairs id, env of the messages behind the head.
  */
 export const takeTurn: ScriptDef = {
-  name: "takeTurn-3",
-  numberOfKeys: 3,
+  name: "takeTurn-4",
+  numberOfKeys: 4,
   lua: `
 local act = KEYS[1]
 local ids
@@ -40,7 +45,15 @@ else
   redis.call("HSET", ARGV[2] .. id, "st", "a")
   kind = "new"
 end
-local out = {kind, attempt, #ids}
+local audience = -1
+if ARGV[6] ~= "" then
+  local t = redis.call("TIME")
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  audience = redis.call("ZCOUNT", KEYS[4], "(" .. now, "+inf")
+  local own = redis.call("ZSCORE", KEYS[4], ARGV[6])
+  if own and tonumber(own) > now then audience = audience - 1 end
+end
+local out = {kind, attempt, audience, #ids}
 for _, id in ipairs(ids) do
   out[#out + 1] = id
   out[#out + 1] = redis.call("HGET", ARGV[2] .. id, "env") or ""
