@@ -11,6 +11,20 @@ import { describeRedis, dropPrefix } from "../redis.js";
  * and session updates) still reach the gateway's `/ws` clients, over Redis pub/sub, once each.
  */
 
+type Frame = { event?: string; data?: Record<string, unknown> };
+
+/** A `/ws` client of `app`, open, collecting every frame it receives. */
+async function openWs(app: TestApp): Promise<{ ws: WebSocket; frames: Frame[] }> {
+  const ws = new WebSocket(`${app.url!.replace("http", "ws")}/ws?token=${app.token}`);
+  const frames: Frame[] = [];
+  ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("error", reject);
+  });
+  return { ws, frames };
+}
+
 describeRedis("live events from a worker reach the gateway's /ws", () => {
   const prefix = randomPrefix("live");
   const cfg = {
@@ -32,13 +46,7 @@ describeRedis("live events from a worker reach the gateway's /ws", () => {
   });
 
   it("re-emits a worker's streamed text and typing; every transcript event arrives once", async () => {
-    const ws = new WebSocket(`${gateway.url!.replace("http", "ws")}/ws?token=${gateway.token}`);
-    const frames: Array<{ event?: string; data?: Record<string, unknown> }> = [];
-    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-    await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
-      ws.once("error", reject);
-    });
+    const { ws, frames } = await openWs(gateway);
     const bus = worker.app.services.bus;
     bus.emit("run.typing", { runId: "r1", sessionKey: "agent:main:live", on: true });
     bus.emit("run.delta", { runId: "r1", sessionKey: "agent:main:live", text: "Hel" });
@@ -114,13 +122,7 @@ describeRedis("live events travel only while a /ws client can watch", () => {
     await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
     expect(published).toEqual([]);
 
-    const ws = new WebSocket(`${gateway.url!.replace("http", "ws")}/ws?token=${gateway.token}`);
-    const frames: Array<{ event?: string; data?: Record<string, unknown> }> = [];
-    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-    await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
-      ws.once("error", reject);
-    });
+    const { ws, frames } = await openWs(gateway);
     await send("agent:main:watched", "hello"); // at once: the socket joined the audience as it opened
     await eventually(() => frames.filter((f) => f.event === "message.appended").length >= 2, 300, 10);
     const mine = frames.filter((f) => f.data?.sessionKey === "agent:main:watched");
