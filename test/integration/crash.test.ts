@@ -168,10 +168,13 @@ describe("crash after the platform accepted the reply", () => {
       const second = await startGateway(configPath, sentPath, "agent:main:crash", env);
       const wait = await rpc(second.url, "agent.wait", { runId: sent.result.runId, timeoutMs: 20_000 });
       expect(wait.result).toMatchObject({ status: "ok", reply: "re: once" });
-      const result = { posts: posts(), output: second.output() };
+      const result = { posts: posts() };
+      // pino writes stdout asynchronously and the pipe is read on its own schedule: the output
+      // is whole only once the child's streams have closed, not when agent.wait answers.
+      const closed = new Promise((r) => second.child.once("close", r));
       second.child.kill("SIGTERM");
-      await new Promise((r) => second.child.once("exit", r));
-      return { ...result, runId: sent.result.runId as string };
+      await closed;
+      return { ...result, output: second.output(), runId: sent.result.runId as string };
     } finally {
       t.cleanup();
     }
