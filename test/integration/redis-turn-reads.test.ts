@@ -9,9 +9,10 @@ import { describeRedis, dropPrefix } from "../redis.js";
  * Issue 18: on redis + bullmq every round trip of a turn is latency, and a turn read its session
  * four times and its run record three times. Counted with MONITOR over one turn of a warm session
  * (a gateway that also runs turns): the session is read once when the turn is accepted and once
- * when it starts; the run record once, by the caller waiting for it. The patches after those reads
- * (the session's usage, the run's running and final status) write against what this process
- * read or wrote, under the revision check, without reading again.
+ * when it starts; the run record never: the caller waiting for it (chat.send) pushed the run while
+ * its bus listened, so it learns of the finish from the bus without a first read. The patches
+ * after those reads (the session's usage, the run's running and final status) write against what
+ * this process read or wrote, under the revision check, without reading again.
  */
 
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
@@ -20,7 +21,7 @@ afterEach(async () => {
 }, 30_000);
 
 describeRedis("round trips of a turn on redis + bullmq", () => {
-  it("reads the session twice and the run record once", { timeout: 30_000 }, async () => {
+  it("reads the session twice and the run record never", { timeout: 30_000 }, async () => {
     const prefix = randomPrefix("reads");
     cleanups.push(() => dropPrefix(prefix));
     const t: TestApp = await startTestApp({
@@ -60,7 +61,7 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     // the turn happened where the monitor could see it
     expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
     expect(reads(keys.session(sessionKey))).toBe(2);
-    expect(reads(keys.run(runId))).toBe(1);
+    expect(reads(keys.run(runId))).toBe(0);
     // and what the patches wrote is the turn's outcome
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });

@@ -11,11 +11,17 @@ import { type BusMessage, busMessageSchema, parseStored } from "./schema.js";
  * Pub/sub is at-most-once, so nothing relies on it alone: waiters subscribe BEFORE reading the run
  * record, re-read records after a reconnect, and read again when they time out; cancels also leave
  * a persistent flag that the worker checks.
+ *
+ * `listening()` tells whether no message can have been missed since the last confirmed subscribe:
+ * it is the connection's generation while the subscription stands, null while it is down or being
+ * re-established. Every lost connection starts a new generation.
  */
 export class Bus {
   private sub: Redis | null = null;
   private ready: Promise<void> | null = null;
   private closed = false;
+  private generation = 0;
+  private subscribed = false;
 
   constructor(
     private readonly create: () => Redis,
@@ -46,8 +52,22 @@ export class Bus {
     sub.on("error", (err: unknown) =>
       this.logger.warn({ err: errorMessage(err) }, "bullmq pipeline: bus connection error"),
     );
+    sub.on("close", () => {
+      this.generation++;
+      this.subscribed = false;
+    });
     sub.on("ready", () => {
-      if (readyOnce) this.onReconnect();
+      if (readyOnce) {
+        this.onReconnect();
+        // ioredis re-subscribes on its own; listening again only once Redis confirmed it
+        const generation = this.generation;
+        sub.subscribe(this.channel).then(
+          () => {
+            if (this.generation === generation && this.sub === sub) this.subscribed = true;
+          },
+          () => undefined,
+        );
+      }
       readyOnce = true;
     });
     sub.on("message", (channel: string, raw: string) => {
@@ -59,12 +79,20 @@ export class Bus {
       }
       this.onMessage(msg);
     });
+    const generation = this.generation;
     await sub.subscribe(this.channel);
     readyOnce = true;
+    if (this.generation === generation) this.subscribed = true;
+  }
+
+  /** The current generation while subscribed with nothing missed since; null otherwise. */
+  listening(): number | null {
+    return this.subscribed && !this.closed ? this.generation : null;
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.subscribed = false;
     await this.ready?.catch(() => undefined);
     const sub = this.sub;
     this.sub = null;
@@ -73,9 +101,45 @@ export class Bus {
   }
 }
 
-/** This process's `wait` callers, by runId. */
+/** Runs remembered as accepted-and-unfinished at most (the oldest are forgotten first). */
+const MAX_EXPECTED = 10_000;
+
+/**
+ * This process's `wait` callers, by runId, and the runs this process accepted while the bus was
+ * listening (`expect`): the finish of such a run reaches `settle` (over the bus, or from this
+ * process's own worker), so until then a wait knows the run is unfinished without reading its
+ * record. A forgotten or settled run, or one accepted in another bus generation, is read as before.
+ */
 export class Waiters {
   private readonly byRun = new Map<string, Set<(run: RunRecord | null) => void>>();
+  private readonly expected = new Map<string, number>();
+
+  /** `runId` is about to be pushed while the bus listens in `generation`. */
+  expect(runId: string, generation: number): void {
+    this.expected.delete(runId);
+    this.expected.set(runId, generation);
+    if (this.expected.size > MAX_EXPECTED) {
+      const oldest = this.expected.keys().next().value;
+      if (oldest !== undefined) this.expected.delete(oldest);
+    }
+  }
+
+  /** Its push did not happen (duplicate or failure): its record must be read. */
+  forget(runId: string): void {
+    this.expected.delete(runId);
+  }
+
+  /**
+   * True once for a run accepted here that has not finished since, when the bus still listens in
+   * the generation it was accepted in: its record says `queued` or `running`, so the wait needs
+   * no read (a reconnect re-reads every waiter's record, a deadline reads it too).
+   */
+  takeUnfinished(runId: string, generation: number | null): boolean {
+    const at = this.expected.get(runId);
+    if (at === undefined) return false;
+    this.expected.delete(runId);
+    return generation !== null && at === generation;
+  }
 
   add(runId: string, fn: (run: RunRecord | null) => void): () => void {
     let set = this.byRun.get(runId);
@@ -93,6 +157,7 @@ export class Waiters {
   /** Hands a final record to everyone waiting for it. */
   settle(run: RunRecord): void {
     if (!FINAL_RUN_STATUSES.has(run.status)) return;
+    this.expected.delete(run.runId);
     const set = this.byRun.get(run.runId);
     if (set) for (const fn of [...set]) fn(run);
   }

@@ -241,15 +241,26 @@ class BullmqPipelineImpl implements BullmqPipeline {
       await put;
       const envelope = JSON.stringify({ req, createdAt });
       const { keys } = this;
-      return Number(
-        await this.scripts.run(
-          submitTurn,
-          [keys.run(runId), keys.mailbox(req.sessionKey), keys.dirty, keys.scheduled(req.sessionKey)],
-          [runId, req.sessionKey, envelope],
-        ),
-      );
+      // Before the push: from here on, the run's finish reaches this process's waiters.
+      const generation = this.bus.listening();
+      if (generation !== null) this.waiters.expect(runId, generation);
+      try {
+        return Number(
+          await this.scripts.run(
+            submitTurn,
+            [keys.run(runId), keys.mailbox(req.sessionKey), keys.dirty, keys.scheduled(req.sessionKey)],
+            [runId, req.sessionKey, envelope],
+          ),
+        );
+      } catch (err) {
+        this.waiters.forget(runId);
+        throw err;
+      }
     });
-    if (accepted === 0) return (await this.runs.get(runId)) ?? rec;
+    if (accepted === 0) {
+      this.waiters.forget(runId);
+      return (await this.runs.get(runId)) ?? rec;
+    }
     // 2: a drain job is already scheduled for this session and will see the message.
     if (accepted === 1) await addDrain(this.queue, req.sessionKey);
     return { ...rec };
@@ -280,6 +291,9 @@ class BullmqPipelineImpl implements BullmqPipeline {
     // Subscribe before reading the record, so a finish in between is not missed. Without a bus
     // (Redis unreachable) the wait still ends at its deadline with the record as it then is.
     if (live) await this.subscribedWithin(timeoutMs);
+    // A run this process pushed while listening, with no finish heard since, is unfinished: the
+    // read would only say queued or running (one round trip of every chat.send saved).
+    const unfinished = this.waiters.takeUnfinished(runId, live ? this.bus.listening() : null);
     return new Promise<RunRecord | null>((resolve, reject) => {
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
@@ -302,6 +316,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
         const left = Math.max(0, deadline - Date.now());
         timer = setTimeout(() => this.runs.get(runId).then(finish, fail), Math.min(left, 2 ** 31 - 1));
       }
+      if (unfinished) return;
       this.runs.get(runId).then((rec) => {
         if (!rec || !live || FINAL_RUN_STATUSES.has(rec.status)) finish(rec);
       }, fail);

@@ -2,6 +2,7 @@ import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
+import { Bus } from "../../../src/pipeline/bullmq/bus.js";
 import {
   type BullmqPipeline,
   type BullmqPipelineOptions,
@@ -9,7 +10,7 @@ import {
 } from "../../../src/pipeline/bullmq/index.js";
 import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../../src/pipeline/bullmq/keys.js";
 import type { RunStore } from "../../../src/store/types.js";
-import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
+import { type Latch, latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { hangingOnFinalWrite, REDIS_URL, randomPrefix } from "../../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
@@ -154,6 +155,127 @@ describeRedis("bullmq pipeline", () => {
       // run.finished reached the gateway over the bus (it did not run the turn).
       await finished.promise;
       expect(events).toContain(`run.finished:${rec.runId}`);
+    });
+
+    it("a wait for a run this instance pushed while its bus listens reads no record; one that finished first, or whose bus went down in between, is read", async () => {
+      const { make, runs } = env();
+      let gets = 0;
+      const counted: RunStore = new Proxy(runs, {
+        get(target, prop) {
+          const v: unknown = Reflect.get(target, prop);
+          if (typeof v !== "function") return v;
+          if (prop === "get")
+            return (...args: Parameters<RunStore["get"]>) => {
+              gets++;
+              return runs.get(...args);
+            };
+          return v.bind(target);
+        },
+      });
+      const subs: Redis[] = [];
+      const gateway = make({
+        processJobs: false,
+        runs: counted,
+        createBlockingConnection: () => {
+          const c = blocking();
+          subs.push(c);
+          return c;
+        },
+      });
+      const worker = make();
+      const gates = new Map<string, Latch>();
+      const started = new Map<string, Latch>();
+      for (const t of ["a", "c"]) {
+        gates.set(t, latch());
+        started.set(t, latch());
+      }
+      await worker.start({
+        turn: async (job) => {
+          const text = job.messages[0]!.text;
+          started.get(text)?.open();
+          await gates.get(text)?.promise;
+          return { status: "ok", reply: `r:${text}` };
+        },
+        background: async () => {},
+      });
+      await gateway.start({ turn: async () => ({ status: "error" }), background: async () => {} });
+      const finishedB = latch();
+      gateway.onRunEvent((e) => {
+        if (e.type === "run.finished" && e.run.sessionKey === "s-b") finishedB.open();
+      });
+
+      // a: pushed while listening, waited for while it runs: its finish arrives over the bus
+      const a = await gateway.submitTurn(msg("s-a", "a"));
+      const waitA = gateway.wait(a.runId, 10_000);
+      await started.get("a")!.promise;
+      gates.get("a")!.open();
+      expect(await waitA).toMatchObject({ status: "ok", reply: "r:a" });
+      expect(gets).toBe(0);
+
+      // b: finished before anyone waited: the wait reads the final record at once
+      const b = await gateway.submitTurn(msg("s-b", "b"));
+      await finishedB.promise;
+      expect(await gateway.wait(b.runId, 60_000)).toMatchObject({ status: "ok", reply: "r:b" });
+      expect(gets).toBe(1);
+
+      // c: the bus went down after the push and the finish was published meanwhile (missed):
+      // the wait must read, or it would sit until its deadline
+      const c = await gateway.submitTurn(msg("s-c", "c"));
+      await started.get("c")!.promise;
+      expect(subs).toHaveLength(1); // the gateway's only blocking connection: its bus
+      const bus = subs[0]!;
+      const ended = new Promise((r) => bus.once("end", r));
+      bus.disconnect(false);
+      await ended;
+      gates.get("c")!.open();
+      for (let i = 0; i < 500 && (await runs.get(c.runId))?.status !== "ok"; i++)
+        await new Promise((r) => setTimeout(r, 10));
+      expect(await gateway.wait(c.runId, 60_000)).toMatchObject({ status: "ok", reply: "r:c" });
+      expect(gets).toBe(2);
+    }, 20_000);
+
+    it("the bus listens in a new generation only once a lost subscription is confirmed again", async () => {
+      const { keys, connection } = env();
+      const subs: Redis[] = [];
+      const got: string[] = [];
+      let reconnects = 0;
+      const bus = new Bus(
+        () => {
+          const c = blocking();
+          subs.push(c);
+          return c;
+        },
+        keys.bus,
+        silentLogger(),
+        (m) => {
+          if (m.t === "steer") got.push(m.text);
+        },
+        () => reconnects++,
+      );
+      cleanups.push(() => bus.close());
+      expect(bus.listening()).toBeNull(); // not subscribed yet
+      await bus.ensure();
+      const first = bus.listening();
+      expect(first).not.toBeNull();
+      const sub = subs[0]!;
+      const closed = new Promise((r) => sub.once("close", r));
+      sub.disconnect(true); // dropped, then ioredis reconnects and re-subscribes
+      await closed;
+      expect(bus.listening()).toBeNull();
+      for (let i = 0; i < 300 && bus.listening() === null; i++) await new Promise((r) => setTimeout(r, 10));
+      const second = bus.listening();
+      expect(second).not.toBeNull();
+      expect(second).not.toBe(first);
+      expect(reconnects).toBe(1);
+      // and it hears what is published now
+      const steer = JSON.stringify({ t: "steer", from: "other", runId: "r", text: "heard" });
+      for (let i = 0; i < 300 && got.length === 0; i++) {
+        if (i % 50 === 0) await connection.publish(keys.bus, steer);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(got[0]).toBe("heard");
+      await bus.close();
+      expect(bus.listening()).toBeNull();
     });
 
     it("cancels and steers a run that executes in another instance", async () => {
