@@ -250,8 +250,13 @@ export interface RunRecord {
 export interface RunStore {
   put(run: RunRecord): Promise<void>;
   get(runId: string): Promise<RunRecord | null>;
-  /** Merge; null when absent. */
-  patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null>;
+  /**
+   * Merge; null when absent. `assumed`: the record as its first writer stored it, when the caller
+   * can rebuild it exactly (a pipeline worker from the accepted request): a store that must read
+   * before a conditional write may try the write against it first (compared by value, so another
+   * writer in between is never overwritten).
+   */
+  patch(runId: string, patch: Partial<RunRecord>, assumed?: RunRecord): Promise<RunRecord | null>;
   listBySession(sessionKey: string, limit: number): Promise<RunRecord[]>;
   close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 import { afterEach, expect, it } from "vitest";
 import { RedisKeys } from "../../src/store/redis/index.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
 import { describeRedis, dropPrefix } from "../redis.js";
 
@@ -65,5 +65,58 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     // and what the patches wrote is the turn's outcome
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+  });
+
+  it("a worker that runs a turn another process accepted marks it running without reading the run record", {
+    timeout: 30_000,
+  }, async () => {
+    const prefix = randomPrefix("reads-w");
+    cleanups.push(() => dropPrefix(prefix));
+    const cfg = {
+      storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix: `${prefix}q` },
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted" as const, rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+    };
+    const gateway = await startTestApp({ ...cfg, queue: { ...cfg.queue, runTurns: false } });
+    cleanups.push(() => gateway.stop());
+    const worker = await startTestWorker(cfg);
+    cleanups.push(() => worker.stop());
+    const sessionKey = "agent:main:reads-w";
+    const send = async (message: string) => {
+      const r = await gateway.rpc<{ status: string; runId: string }>("chat.send", {
+        sessionKey,
+        message,
+        timeoutSeconds: 20,
+      });
+      expect(r.result?.status, JSON.stringify(r)).toBe("ok");
+      return r.result!.runId;
+    };
+    await send("first");
+
+    const monitor = await new Redis(REDIS_URL).monitor();
+    cleanups.push(() => monitor.disconnect());
+    const seen: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (source !== "lua") seen.push(args);
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const runId = await send("second");
+    await new Promise((r) => setTimeout(r, 200));
+
+    const keys = new RedisKeys(prefix);
+    expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
+    // nobody read the run record: the gateway waited on the bus, the worker wrote against the
+    // queued record it rebuilt from the accepted request (the same JSON the gateway stored)
+    expect(
+      seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === keys.run(runId)),
+    ).toEqual([]);
+    const rec = await gateway.rpc<{ status: string; reply?: string; startedAt?: number }>("runs.get", {
+      runId,
+    });
+    expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+    expect(rec.result?.startedAt).toEqual(expect.any(Number));
   });
 });

@@ -257,10 +257,13 @@ export class TurnProcessor {
   }
 
   private async markRunning(runId: string, env: Envelope, startedAt: number): Promise<RunRecord> {
-    const rec = await this.ctx.runs.patch(runId, { status: "running", startedAt });
+    // The queued record is rebuilt from the accepted request exactly as the accepting process
+    // wrote it: a store that does not know the record may write against it without reading.
+    const queued = queuedRecord(runId, env.req, env.createdAt);
+    const rec = await this.ctx.runs.patch(runId, { status: "running", startedAt }, queued);
     if (rec) return rec;
     // The record is missing (store lost it): recreate it from the accepted request.
-    const full: RunRecord = { ...queuedRecord(runId, env.req, env.createdAt), status: "running", startedAt };
+    const full: RunRecord = { ...queued, status: "running", startedAt };
     await this.ctx.runs.put(full);
     return full;
   }

@@ -38,7 +38,7 @@ export interface Revision {
  * read-modify-write tries first without reading: the revision check refuses that write when
  * another process wrote since, and the attempt then reads and tries again at once. Sound because
  * revisions never repeat, not even for a record deleted or expired and written again (putSession-6
- * and putRun-2 start a new record's revisions at the server's clock in µs).
+ * and putRun-3 start a new record's revisions at the server's clock in µs).
  */
 export class KnownRevisions {
   private readonly known: BoundedMap<string, { data: string; rev: string }>;
@@ -70,13 +70,18 @@ export class KnownRevisions {
     this.known.delete(id);
   }
 
-  /** One attempt of a read-modify-write `from`: against the known revision first, else (or when refused) a fresh read. */
+  /**
+   * One attempt of a read-modify-write `from`: against the known revision first, else against
+   * the caller's `guess` (a record this process never saw, as the caller expects it), else (or
+   * when refused) a fresh read.
+   */
   async attempt<T>(
     id: string,
     read: () => Promise<Revision>,
     from: (r: Revision) => Promise<CasResult<T>>,
+    guess?: Revision,
   ): Promise<CasResult<T>> {
-    const known = this.known.get(id);
+    const known = this.known.get(id) ?? guess;
     const first = known ? await from(known) : RETRY;
     return first.retry ? from(await read()) : first;
   }

@@ -23,11 +23,13 @@ export interface RedisRunStoreOptions {
 
 /**
  * Runs in one hash each (`data` = run JSON, `rev`, `ix` = its session's zset), listed per
- * session by a zset on `createdAt`. Writes go through putRun-2; `patch` merges in JS and
+ * session by a zset on `createdAt`. Writes go through putRun-3; `patch` merges in JS and
  * writes only if the run is still at the revision it read (retrying when another process —
  * say a pipeline worker — won), serialised per run within this process.
  *
- * A `patch` first tries against what this process last read or wrote (`KnownRevisions`, cas.ts).
+ * A `patch` first tries against what this process last read or wrote (`KnownRevisions`, cas.ts);
+ * knowing neither, against the caller's `assumed` record, compared by value (the JSON its first
+ * writer stored): a worker marking a run another process queued writes without reading it.
  *
  * Retention: a run whose status is final expires `finishedRunTtlMs` after its last write
  * (Redis TTL on its hash; an unfinished run never expires). Its member in the session zset
@@ -51,14 +53,17 @@ export class RedisRunStore implements RunStore {
     return this.decode(runId, (await this.read(runId)).data);
   }
 
-  async patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
+  async patch(runId: string, patch: Partial<RunRecord>, assumed?: RunRecord): Promise<RunRecord | null> {
     assertOpen(this.closed, "runs");
+    // `assumed` as putRun stored it; its revision is unknown ("" = compare the JSON instead)
+    const guess = assumed && assumed.runId === runId ? { data: JSON.stringify(assumed), rev: "" } : undefined;
     return this.serial.run(runId, () =>
       withCasRetry(`patch of run ${runId}`, () =>
         this.known.attempt(
           runId,
           () => this.read(runId),
           (r) => this.patchFrom(runId, r, patch),
+          guess,
         ),
       ),
     );
@@ -70,9 +75,11 @@ export class RedisRunStore implements RunStore {
     patch: Partial<RunRecord>,
   ): Promise<CasResult<RunRecord | null>> {
     const cur = this.decode(runId, data);
-    if (cur === null) return { retry: false, value: null };
+    // absent as read; a guess that does not decode says nothing: read it
+    if (cur === null) return rev === "" ? RETRY : { retry: false, value: null };
     const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
-    if (!(await this.write(stored, rev))) return RETRY;
+    const written = rev === "" ? await this.write(stored, "", data ?? "") : await this.write(stored, rev);
+    if (!written) return RETRY;
     return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
   }
 
@@ -118,14 +125,15 @@ export class RedisRunStore implements RunStore {
     await this.serial.drain();
   }
 
-  private async write(run: RunRecord, expectedRev: string): Promise<boolean> {
+  /** `expectedRev` "" = any revision; `expectedData` non-empty: only while the stored JSON is it. */
+  private async write(run: RunRecord, expectedRev: string, expectedData = ""): Promise<boolean> {
     const { keys, scripts, finishedRunTtlMs } = this.o;
     const ttl = FINAL_RUN_STATUSES.has(run.status) ? finishedRunTtlMs : 0;
     const data = JSON.stringify(run);
     const rev = await scripts.run(
       putRun,
       [keys.run(run.runId), keys.sessionRuns(run.sessionKey)],
-      [run.runId, data, run.createdAt, expectedRev, ttl],
+      [run.runId, data, run.createdAt, expectedRev, ttl, expectedData],
     );
     return this.known.wrote(run.runId, data, rev);
   }

@@ -284,6 +284,50 @@ describeRedis("redis store", () => {
     expect(await b.runs.get(run.runId)).toMatchObject({ status: "ok", startedAt: T0 + 1, endedAt: T0 + 2 });
   });
 
+  it("a process that never saw a run patches it against the record as its first writer stored it: one script, no read; a stale or wrong guess still merges onto what is stored", async () => {
+    const a = await open();
+    const cb = client();
+    const fresh = () => open({ client: cb, prefix: a.keys.prefix });
+    const queued = {
+      runId: randomUUID(),
+      sessionKey: "k1",
+      agentId: "main",
+      createdAt: T0,
+      status: "queued" as const,
+    };
+    await a.runs.put(queued);
+    // B (a worker) knows nothing of the run but can rebuild the queued record exactly
+    const b = await fresh();
+    expect(
+      await commandsDuring(cb, () =>
+        b.runs.patch(queued.runId, { status: "running", startedAt: T0 + 1 }, queued),
+      ),
+    ).toEqual(["evalsha"]);
+    expect(await a.runs.get(queued.runId)).toMatchObject({ status: "running", startedAt: T0 + 1 });
+
+    // the record moved on since: the guess is refused, the patch reads and merges onto it
+    const c = await fresh();
+    const sent = await commandsDuring(cb, () => c.runs.patch(queued.runId, { endedAt: T0 + 2 }, queued));
+    expect(sent).toEqual(["evalsha", "hmget", "evalsha"]);
+    expect(await a.runs.get(queued.runId)).toMatchObject({
+      status: "running",
+      startedAt: T0 + 1,
+      endedAt: T0 + 2,
+    });
+
+    // a guess of a record that does not exist writes nothing
+    const d = await fresh();
+    const ghost = { ...queued, runId: randomUUID() };
+    expect(await d.runs.patch(ghost.runId, { status: "running" }, ghost)).toBeNull();
+    expect(await a.runs.get(ghost.runId)).toBeNull();
+    // nor does a guess that differs from what is stored in any field
+    const other = { ...queued, runId: randomUUID() };
+    await a.runs.put(other);
+    const e = await fresh();
+    await e.runs.patch(other.runId, { status: "running" }, { ...other, agentId: "elsewhere" });
+    expect(await a.runs.get(other.runId)).toMatchObject({ agentId: "main", status: "running" });
+  });
+
   it("a key deleted and created again never repeats a revision: a writer that knew its earlier life re-reads", async () => {
     const a = await open();
     const b = await open({ client: client(), prefix: a.keys.prefix });
