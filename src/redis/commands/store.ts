@@ -5,7 +5,7 @@ import { archiveTranscript } from "./archiveTranscript-3.js";
 import { completeOutbox } from "./completeOutbox-1.js";
 import { deleteSession } from "./deleteSession-2.js";
 import { leaseOutbox } from "./leaseOutbox-1.js";
-import { putRun } from "./putRun-3.js";
+import { putRun } from "./putRun-2.js";
 import { putSession } from "./putSession-6.js";
 import { releaseOutbox } from "./releaseOutbox-1.js";
 

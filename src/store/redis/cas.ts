@@ -38,7 +38,7 @@ export interface Revision {
  * read-modify-write tries first without reading: the revision check refuses that write when
  * another process wrote since, and the attempt then reads and tries again at once. Sound because
  * revisions never repeat, not even for a record deleted or expired and written again (putSession-6
- * and putRun-3 start a new record's revisions at the server's clock in µs).
+ * and putRun-2 start a new record's revisions at the server's clock in µs).
  */
 export class KnownRevisions {
   private readonly known: BoundedMap<string, { data: string; rev: string }>;

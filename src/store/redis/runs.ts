@@ -23,7 +23,7 @@ export interface RedisRunStoreOptions {
 
 /**
  * Runs in one hash each (`data` = run JSON, `rev`, `ix` = its session's zset), listed per
- * session by a zset on `createdAt`. Writes go through putRun-3; `patch` merges in JS and
+ * session by a zset on `createdAt`. Writes go through putRun-2; `patch` merges in JS and
  * writes only if the run is still at the revision it read (retrying when another process —
  * say a pipeline worker — won), serialised per run within this process.
  *

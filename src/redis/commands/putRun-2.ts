@@ -1,7 +1,7 @@
 import type { ScriptDef } from "../scripts.js";
 
 /**
- * putRun-3 — writes one run record whole and files it under its session, atomically;
+ * putRun-2 — writes one run record whole and files it under its session, atomically;
  * optionally only when it is still at an expected revision, or still exactly an expected JSON
  * (optimistic concurrency for patch: by revision when the writer knows it, by value when it only
  * knows what the record's first writer wrote).
@@ -21,7 +21,7 @@ import type { ScriptDef } from "../scripts.js";
  * A previous write's zset (field ix, same hash tag) loses the member when the session changed.
  */
 export const putRun: ScriptDef = {
-  name: "putRun-3",
+  name: "putRun-2",
   numberOfKeys: 2,
   lua: `
 local cur = redis.call("HMGET", KEYS[1], "rev", "ix")
