@@ -20,6 +20,37 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 }, 30_000);
 
+/** chat.send through `app` that must answer ok; its runId. */
+function sender(app: TestApp, sessionKey: string) {
+  return async (message: string): Promise<string> => {
+    const r = await app.rpc<{ status: string; runId: string }>("chat.send", {
+      sessionKey,
+      message,
+      timeoutSeconds: 20,
+    });
+    expect(r.result?.status, JSON.stringify(r)).toBe("ok");
+    return r.result!.runId;
+  };
+}
+
+/** The commands clients (not scripts) send while `fn` runs, as MONITOR saw them. */
+async function commandsDuring<T>(fn: () => Promise<T>): Promise<{ value: T; seen: string[][] }> {
+  const monitor = await new Redis(REDIS_URL).monitor();
+  cleanups.push(() => monitor.disconnect());
+  const seen: string[][] = [];
+  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+    if (source !== "lua") seen.push(args);
+  });
+  await new Promise((r) => setTimeout(r, 50)); // MONITOR is on before the turn
+  const value = await fn();
+  await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
+  return { value, seen };
+}
+
+/** How many of `seen` read the hash `key`. */
+const readsOf = (seen: string[][], key: string) =>
+  seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === key).length;
+
 describeRedis("round trips of a turn on redis + bullmq", () => {
   it("reads the session twice and the run record never", { timeout: 30_000 }, async () => {
     const prefix = randomPrefix("reads");
@@ -34,30 +65,12 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     });
     cleanups.push(() => t.stop());
     const sessionKey = "agent:main:reads";
-    const send = async (message: string) => {
-      const r = await t.rpc<{ status: string; runId: string }>("chat.send", {
-        sessionKey,
-        message,
-        timeoutSeconds: 20,
-      });
-      expect(r.result?.status, JSON.stringify(r)).toBe("ok");
-      return r.result!.runId;
-    };
+    const send = sender(t, sessionKey);
     await send("first"); // creates the session
-
-    const monitor = await new Redis(REDIS_URL).monitor();
-    cleanups.push(() => monitor.disconnect());
-    const seen: string[][] = [];
-    monitor.on("monitor", (_time: string, args: string[], source: string) => {
-      if (source !== "lua") seen.push(args);
-    });
-    await new Promise((r) => setTimeout(r, 50)); // MONITOR is on before the turn
-    const runId = await send("second");
-    await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
+    const { value: runId, seen } = await commandsDuring(() => send("second"));
 
     const keys = new RedisKeys(prefix);
-    const reads = (key: string) =>
-      seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === key).length;
+    const reads = (key: string) => readsOf(seen, key);
     // the turn happened where the monitor could see it
     expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
     expect(reads(keys.session(sessionKey))).toBe(2);
@@ -84,27 +97,9 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     cleanups.push(() => gateway.stop());
     const worker = await startTestWorker(cfg);
     cleanups.push(() => worker.stop());
-    const sessionKey = "agent:main:reads-w";
-    const send = async (message: string) => {
-      const r = await gateway.rpc<{ status: string; runId: string }>("chat.send", {
-        sessionKey,
-        message,
-        timeoutSeconds: 20,
-      });
-      expect(r.result?.status, JSON.stringify(r)).toBe("ok");
-      return r.result!.runId;
-    };
+    const send = sender(gateway, "agent:main:reads-w");
     await send("first");
-
-    const monitor = await new Redis(REDIS_URL).monitor();
-    cleanups.push(() => monitor.disconnect());
-    const seen: string[][] = [];
-    monitor.on("monitor", (_time: string, args: string[], source: string) => {
-      if (source !== "lua") seen.push(args);
-    });
-    await new Promise((r) => setTimeout(r, 50));
-    const runId = await send("second");
-    await new Promise((r) => setTimeout(r, 200));
+    const { value: runId, seen } = await commandsDuring(() => send("second"));
 
     const keys = new RedisKeys(prefix);
     expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
