@@ -173,6 +173,23 @@ export interface Pipeline {
 export type RunEvent = { type: "run.started"; run: RunRecord } | { type: "run.finished"; run: RunRecord };
 
 /**
+ * The run record of an accepted turn, before it runs: both drivers write it at accept and rebuild
+ * it from the accepted request later (a lost record, a bullmq worker's write against it), so it
+ * must depend on nothing but its arguments.
+ */
+export function queuedRecord(runId: string, req: TurnRequest, createdAt: number): RunRecord {
+  return {
+    runId,
+    sessionKey: req.sessionKey,
+    agentId: req.agentId,
+    status: "queued",
+    createdAt,
+    origin: req.origin,
+    deliver: req.deliver,
+  };
+}
+
+/**
  * Collect mode (`queue.mode = "collect"`): when a lane frees, the pending messages at its head are
  * folded into ONE turn while each next message `canCollect` with the FIRST one; the run stops at the
  * first message that cannot (FIFO is never broken by skipping over it). Only plain chat input is

@@ -45,18 +45,6 @@ export interface DriverContext {
   submitFollowUp(f: FollowUp): Promise<void>;
 }
 
-export function queuedRecord(runId: string, req: TurnRequest, createdAt: number): RunRecord {
-  return {
-    runId,
-    sessionKey: req.sessionKey,
-    agentId: req.agentId,
-    status: "queued",
-    createdAt,
-    origin: req.origin,
-    deliver: req.deliver,
-  };
-}
-
 export function eventMessage(instanceId: string, type: RunEvent["type"], runs: RunRecord[]): string {
   return JSON.stringify({ t: "ev", from: instanceId, type, runs });
 }

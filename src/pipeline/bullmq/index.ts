@@ -8,17 +8,18 @@ import { cancelRun, submitTurn } from "../../redis/commands/pipeline.js";
 import { ScriptRunner } from "../../redis/scripts.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { backgroundJobSchema, parseInput, singleFlight, turnRequestSchema } from "../schema.js";
-import type {
-  BackgroundJob,
-  JobHandlers,
-  Pipeline,
-  RunEvent,
-  SessionQueueInfo,
-  TurnRequest,
+import {
+  type BackgroundJob,
+  type JobHandlers,
+  type Pipeline,
+  queuedRecord,
+  type RunEvent,
+  type SessionQueueInfo,
+  type TurnRequest,
 } from "../types.js";
 import { BackgroundProcessor, backgroundJobOptions } from "./background.js";
 import { Bus, Waiters } from "./bus.js";
-import { type DriverContext, eventMessage, type LiveAudience, queuedRecord } from "./context.js";
+import { type DriverContext, eventMessage, type LiveAudience } from "./context.js";
 import { backgroundJobId, PipelineKeys, QUEUE_NAME } from "./keys.js";
 import { type BullmqTuning, type BullmqTuningInput, type BusMessage, bullmqOptionsSchema } from "./schema.js";
 import { TurnProcessor } from "./turns.js";

@@ -3,8 +3,8 @@ import { errorMessage, SwitchboardError } from "../../errors.js";
 import { ackTurn, checkOwner, commitTurn, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
 import { checkFollowUps, type FinalResult, finalResultOf } from "../schema.js";
-import { canCollect, type JobContext, type TurnJob, type TurnResult } from "../types.js";
-import { type DriverContext, eventMessage, queuedRecord } from "./context.js";
+import { canCollect, type JobContext, queuedRecord, type TurnJob, type TurnResult } from "../types.js";
+import { type DriverContext, eventMessage } from "./context.js";
 import { relayQuietly } from "./outbox.js";
 import {
   committedSchema,

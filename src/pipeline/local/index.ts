@@ -5,13 +5,14 @@ import type { Logger } from "../../log.js";
 import { settleWithin } from "../../retry/index.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { backgroundJobSchema, parseInput, singleFlight, turnRequestSchema } from "../schema.js";
-import type {
-  BackgroundJob,
-  JobHandlers,
-  Pipeline,
-  RunEvent,
-  SessionQueueInfo,
-  TurnRequest,
+import {
+  type BackgroundJob,
+  type JobHandlers,
+  type Pipeline,
+  queuedRecord,
+  type RunEvent,
+  type SessionQueueInfo,
+  type TurnRequest,
 } from "../types.js";
 import { BackgroundQueue } from "./background.js";
 import { JobRunner } from "./job-runner.js";
@@ -19,7 +20,7 @@ import { type JournalStats, QueueJournal } from "./journal.js";
 import type { LiveTurn } from "./journal-model.js";
 import { type LaneEntry, LaneScheduler } from "./lanes.js";
 import { type LocalTuning, localTuningSchema } from "./schema.js";
-import { queuedRecord, TurnRunner } from "./turn-runner.js";
+import { TurnRunner } from "./turn-runner.js";
 import { RunWaiters } from "./waiters.js";
 
 /**

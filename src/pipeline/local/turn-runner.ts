@@ -2,7 +2,14 @@ import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { checkFollowUps, finalResultOf } from "../schema.js";
-import type { JobContext, JobHandlers, TurnJob, TurnRequest, TurnResult } from "../types.js";
+import {
+  type JobContext,
+  type JobHandlers,
+  queuedRecord,
+  type TurnJob,
+  type TurnRequest,
+  type TurnResult,
+} from "../types.js";
 import type { QueueJournal } from "./journal.js";
 import type { LaneEntry } from "./lanes.js";
 
@@ -35,18 +42,6 @@ interface ActiveTurn {
 
 /** setTimeout fires at once above 2^31-1 ms. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
-
-export function queuedRecord(runId: string, req: TurnRequest, createdAt: number): RunRecord {
-  return {
-    runId,
-    sessionKey: req.sessionKey,
-    agentId: req.agentId,
-    status: "queued",
-    createdAt,
-    origin: req.origin,
-    deliver: req.deliver,
-  };
-}
 
 export class TurnRunner {
   /** Running turns by every runId they carry. */

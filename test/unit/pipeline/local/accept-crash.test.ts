@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../../../src/log.js";
 import { createLocalPipeline } from "../../../../src/pipeline/local/index.js";
-import { queuedRecord } from "../../../../src/pipeline/local/turn-runner.js";
 import type { TurnRequest } from "../../../../src/pipeline/types.js";
+import { queuedRecord } from "../../../../src/pipeline/types.js";
 import { createFsStore } from "../../../../src/store/fs/index.js";
 import { tempDir } from "../../../helpers.js";
 
