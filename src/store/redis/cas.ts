@@ -27,7 +27,13 @@ export const RETRY = { retry: true } as const;
 
 export type CasResult<T> = { retry: true } | { retry: false; value: T };
 
-/** A stored record's JSON (null: none) and revision ("0": none). */
+/**
+ * The `rev` of a guessed record (see `KnownRevisions.attempt`): its revision is unknown, so a
+ * write against it compares the stored JSON instead.
+ */
+export const GUESSED = "guess";
+
+/** A stored record's JSON (null: none) and revision ("0": none; `GUESSED`: not read, guessed). */
 export interface Revision {
   data: string | null;
   rev: string;

@@ -4,7 +4,7 @@ import type { ScriptRunner } from "../../redis/scripts.js";
 import { mergePatch, RUN_IDENTITY } from "../records.js";
 import { KeyedSerial } from "../serial.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../types.js";
-import { type CasResult, KnownRevisions, RETRY, type Revision, withCasRetry } from "./cas.js";
+import { type CasResult, GUESSED, KnownRevisions, RETRY, type Revision, withCasRetry } from "./cas.js";
 import type { RedisKeys } from "./keys.js";
 import { normalizeRun, parseObject } from "./records.js";
 import { assertOpen, type WarningSink } from "./warnings.js";
@@ -55,8 +55,9 @@ export class RedisRunStore implements RunStore {
 
   async patch(runId: string, patch: Partial<RunRecord>, assumed?: RunRecord): Promise<RunRecord | null> {
     assertOpen(this.closed, "runs");
-    // `assumed` as putRun stored it; its revision is unknown ("" = compare the JSON instead)
-    const guess = assumed && assumed.runId === runId ? { data: JSON.stringify(assumed), rev: "" } : undefined;
+    // `assumed` as putRun stored it (the same JSON.stringify of the same fields)
+    const guess =
+      assumed && assumed.runId === runId ? { data: JSON.stringify(assumed), rev: GUESSED } : undefined;
     return this.serial.run(runId, () =>
       withCasRetry(`patch of run ${runId}`, () =>
         this.known.attempt(
@@ -75,11 +76,12 @@ export class RedisRunStore implements RunStore {
     patch: Partial<RunRecord>,
   ): Promise<CasResult<RunRecord | null>> {
     const cur = this.decode(runId, data);
+    const guessed = rev === GUESSED;
     // absent as read; a guess that does not decode says nothing: read it
-    if (cur === null) return rev === "" ? RETRY : { retry: false, value: null };
+    if (cur === null || data === null) return guessed ? RETRY : { retry: false, value: null };
     const stored = normalizeRun(mergePatch(cur, patch, RUN_IDENTITY) as unknown as RunRecord, "patch");
-    const written = rev === "" ? await this.write(stored, "", data ?? "") : await this.write(stored, rev);
-    if (!written) return RETRY;
+    // a guessed record is compared by its JSON, a read or written one by its revision
+    if (!(await (guessed ? this.write(stored, "", data) : this.write(stored, rev)))) return RETRY;
     return { retry: false, value: JSON.parse(JSON.stringify(stored)) as RunRecord };
   }
 
