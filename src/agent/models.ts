@@ -14,6 +14,8 @@ export const DEMO_MODEL = "scripted/demo";
 export class ConfiguredModels implements ModelRegistry {
   readonly demo: boolean;
   readonly #providers = new Map<string, ModelProvider>();
+  /** `contextTokens` and `maxOutputTokens` by model ref: the config is fixed for this registry. */
+  readonly #facts = new Map<string, { contextTokens: number; maxOutputTokens: number | undefined }>();
 
   constructor(
     private readonly config: Config,
@@ -73,28 +75,34 @@ export class ConfiguredModels implements ModelRegistry {
 
   /** The model's context window: configured per-model fact, else the family default, else 128k. */
   contextTokens(ref: string): number {
-    try {
-      const { provider, model } = resolveModelRef(ref);
-      return (
-        this.config.models.providers[provider]?.models[model]?.contextTokens ??
-        knownModelFacts(model).contextTokens
-      );
-    } catch {
-      return DEFAULT_CONTEXT_TOKENS;
-    }
+    return this.#factsOf(ref).contextTokens;
   }
 
   /** The model's output cap: configured, else the family default; undefined when unknown. */
   maxOutputTokens(ref: string): number | undefined {
-    try {
-      const { provider, model } = resolveModelRef(ref);
-      return (
-        this.config.models.providers[provider]?.models[model]?.maxOutputTokens ??
-        knownModelFacts(model).maxOutputTokens
-      );
-    } catch {
-      return undefined;
+    return this.#factsOf(ref).maxOutputTokens;
+  }
+
+  /** Both figures of a ref, worked out once per ref (a turn asks several times). */
+  #factsOf(ref: string): { contextTokens: number; maxOutputTokens: number | undefined } {
+    let facts = this.#facts.get(ref);
+    if (facts === undefined) {
+      try {
+        const { provider, model } = resolveModelRef(ref);
+        const configured = this.config.models.providers[provider]?.models[model];
+        const known = knownModelFacts(model);
+        facts = {
+          contextTokens: configured?.contextTokens ?? known.contextTokens,
+          maxOutputTokens: configured?.maxOutputTokens ?? known.maxOutputTokens,
+        };
+      } catch {
+        facts = { contextTokens: DEFAULT_CONTEXT_TOKENS, maxOutputTokens: undefined };
+      }
+      // refs come from config and sessions' model overrides (checked against models.allowed): few
+      if (this.#facts.size >= 1024) this.#facts.clear();
+      this.#facts.set(ref, facts);
     }
+    return facts;
   }
 
   providers(): ModelProvider[] {

@@ -458,8 +458,10 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
       if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
     }
     // A sub-agent's run: its announce (which also records the outcome on the child entry).
-    const meta = spawnMetaSchema.safeParse(job.meta?.spawn);
-    if (meta.success) {
+    // (Most turns are not a sub-agent's: no parse, whose refusal builds an error, for them.)
+    const spawn = job.meta?.spawn;
+    const meta = spawn === undefined ? null : spawnMetaSchema.safeParse(spawn);
+    if (meta?.success) {
       const data = { ...meta.data, childRunId: job.runId, status: outcome.status };
       followUps.push(announceKind.followUp(`announce:${job.runId}`, data));
     }

@@ -111,37 +111,16 @@ export class GatewayServer {
     });
     this.#maxDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // A refused upgrade request never reaches @fastify/websocket's own hooks: end its socket here.
-    this.app.addHook("onResponse", async (req) => {
+    // Both hooks are callback-style: an async hook costs a promise and a microtask per request.
+    this.app.addHook("onResponse", (req, _reply, done) => {
       if (typeof req.headers.upgrade === "string" && !req.raw.socket.destroyed) req.raw.socket.destroy();
+      done();
     });
     // Host and Origin checks run before routing and before any WebSocket upgrade is accepted.
-    this.app.addHook("onRequest", async (req, reply) => {
-      if (exemptFromHostCheck(req.url)) return;
-      if (!this.#hosts.hostAllowed(req.headers.host)) {
-        return reply
-          .status(403)
-          .send(
-            forbidden(
-              `Host ${JSON.stringify(req.headers.host ?? "")} is not this gateway's (loopback names, the bound address, gateway.allowedHosts)`,
-            ),
-          );
-      }
-      const origin = req.headers.origin;
-      const mutating = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
-      const upgrade = typeof req.headers.upgrade === "string";
-      if (
-        origin !== undefined &&
-        (mutating || upgrade) &&
-        !this.#hosts.originAllowed(origin, req.headers.host)
-      ) {
-        return reply
-          .status(403)
-          .send(
-            forbidden(
-              `Origin ${JSON.stringify(origin)} may not use this gateway (only its own pages, or gateway.allowedOrigins)`,
-            ),
-          );
-      }
+    this.app.addHook("onRequest", (req, reply, done) => {
+      const refusal = exemptFromHostCheck(req.url) ? null : this.#hostRefusal(req);
+      if (refusal !== null) void reply.status(403).send(forbidden(refusal));
+      done();
     });
     // Keep raw bodies: JSON errors become our 400 shape, and webhook signatures need the exact bytes.
     this.app.removeAllContentTypeParsers();
@@ -159,6 +138,24 @@ export class GatewayServer {
       void reply.status(status).send({ id: null, ok: false, error: { code, message } });
     });
     this.#routes();
+  }
+
+  /** Why a request's Host or Origin may not use this gateway, or null when they may. */
+  #hostRefusal(req: FastifyRequest): string | null {
+    if (!this.#hosts.hostAllowed(req.headers.host)) {
+      return `Host ${JSON.stringify(req.headers.host ?? "")} is not this gateway's (loopback names, the bound address, gateway.allowedHosts)`;
+    }
+    const origin = req.headers.origin;
+    const mutating = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
+    const upgrade = typeof req.headers.upgrade === "string";
+    if (
+      origin !== undefined &&
+      (mutating || upgrade) &&
+      !this.#hosts.originAllowed(origin, req.headers.host)
+    ) {
+      return `Origin ${JSON.stringify(origin)} may not use this gateway (only its own pages, or gateway.allowedOrigins)`;
+    }
+    return null;
   }
 
   /** Registers a platform webhook at `path` (must start with /hooks/). */
