@@ -4,7 +4,9 @@
  * provider against a loopback OpenAI-compatible model that answers in a fixed ~2 ms, the default
  * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
- * throughput, the gateway's CPU per turn from /proc/<pid>/stat and its RSS. The same on redis +
+ * throughput, the gateway's CPU per turn from /proc/<pid>/stat (in the sequential phase also its
+ * main thread's, from /proc/<pid>/task/<pid>/stat: the rest is V8's background compiler and GC,
+ * which after the warm-up still optimise code for thousands of turns, and libuv's pool) and its RSS. The same on redis +
  * bullmq with one and two worker processes (their CPU is added to the gateway's), and with one worker
  * running every turn (`queue.runTurns: false` on the gateway). Yardsticks from the
  * same run: a bare Node relay and a bare BullMQ relay (bench/bare-relay.ts) through the same phases,
@@ -106,9 +108,9 @@ async function startModel(): Promise<Model> {
   return { url: `http://127.0.0.1:${port}/v1`, server, calls: () => calls, firstChunkAt };
 }
 
-/** utime and stime of `pid`, in clock ticks. */
-function cpuSplit(pid: number): { user: number; sys: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** utime and stime of `pid` (every thread), or of its main thread alone, in clock ticks. */
+function cpuSplit(pid: number, mainThread = false): { user: number; sys: number } {
+  const stat = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return { user: Number(fields[11]), sys: Number(fields[12]) };
 }
@@ -240,13 +242,18 @@ interface Figures {
   clients: Record<number, { perSec: number; cpuMs: number }>;
 }
 
-function cpuOf(pids: () => number[]): { user: number; sys: number } {
+/**
+ * The processes' CPU in clock ticks: `user` and `sys` of every thread, and `main`, what their main
+ * threads (the event loops) used; the rest is V8's background compiler and GC and libuv's pool.
+ */
+function cpuOf(pids: () => number[]): { user: number; sys: number; main: number } {
   return pids().reduce(
     (s, p) => {
       const c = cpuSplit(p);
-      return { user: s.user + c.user, sys: s.sys + c.sys };
+      const m = cpuSplit(p, true);
+      return { user: s.user + c.user, sys: s.sys + c.sys, main: s.main + m.user + m.sys };
     },
-    { user: 0, sys: 0 },
+    { user: 0, sys: 0, main: 0 },
   );
 }
 
@@ -281,7 +288,8 @@ async function sequential(
   out(
     `${name}: ${seqTurns} sequential turns, one session: median ${fmt(p50)} ms, p95 ${fmt(quantile(seq, 0.95))} ms; ` +
       `minus the model's own ${fmt(p50 - floorMs)} ms${cpuBudget ? " [≤ 1.5]" : ""}; CPU/turn ${fmt(cpuMs)} ms ` +
-      `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))})` +
+      `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))}; ` +
+      `main threads ${fmt(perTurn(s1.main - s0.main))}, the rest V8's compiler and GC, libuv's pool)` +
       (cpuBudget ? ` [≤ ${cpuBudget}]` : ""),
   );
   return { p50, cpuMs };
