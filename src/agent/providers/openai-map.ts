@@ -5,66 +5,35 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import type { Usage } from "../../store/types.js";
-import type { ModelMessage, ModelRequest, ModelResponse, ToolCall } from "./types.js";
+import type { ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
  * Pure mapping between our provider contract and Chat Completions. Only standard fields are
  * sent (no vendor-only parameters), so Ollama, vLLM, llama.cpp and LM Studio accept the body.
  */
 
-/** One model message as a Chat Completions message. */
-export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
-  if (m.role === "user") return { role: "user", content: m.content };
-  if (m.role === "tool") return { role: "tool", tool_call_id: m.toolCallId, content: m.content };
-  if (m.toolCalls && m.toolCalls.length > 0) {
-    return {
-      role: "assistant",
-      // Some servers reject an empty string next to tool calls; null is the documented form.
-      content: m.content === "" ? null : m.content,
-      tool_calls: m.toolCalls.map((c) => ({
-        id: c.id,
-        type: "function",
-        function: { name: c.name, arguments: c.arguments },
-      })),
-    };
+export function toOpenAIMessages(
+  req: Pick<ModelRequest, "system" | "messages">,
+): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  if (req.system) out.push({ role: "system", content: req.system });
+  for (const m of req.messages) {
+    if (m.role === "user") out.push({ role: "user", content: m.content });
+    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.toolCallId, content: m.content });
+    else if (m.toolCalls && m.toolCalls.length > 0) {
+      out.push({
+        role: "assistant",
+        // Some servers reject an empty string next to tool calls; null is the documented form.
+        content: m.content === "" ? null : m.content,
+        tool_calls: m.toolCalls.map((c) => ({
+          id: c.id,
+          type: "function",
+          function: { name: c.name, arguments: c.arguments },
+        })),
+      });
+    } else out.push({ role: "assistant", content: m.content });
   }
-  return { role: "assistant", content: m.content };
-}
-
-/** A message's JSON with the fields it was made from (a message given new ones is not served stale). */
-interface MessageJson {
-  content: string;
-  toolCalls: readonly ToolCall[] | undefined;
-  toolCallId: string | undefined;
-  json: string;
-}
-
-const messageJson = new WeakMap<ModelMessage, MessageJson>();
-
-/**
- * `JSON.stringify(toOpenAIMessage(m))`, made once per message object: the prompt window hands
- * out the same message objects turn after turn (prompt.ts keeps a session's units), so a long
- * session's request re-serialises only its new messages. An entry lives as long as its message
- * and is used only while the message still has the content, tool calls and tool call id it was
- * made from.
- */
-export function openAIMessageJson(m: ModelMessage): string {
-  const toolCalls = m.role === "assistant" ? m.toolCalls : undefined;
-  const toolCallId = m.role === "tool" ? m.toolCallId : undefined;
-  const hit = messageJson.get(m);
-  if (hit && hit.content === m.content && hit.toolCalls === toolCalls && hit.toolCallId === toolCallId)
-    return hit.json;
-  const json = JSON.stringify(toOpenAIMessage(m));
-  messageJson.set(m, { content: m.content, toolCalls, toolCallId, json });
-  return json;
-}
-
-/** `JSON.stringify(toOpenAIMessages(req))`, from each message's kept JSON (`openAIMessageJson`). */
-export function openAIMessagesJson(req: Pick<ModelRequest, "system" | "messages">): string {
-  const items: string[] = [];
-  if (req.system) items.push(JSON.stringify({ role: "system", content: req.system }));
-  for (const m of req.messages) items.push(openAIMessageJson(m));
-  return `[${items.join(",")}]`;
+  return out;
 }
 
 /** `input` counts prompt tokens not served from cache, so pricing can charge cache reads apart. */

@@ -1,13 +1,11 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
 import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
-import { openAIMessagesJson, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
-import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
+import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
-import { seededRandom } from "../../../helpers.js";
 
 function parse(pieces: string[]): string[] {
   const p = new SseParser();
@@ -81,77 +79,6 @@ describe("chatBodyParts", () => {
       stream_options: { include_usage: true },
     });
     expect(JSON.parse(chatBody({ ...req, tools: [] }, false))).not.toHaveProperty("tools");
-  });
-});
-
-describe("openAIMessagesJson", () => {
-  /** What the messages' JSON must be: the whole array serialised at once. */
-  const reference = (req: Pick<ModelRequest, "system" | "messages">): string =>
-    JSON.stringify([
-      ...(req.system ? [{ role: "system", content: req.system }] : []),
-      ...req.messages.map(toOpenAIMessage),
-    ]);
-
-  it("equals serialising the whole array, for any mix of messages and texts", () => {
-    const rnd = seededRandom(4242);
-    const texts = [
-      "",
-      "ping",
-      'a "quoted"\n\\ line',
-      "naïve ☃ 😀",
-      "\ud800 lone",
-      "\u2028\u0000",
-      "x".repeat(300),
-    ];
-    const text = () => texts[Math.floor(rnd() * texts.length)] ?? "";
-    for (let i = 0; i < 200; i++) {
-      const messages: ModelMessage[] = Array.from(
-        { length: Math.floor(rnd() * 12) },
-        (_, j): ModelMessage => {
-          const kind = Math.floor(rnd() * 4);
-          if (kind === 0) return { role: "user", content: text() };
-          if (kind === 1) return { role: "tool", toolCallId: `c${j}`, name: "t", content: text() };
-          if (kind === 2) return { role: "assistant", content: text() };
-          return {
-            role: "assistant",
-            content: text(),
-            toolCalls: [{ id: `c${j}`, name: "t", arguments: text() }],
-          };
-        },
-      );
-      const req = { system: rnd() < 0.2 ? "" : text(), messages };
-      expect(openAIMessagesJson(req)).toBe(reference(req));
-      // a second request over the same objects (served from their kept JSON) is the same text
-      expect(openAIMessagesJson(req)).toBe(reference(req));
-    }
-  });
-
-  it("serialises a message once, and again only after it was given a new content or new tool calls", () => {
-    const user: ModelMessage = { role: "user", content: "hi" };
-    const assistant: ModelMessage = {
-      role: "assistant",
-      content: "",
-      toolCalls: [{ id: "c1", name: "t", arguments: "{}" }],
-    };
-    const tool: ModelMessage = { role: "tool", toolCallId: "c1", name: "t", content: "ok" };
-    const req = { system: "sys", messages: [user, assistant, tool] };
-    const spy = vi.spyOn(JSON, "stringify");
-    try {
-      expect(openAIMessagesJson(req)).toBe(reference(req));
-      spy.mockClear();
-      openAIMessagesJson(req);
-      expect(spy).toHaveBeenCalledTimes(1); // the system message only
-      spy.mockClear();
-      user.content = "changed";
-      assistant.toolCalls = [{ id: "c2", name: "t", arguments: '{"a":1}' }];
-      tool.toolCallId = "c2";
-      const again = openAIMessagesJson(req);
-      expect(spy).toHaveBeenCalledTimes(4);
-      spy.mockRestore();
-      expect(again).toBe(reference(req));
-    } finally {
-      spy.mockRestore();
-    }
   });
 });
 
