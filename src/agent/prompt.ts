@@ -263,15 +263,21 @@ interface UnitMemo {
   costs: number[];
 }
 /**
- * Memos by sessionId, least recently built first, bounded by the messages they describe: a memo
- * keeps its window's ids and model messages (their strings) alive, ~400 B a message once the
- * transcript's tail has left the tail cache. 16,384 messages are a few MB: 160 sessions of
- * 100-message windows, 40 of 400.
+ * Memos by sessionId, bounded by the messages they describe: a memo keeps its window's ids and
+ * model messages (their strings) alive, ~400 B a message once the transcript's tail has left the
+ * tail cache. 16,384 messages are a few MB: 160 sessions of 100-message windows, 40 of 400.
  */
 const unitMemos = new Map<string, UnitMemo>();
 const MEMO_MESSAGES = 16_384;
 let memoMessages = 0;
 
+/**
+ * Keeps `memo` as the session's, dropping other sessions' memos at random while over the bound.
+ * At random, not least recently built first: sessions served in turn (many clients, each with a
+ * few sessions) whose windows together outgrow the bound would each find their memo dropped just
+ * before they came back, so none was ever reused; dropping at random keeps about the share of
+ * them that fits.
+ */
 function keepMemo(sessionId: string, memo: UnitMemo): void {
   const old = unitMemos.get(sessionId);
   if (old) {
@@ -279,13 +285,17 @@ function keepMemo(sessionId: string, memo: UnitMemo): void {
     unitMemos.delete(sessionId);
   }
   if (memo.ids.length > MEMO_MESSAGES) return;
+  while (memoMessages + memo.ids.length > MEMO_MESSAGES && unitMemos.size > 0) {
+    let skip = Math.floor(Math.random() * unitMemos.size);
+    for (const [id, m] of unitMemos) {
+      if (skip-- > 0) continue;
+      unitMemos.delete(id);
+      memoMessages -= m.ids.length;
+      break;
+    }
+  }
   unitMemos.set(sessionId, memo);
   memoMessages += memo.ids.length;
-  for (const [id, m] of unitMemos) {
-    if (memoMessages <= MEMO_MESSAGES) break;
-    unitMemos.delete(id);
-    memoMessages -= m.ids.length;
-  }
 }
 
 /**

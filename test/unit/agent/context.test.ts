@@ -465,6 +465,39 @@ describe("windowUnits (a session's window carried from its last one)", () => {
     for (const e of earlier) expect(e.units).toEqual(e.want);
   });
 
+  it("keeps reusing a share of the windows when sessions served in turn outgrow what is kept", () => {
+    // 256 sessions of 100-message windows served round-robin: 25,600 messages against 16,384 kept.
+    // Dropping the least recently built memo would drop each one just before its session came back.
+    const logs = new Map<string, TranscriptMessage[]>();
+    const last = new Map<string, Set<unknown>>();
+    let reused = 0;
+    for (let round = 0; round < 4; round++) {
+      for (let k = 0; k < 256; k++) {
+        const sid = `cycle${k}`;
+        const log = logs.get(sid) ?? [];
+        logs.set(sid, log);
+        const add = (role: "user" | "assistant") =>
+          log.push({
+            id: `${sid}-${log.length}`,
+            sessionId: sid,
+            role,
+            content: `m${log.length}`,
+            timestamp: 1,
+          });
+        if (log.length === 0) for (let i = 0; i < 98; i++) add(i % 2 === 0 ? "user" : "assistant");
+        add("user");
+        add("assistant");
+        const window = log.slice(-100);
+        const got = windowUnits(window);
+        // the window slid by one turn: its middle units are the last window's, when carried over
+        if (round > 0 && last.get(sid)?.has(got.units[50])) reused++;
+        last.set(sid, new Set(got.units));
+      }
+    }
+    // about 16,384 / 25,600 of them each round after the first; least-recent-first kept none
+    expect(reused).toBeGreaterThan(256);
+  });
+
   it("stays right for more sessions and longer windows than are kept (memos dropped and built again)", () => {
     const logs = new Map<string, TranscriptMessage[]>();
     for (let round = 0; round < 6; round++) {
