@@ -5,35 +5,113 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import type { Usage } from "../../store/types.js";
-import type { ModelRequest, ModelResponse, ToolCall } from "./types.js";
+import type { ModelMessage, ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
  * Pure mapping between our provider contract and Chat Completions. Only standard fields are
  * sent (no vendor-only parameters), so Ollama, vLLM, llama.cpp and LM Studio accept the body.
  */
 
-export function toOpenAIMessages(
-  req: Pick<ModelRequest, "system" | "messages">,
-): ChatCompletionMessageParam[] {
-  const out: ChatCompletionMessageParam[] = [];
-  if (req.system) out.push({ role: "system", content: req.system });
-  for (const m of req.messages) {
-    if (m.role === "user") out.push({ role: "user", content: m.content });
-    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.toolCallId, content: m.content });
-    else if (m.toolCalls && m.toolCalls.length > 0) {
-      out.push({
-        role: "assistant",
-        // Some servers reject an empty string next to tool calls; null is the documented form.
-        content: m.content === "" ? null : m.content,
-        tool_calls: m.toolCalls.map((c) => ({
-          id: c.id,
-          type: "function",
-          function: { name: c.name, arguments: c.arguments },
-        })),
-      });
-    } else out.push({ role: "assistant", content: m.content });
+/** One model message as a Chat Completions message. */
+export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
+  if (m.role === "user") return { role: "user", content: m.content };
+  if (m.role === "tool") return { role: "tool", tool_call_id: m.toolCallId, content: m.content };
+  if (m.toolCalls && m.toolCalls.length > 0) {
+    return {
+      role: "assistant",
+      // Some servers reject an empty string next to tool calls; null is the documented form.
+      content: m.content === "" ? null : m.content,
+      tool_calls: m.toolCalls.map((c) => ({
+        id: c.id,
+        type: "function",
+        function: { name: c.name, arguments: c.arguments },
+      })),
+    };
   }
-  return out;
+  return { role: "assistant", content: m.content };
+}
+
+/**
+ * The request JSON of the messages a request sent, kept by its first message for the next one:
+ * each message with the content, tool calls and tool call id it was serialised with, and where
+ * its JSON ends.
+ */
+interface SentJson {
+  messages: ModelMessage[];
+  contents: string[];
+  toolCalls: Array<readonly ToolCall[] | undefined>;
+  toolCallIds: Array<string | undefined>;
+  /** Their Chat Completions JSON, joined with "," (no brackets). */
+  json: string;
+  /** Per message, the end of its JSON in `json`. */
+  ends: number[];
+}
+
+const sentJson = new WeakMap<ModelMessage, SentJson>();
+
+/** Message `i` of `sent` is `m`, with the fields it was serialised with. */
+function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
+  return (
+    sent.messages[i] === m &&
+    sent.contents[i] === m.content &&
+    sent.toolCalls[i] === (m.role === "assistant" ? m.toolCalls : undefined) &&
+    sent.toolCallIds[i] === (m.role === "tool" ? m.toolCallId : undefined)
+  );
+}
+
+/**
+ * `JSON.stringify` of the request's messages (the system prompt first), serialising only what
+ * the session's last request did not send: the prompt window hands out the same message objects
+ * turn after turn (prompt.ts keeps a session's units), so a request that starts with messages the
+ * last one sent, unchanged, reuses their JSON and serialises the rest. The run of reused messages
+ * ends at the first one given another object, content, tool calls or tool call id (the newest
+ * unit of a window is built again once its reply arrived); a window that lost its first message
+ * is serialised afresh. One entry per session (by its window's first message), not one per
+ * message: a window built afresh costs one entry, not one per message.
+ */
+export function openAIMessagesJson(req: Pick<ModelRequest, "system" | "messages">): string {
+  const msgs = req.messages;
+  const items: string[] = [];
+  if (req.system) items.push(JSON.stringify({ role: "system", content: req.system }));
+  const first = msgs[0];
+  if (first === undefined) return `[${items.join(",")}]`;
+  let sent = sentJson.get(first);
+  let kept = 0;
+  if (sent) {
+    const most = Math.min(sent.messages.length, msgs.length);
+    while (kept < most && unchanged(sent, kept, msgs[kept]!)) kept++;
+  }
+  if (!sent || kept === 0) {
+    sent = { messages: [], contents: [], toolCalls: [], toolCallIds: [], json: "", ends: [] };
+    sentJson.set(first, sent);
+  } else if (kept < sent.messages.length) {
+    sent.messages.length = kept;
+    sent.contents.length = kept;
+    sent.toolCalls.length = kept;
+    sent.toolCallIds.length = kept;
+    sent.ends.length = kept;
+    sent.json = sent.json.slice(0, sent.ends[kept - 1]);
+  }
+  if (kept < msgs.length) {
+    // joined, not concatenated: `a + b` makes a rope that grows a level per request, and each
+    // read of a deep rope walks it; join copies into one flat string
+    const parts: string[] = kept > 0 ? [sent.json] : [];
+    let end = sent.json.length;
+    for (let i = kept; i < msgs.length; i++) {
+      const m = msgs[i]!;
+      const json = JSON.stringify(toOpenAIMessage(m));
+      parts.push(json);
+      end += (end > 0 ? 1 : 0) + json.length;
+      sent.messages.push(m);
+      sent.contents.push(m.content);
+      sent.toolCalls.push(m.role === "assistant" ? m.toolCalls : undefined);
+      sent.toolCallIds.push(m.role === "tool" ? m.toolCallId : undefined);
+      sent.ends.push(end);
+    }
+    sent.json = parts.join(",");
+  }
+  items.push(sent.json);
+  return `[${items.join(",")}]`;
 }
 
 /** `input` counts prompt tokens not served from cache, so pricing can charge cache reads apart. */

@@ -1,11 +1,13 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
 import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
-import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
+import { openAIMessagesJson, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
+import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
+import { seededRandom } from "../../../helpers.js";
 
 function parse(pieces: string[]): string[] {
   const p = new SseParser();
@@ -79,6 +81,112 @@ describe("chatBodyParts", () => {
       stream_options: { include_usage: true },
     });
     expect(JSON.parse(chatBody({ ...req, tools: [] }, false))).not.toHaveProperty("tools");
+  });
+});
+
+describe("openAIMessagesJson", () => {
+  /** What the messages' JSON must be: the whole array serialised at once. */
+  const reference = (req: Pick<ModelRequest, "system" | "messages">): string =>
+    JSON.stringify([
+      ...(req.system ? [{ role: "system", content: req.system }] : []),
+      ...req.messages.map(toOpenAIMessage),
+    ]);
+
+  it("equals serialising the whole array, for any mix of messages, however a session's requests change", () => {
+    const rnd = seededRandom(4242);
+    const texts = [
+      "",
+      "ping",
+      'a "quoted"\n\\ line',
+      "naïve ☃ 😀",
+      "\ud800 lone",
+      "\u2028\u0000",
+      "x".repeat(300),
+    ];
+    const text = () => texts[Math.floor(rnd() * texts.length)] ?? "";
+    const message = (j: number): ModelMessage => {
+      const kind = Math.floor(rnd() * 4);
+      if (kind === 0) return { role: "user", content: text() };
+      if (kind === 1) return { role: "tool", toolCallId: `c${j}`, name: "t", content: text() };
+      if (kind === 2) return { role: "assistant", content: text() };
+      return {
+        role: "assistant",
+        content: text(),
+        toolCalls: [{ id: `c${j}`, name: "t", arguments: text() }],
+      };
+    };
+    for (let s = 0; s < 40; s++) {
+      // one session: each request is the last one's messages plus new ones; sometimes a few
+      // dropped at the start, one replaced, or one given a new content, tool calls or call id
+      let messages: ModelMessage[] = [];
+      for (let turn = 0; turn < 15; turn++) {
+        messages = [...messages];
+        const r = rnd();
+        const at = Math.floor(rnd() * messages.length);
+        const m = messages[at];
+        if (r < 0.1) messages = messages.slice(1 + Math.floor(rnd() * 3));
+        else if (r < 0.2 && m) messages[at] = message(turn);
+        else if (r < 0.3 && m) m.content = text();
+        else if (r < 0.35 && m?.role === "assistant")
+          m.toolCalls = [{ id: "cx", name: "t", arguments: text() }];
+        else if (r < 0.4 && m?.role === "tool") m.toolCallId = `other${turn}`;
+        for (let k = Math.floor(rnd() * 4); k > 0; k--) messages.push(message(messages.length));
+        const req = { system: rnd() < 0.2 ? "" : text(), messages };
+        expect(openAIMessagesJson(req)).toBe(reference(req));
+      }
+    }
+  });
+
+  it("reuses the JSON up to the first message built again (a window's newest unit is, once answered)", () => {
+    const a: ModelMessage = { role: "user", content: "one" };
+    const b: ModelMessage = { role: "assistant", content: "two" };
+    const c: ModelMessage = { role: "user", content: "three" };
+    openAIMessagesJson({ system: "", messages: [a, b, c] });
+    const spy = vi.spyOn(JSON, "stringify");
+    try {
+      const next = {
+        system: "",
+        messages: [a, b, { ...c }, { role: "assistant", content: "four" } as ModelMessage],
+      };
+      const json = openAIMessagesJson(next);
+      expect(spy).toHaveBeenCalledTimes(2); // the copy of `c` and the new message
+      spy.mockRestore();
+      expect(json).toBe(reference(next));
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it("serialises only the messages the session's last request did not send, and all after a change", () => {
+    const user: ModelMessage = { role: "user", content: "hi" };
+    const assistant: ModelMessage = {
+      role: "assistant",
+      content: "",
+      toolCalls: [{ id: "c1", name: "t", arguments: "{}" }],
+    };
+    const tool: ModelMessage = { role: "tool", toolCallId: "c1", name: "t", content: "ok" };
+    const spy = vi.spyOn(JSON, "stringify");
+    try {
+      const first = { system: "sys", messages: [user, assistant, tool] };
+      expect(openAIMessagesJson(first)).toBe(reference(first));
+      spy.mockClear();
+      const next = {
+        system: "sys",
+        messages: [user, assistant, tool, { role: "user", content: "again" } as ModelMessage],
+      };
+      const json = openAIMessagesJson(next);
+      expect(spy).toHaveBeenCalledTimes(2); // the system prompt and the new message
+      const want = reference(next);
+      spy.mockClear();
+      user.content = "changed";
+      const changed = openAIMessagesJson(next);
+      expect(spy).toHaveBeenCalledTimes(5); // all again: the first message changed
+      spy.mockRestore();
+      expect(json).toBe(want);
+      expect(changed).toBe(reference(next));
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 
