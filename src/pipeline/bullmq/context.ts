@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "../../log.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import type { RunRecord, RunStore } from "../../store/types.js";
-import type { FollowUp, JobHandlers, RunEvent, TurnRequest } from "../types.js";
+import type { FollowUp, JobHandlers, RunEvent } from "../types.js";
 import type { PipelineKeys } from "./keys.js";
 import type { BullmqTuning } from "./schema.js";
 

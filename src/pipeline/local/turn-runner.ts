@@ -2,14 +2,7 @@ import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { checkFollowUps, finalResultOf } from "../schema.js";
-import {
-  type JobContext,
-  type JobHandlers,
-  queuedRecord,
-  type TurnJob,
-  type TurnRequest,
-  type TurnResult,
-} from "../types.js";
+import { type JobContext, type JobHandlers, queuedRecord, type TurnJob, type TurnResult } from "../types.js";
 import type { QueueJournal } from "./journal.js";
 import type { LaneEntry } from "./lanes.js";
 
