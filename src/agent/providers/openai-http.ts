@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Failure } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
-import { openAIMessagesJson } from "./openai-map.js";
+import { openAIMessagesParts } from "./openai-map.js";
 import type { ModelRequest, ToolSpec } from "./types.js";
 
 /**
@@ -54,13 +54,13 @@ function toolsBytes(tools: readonly ToolSpec[]): Buffer {
  * in the pieces it is written in: the socket gets them in one writev as they are, so the
  * messages' JSON is never copied into one string with the rest (nor with the request head, which
  * node:http prepends to a first piece that is a string: that piece is kept short), the messages
- * a session's last request sent go out as the JSON made then (`openAIMessagesJson`), and the
+ * a session's last request sent go out as the JSON made then (`openAIMessagesParts`), and the
  * tool list goes out as the bytes made once.
  */
 export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string | Buffer> {
   const parts: Array<string | Buffer> = [
     `{"model":${JSON.stringify(req.model)},"messages":`,
-    openAIMessagesJson(req),
+    ...openAIMessagesParts(req),
   ];
   let rest = "";
   // An empty `tools` array is rejected by some servers: leave the field out instead.

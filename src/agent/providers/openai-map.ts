@@ -60,21 +60,21 @@ function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
 }
 
 /**
- * `JSON.stringify` of the request's messages (the system prompt first), serialising only what
- * the session's last request did not send: the prompt window hands out the same message objects
- * turn after turn (prompt.ts keeps a session's units), so a request that starts with messages the
- * last one sent, unchanged, reuses their JSON and serialises the rest. The run of reused messages
- * ends at the first one given another object, content, tool calls or tool call id (the newest
- * unit of a window is built again once its reply arrived); a window that lost its first message
- * is serialised afresh. One entry per session (by its window's first message), not one per
- * message: a window built afresh costs one entry, not one per message.
+ * `JSON.stringify` of the request's messages (the system prompt first), as pieces that add up to
+ * it (the body goes out in one writev, so the messages' JSON is not copied once more), serialising
+ * only what the session's last request did not send: the prompt window hands out the same message
+ * objects turn after turn (prompt.ts keeps a session's units), so a request that starts with
+ * messages the last one sent, unchanged, reuses their JSON and serialises the rest. The run of
+ * reused messages ends at the first one given another object, content, tool calls or tool call id
+ * (the newest unit of a window is built again once its reply arrived); a window that lost its
+ * first message is serialised afresh. One entry per session (by its window's first message), not
+ * one per message: a window built afresh costs one entry, not one per message.
  */
-export function openAIMessagesJson(req: Pick<ModelRequest, "system" | "messages">): string {
+export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages">): string[] {
   const msgs = req.messages;
-  const items: string[] = [];
-  if (req.system) items.push(JSON.stringify({ role: "system", content: req.system }));
+  const open = req.system ? `[${JSON.stringify({ role: "system", content: req.system })}` : "[";
   const first = msgs[0];
-  if (first === undefined) return `[${items.join(",")}]`;
+  if (first === undefined) return [`${open}]`];
   let sent = sentJson.get(first);
   let kept = 0;
   if (sent) {
@@ -110,8 +110,7 @@ export function openAIMessagesJson(req: Pick<ModelRequest, "system" | "messages"
     }
     sent.json = parts.join(",");
   }
-  items.push(sent.json);
-  return `[${items.join(",")}]`;
+  return [req.system ? `${open},` : open, sent.json, "]"];
 }
 
 /** `input` counts prompt tokens not served from cache, so pricing can charge cache reads apart. */

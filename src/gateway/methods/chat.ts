@@ -2,17 +2,20 @@ import { z } from "zod";
 import { type ChatSendDeps, chatSend } from "../chat-send.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
+const MAX_MESSAGE_CHARS = 32_000;
+const MAX_TIMEOUT_SECONDS = 3600;
+
 /** `chat.send`'s params (API.md §4). */
 export const chatSendParams = z.strictObject({
   sessionKey: z.string().min(1),
-  message: z.string().min(1).max(32_000),
-  timeoutSeconds: z.number().min(0).max(3600).optional(),
+  message: z.string().min(1).max(MAX_MESSAGE_CHARS),
+  timeoutSeconds: z.number().min(0).max(MAX_TIMEOUT_SECONDS).optional(),
   deliver: z.boolean().optional(),
 });
 
-const CHAT_SEND_KEYS: ReadonlySet<string> = new Set(["sessionKey", "message", "timeoutSeconds", "deliver"]);
+const CHAT_SEND_KEYS: ReadonlySet<string> = new Set(Object.keys(chatSendParams.shape));
 
-/** Params the `chat.send` schema accepts as they are (see `RpcMethod.accepts`). */
+/** Params `chatSendParams` accepts as they are (see `RpcMethod.accepts`); the same limits. */
 export function plainChatSend(p: Record<string, unknown>): boolean {
   for (const k in p) if (!CHAT_SEND_KEYS.has(k)) return false;
   const { sessionKey, message, timeoutSeconds, deliver } = p;
@@ -21,9 +24,9 @@ export function plainChatSend(p: Record<string, unknown>): boolean {
     sessionKey.length > 0 &&
     typeof message === "string" &&
     message.length > 0 &&
-    message.length <= 32_000 &&
+    message.length <= MAX_MESSAGE_CHARS &&
     (timeoutSeconds === undefined ||
-      (typeof timeoutSeconds === "number" && timeoutSeconds >= 0 && timeoutSeconds <= 3600)) &&
+      (typeof timeoutSeconds === "number" && timeoutSeconds >= 0 && timeoutSeconds <= MAX_TIMEOUT_SECONDS)) &&
     (deliver === undefined || typeof deliver === "boolean")
   );
 }

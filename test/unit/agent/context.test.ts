@@ -494,8 +494,9 @@ describe("windowUnits (a session's window carried from its last one)", () => {
         last.set(sid, new Set(got.units));
       }
     }
-    // about 16,384 / 25,600 of them each round after the first; least-recent-first kept none
-    expect(reused).toBeGreaterThan(256);
+    // random dropping carries about a third of the 768 later windows (220-300 in 20 trials);
+    // least-recent-first carried none. The bound is far below the spread, so it is not flaky.
+    expect(reused).toBeGreaterThan(100);
   });
 
   it("stays right for more sessions and longer windows than are kept (memos dropped and built again)", () => {

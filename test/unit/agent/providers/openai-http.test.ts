@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
 import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
-import { openAIMessagesJson, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
+import { openAIMessagesParts, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
 import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
@@ -84,7 +84,11 @@ describe("chatBodyParts", () => {
   });
 });
 
-describe("openAIMessagesJson", () => {
+describe("openAIMessagesParts", () => {
+  /** The pieces put together: what the socket gets. */
+  const openAIMessagesJson = (req: Pick<ModelRequest, "system" | "messages">): string =>
+    openAIMessagesParts(req).join("");
+
   /** What the messages' JSON must be: the whole array serialised at once. */
   const reference = (req: Pick<ModelRequest, "system" | "messages">): string =>
     JSON.stringify([
