@@ -289,18 +289,22 @@ export function createAnthropicProvider(
         return acc.result(req.model);
       };
       try {
-        return await withRetry(() => withTimeout(cfg.timeoutMs, req.signal, attempt), {
-          policy,
-          signal: req.signal,
-          ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
-          ...(tuning.random ? { random: tuning.random } : {}),
-          classify: (err) => (emitted > 0 ? { retry: false } : retryDecisionFor(describeAnthropicError(err))),
-          onRetry: ({ retry, delayMs, err }) =>
-            log.warn(
-              { retry, delayMs, model: req.model, err: failureSummary(describeAnthropicError(err)) },
-              "model call failed; retrying",
-            ),
-        });
+        return await withRetry(
+          () => withTimeout(cfg.timeoutMs, req.signal, (s) => attempt(s.toAbortSignal())),
+          {
+            policy,
+            signal: req.signal,
+            ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
+            ...(tuning.random ? { random: tuning.random } : {}),
+            classify: (err) =>
+              emitted > 0 ? { retry: false } : retryDecisionFor(describeAnthropicError(err)),
+            onRetry: ({ retry, delayMs, err }) =>
+              log.warn(
+                { retry, delayMs, model: req.model, err: failureSummary(describeAnthropicError(err)) },
+                "model call failed; retrying",
+              ),
+          },
+        );
       } catch (err) {
         if (req.signal?.aborted) throw req.signal.reason;
         throw toError(err, ctx, emitted);
@@ -310,7 +314,7 @@ export function createAnthropicProvider(
       const ctx: FailureContext = { providerId: id, baseUrl, secrets };
       try {
         const page = await withTimeout(cfg.timeoutMs, undefined, (signal) =>
-          client.models.list({ limit: 1 }, { signal }),
+          client.models.list({ limit: 1 }, { signal: signal.toAbortSignal() }),
         );
         return { ok: true, message: `reachable at ${safeUrl(baseUrl)}: ${page.data.length} model(s) listed` };
       } catch (err) {

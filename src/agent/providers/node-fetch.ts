@@ -1,6 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
+import type { Abortable } from "./retry.js";
 
 /**
  * A `fetch` for the model SDKs over node:http(s) with keep-alive agents. Node's built-in fetch
@@ -34,7 +35,7 @@ function responseHeaders(res: IncomingMessage): Headers {
   return h;
 }
 
-function abortError(signal: AbortSignal): unknown {
+function abortError(signal: Abortable): unknown {
   const reason: unknown = signal.reason;
   if (reason instanceof Error) return reason;
   return new DOMException("This operation was aborted", "AbortError");
@@ -43,7 +44,7 @@ function abortError(signal: AbortSignal): unknown {
 export interface SendOptions {
   method: string;
   headers: Record<string, string>;
-  signal?: AbortSignal | undefined;
+  signal?: Abortable | undefined;
 }
 
 /**
@@ -68,7 +69,7 @@ export function sendRequest(
       resolve(res);
     });
     function onAbort() {
-      const err = abortError(signal as AbortSignal);
+      const err = abortError(signal as Abortable);
       req.destroy(err instanceof Error ? err : undefined);
       reject(err);
     }

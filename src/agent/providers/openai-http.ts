@@ -3,6 +3,7 @@ import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/
 import type { Failure } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
 import { openAIMessagesParts } from "./openai-map.js";
+import type { Abortable } from "./retry.js";
 import type { ModelRequest, ToolSpec } from "./types.js";
 
 /**
@@ -166,7 +167,7 @@ export interface ChatCall {
   url: URL;
   headers: Record<string, string>;
   req: ModelRequest;
-  signal: AbortSignal;
+  signal: Abortable;
 }
 
 /**

@@ -19,6 +19,7 @@ import { nodeFetch } from "./node-fetch.js";
 import { ChatHttpError, postChat } from "./openai-http.js";
 import { ChunkAccumulator, fromOpenAICompletion } from "./openai-map.js";
 import {
+  type Abortable,
   AttemptTimeoutError,
   type CallTuning,
   DEFAULT_RETRY_POLICY,
@@ -114,7 +115,7 @@ export function createOpenAIProvider(
 
   async function attempt(
     req: ModelRequest,
-    signal: AbortSignal,
+    signal: Abortable,
     onDelta: (d: string) => void,
   ): Promise<ModelResponse> {
     const call = { url: chatUrl, headers: chatHeaders, req, signal };
@@ -168,7 +169,9 @@ export function createOpenAIProvider(
     async ping() {
       const ctx: FailureContext = { providerId: id, baseUrl, secrets };
       try {
-        const page = await withTimeout(cfg.timeoutMs, undefined, (signal) => client.models.list({ signal }));
+        const page = await withTimeout(cfg.timeoutMs, undefined, (signal) =>
+          client.models.list({ signal: signal.toAbortSignal() }),
+        );
         return { ok: true, message: `reachable at ${safeUrl(baseUrl)}: ${page.data.length} model(s) listed` };
       } catch (err) {
         const e = toError(err, ctx);

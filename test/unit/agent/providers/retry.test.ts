@@ -1,6 +1,11 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { retryDecisionFor } from "../../../../src/agent/providers/failure.js";
-import { AttemptTimeoutError, withRetry, withTimeout } from "../../../../src/agent/providers/retry.js";
+import {
+  AttemptSignal,
+  AttemptTimeoutError,
+  withRetry,
+  withTimeout,
+} from "../../../../src/agent/providers/retry.js";
 
 const policy = { maxRetries: 3, baseDelayMs: 500, maxDelayMs: 8000, maxRetryAfterMs: 60_000 };
 
@@ -61,7 +66,7 @@ describe("provider retry policy", () => {
 
 describe("attempt timeout", () => {
   it("withTimeout aborts the attempt's own signal and reports a timeout", async () => {
-    let seen: AbortSignal | undefined;
+    let seen: AttemptSignal | undefined;
     const err = await withTimeout(20, undefined, (signal) => {
       seen = signal;
       return new Promise((_r, reject) =>
@@ -82,5 +87,88 @@ describe("attempt timeout", () => {
     );
     c.abort(reason);
     await expect(p).rejects.toBe(reason);
+  });
+
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  /** An attempt that settles only when told to, or fails when its signal aborts. */
+  function pending(signal: AttemptSignal) {
+    let settle!: (v: string) => void;
+    const done = new Promise<string>((resolve, reject) => {
+      settle = resolve;
+      signal.addEventListener("abort", () => reject(new Error("aborted")));
+    });
+    return { done, settle: (v: string) => settle(v) };
+  }
+
+  it("each attempt times out at its own deadline, however many share one timer", async () => {
+    vi.useFakeTimers();
+    const signals: AttemptSignal[] = [];
+    const settles: Array<(v: string) => void> = [];
+    const start = () =>
+      withTimeout(100, undefined, (s) => {
+        signals.push(s);
+        const p = pending(s);
+        settles.push(p.settle);
+        return p.done;
+      }).catch((e: unknown) => e);
+    const a = start(); // deadline 100
+    await vi.advanceTimersByTimeAsync(30);
+    const b = start(); // deadline 130
+    await vi.advanceTimersByTimeAsync(30);
+    const c = start(); // deadline 160
+    settles[0]!("a"); // a finishes in time: it must never see an abort
+    await vi.advanceTimersByTimeAsync(50); // t = 110
+    expect(await a).toBe("a");
+    expect(signals[0]!.aborted).toBe(false);
+    expect(signals[1]!.aborted).toBe(false); // b's deadline (130) has not come
+    await vi.advanceTimersByTimeAsync(25); // t = 135
+    expect(await b).toBeInstanceOf(AttemptTimeoutError);
+    expect(signals[2]!.aborted).toBe(false);
+    settles[2]!("c");
+    expect(await c).toBe("c");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(signals[2]!.aborted).toBe(false);
+  });
+
+  it("sequential attempts arm no timer of their own", async () => {
+    const spy = vi.spyOn(globalThis, "setTimeout");
+    for (let i = 0; i < 50; i++) expect(await withTimeout(777_000, undefined, async () => i)).toBe(i);
+    // one timer (for the first attempt's deadline) serves all of them; a timer each armed 50
+    expect(spy.mock.calls.filter((c) => c[1] !== undefined && c[1] > 700_000).length).toBeLessThanOrEqual(1);
+  });
+
+  it("an AttemptSignal runs each listener once, in order, not after removal or after the abort", () => {
+    const s = new AttemptSignal();
+    const seen: string[] = [];
+    const removed = () => seen.push("removed");
+    s.addEventListener("abort", () => seen.push("one"));
+    s.addEventListener("abort", removed);
+    s.addEventListener("abort", () => seen.push("two"));
+    s.removeEventListener("abort", removed);
+    const reason = new Error("why");
+    s.abort(reason);
+    s.abort(new Error("again"));
+    s.addEventListener("abort", () => seen.push("late"));
+    expect(seen).toEqual(["one", "two"]);
+    expect(s.aborted).toBe(true);
+    expect(s.reason).toBe(reason);
+  });
+
+  it("toAbortSignal gives SDKs a standard signal that aborts with the same reason", () => {
+    const s = new AttemptSignal();
+    const real = s.toAbortSignal();
+    expect(real).toBeInstanceOf(AbortSignal);
+    expect(real.aborted).toBe(false);
+    const reason = new AttemptTimeoutError(5);
+    s.abort(reason);
+    expect(real.aborted).toBe(true);
+    expect(real.reason).toBe(reason);
+    const after = new AttemptSignal();
+    after.abort(reason);
+    expect(after.toAbortSignal().reason).toBe(reason);
   });
 });
