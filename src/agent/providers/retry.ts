@@ -1,3 +1,4 @@
+import { after } from "../../deadlines.js";
 import { backoffDelayMs, retryLoop, type Sleep } from "../../retry/index.js";
 
 /**
@@ -141,52 +142,6 @@ export class AttemptSignal implements Abortable {
 }
 
 /**
- * The attempts waiting on one timeout length, oldest first: with one length their deadlines come
- * in the order they started, so one timer, set for the oldest, serves them all (a finished
- * attempt just leaves the set; the timer, when it fires, skips to the oldest still there). A
- * timer per attempt cost an insertion into and a removal from Node's timer lists on every model
- * call. The timer does not hold the process open: an attempt waiting for it is waiting on its own
- * socket, which does.
- */
-class Deadlines {
-  private readonly waiting = new Set<{ at: number; expire: () => void }>();
-  private timer: NodeJS.Timeout | null = null;
-
-  constructor(private readonly ms: number) {}
-
-  add(expire: () => void): { at: number; expire: () => void } {
-    const entry = { at: performance.now() + this.ms, expire };
-    this.waiting.add(entry);
-    if (!this.timer) this.arm(entry.at);
-    return entry;
-  }
-
-  delete(entry: { at: number; expire: () => void }): void {
-    this.waiting.delete(entry);
-  }
-
-  private arm(at: number): void {
-    this.timer = setTimeout(() => this.fire(), Math.max(0, at - performance.now()));
-    this.timer.unref();
-  }
-
-  private fire(): void {
-    this.timer = null;
-    const now = performance.now();
-    for (const entry of this.waiting) {
-      if (entry.at > now) {
-        this.arm(entry.at);
-        return;
-      }
-      this.waiting.delete(entry);
-      entry.expire();
-    }
-  }
-}
-
-const deadlines = new Map<number, Deadlines>();
-
-/**
  * Runs one attempt under its own signal that aborts on the caller's abort or after `timeoutMs`
  * (covering a streamed body too, not only the response headers). Rejects with the caller's
  * `signal.reason` when the caller aborted, and with AttemptTimeoutError on timeout.
@@ -201,12 +156,7 @@ export async function withTimeout<T>(
   let timedOut = false;
   const onAbort = () => attempt.abort(signal?.reason);
   signal?.addEventListener("abort", onAbort, { once: true });
-  let queue = deadlines.get(timeoutMs);
-  if (!queue) {
-    queue = new Deadlines(timeoutMs);
-    if (deadlines.size < 64) deadlines.set(timeoutMs, queue); // one per configured length
-  }
-  const deadline = queue.add(() => {
+  const deadline = after(timeoutMs, () => {
     timedOut = true;
     attempt.abort(new AttemptTimeoutError(timeoutMs));
   });
@@ -217,7 +167,7 @@ export async function withTimeout<T>(
     if (timedOut) throw new AttemptTimeoutError(timeoutMs);
     throw err;
   } finally {
-    queue.delete(deadline);
+    deadline.cancel();
     signal?.removeEventListener("abort", onAbort);
   }
 }

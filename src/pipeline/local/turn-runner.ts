@@ -1,3 +1,4 @@
+import { after, type Deadline } from "../../deadlines.js";
 import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
@@ -77,21 +78,21 @@ export class TurnRunner {
     for (const id of runIds) this.active.set(id, active);
     // Not awaited: if it is lost in a crash the re-run only under-reports `attempt`.
     this.d.journal()?.note({ t: "start", runIds });
-    let timer: NodeJS.Timeout | undefined;
+    let timer: Deadline | undefined;
     try {
       const startedAt = this.d.now();
       const started = await Promise.all(entries.map((e) => this.markRunning(e, startedAt)));
       for (const run of started) this.d.onStarted(run);
       const timeoutMs = entries[0]!.req.timeoutMs ?? 0;
       if (timeoutMs > 0) {
-        timer = setTimeout(() => this.abortTurn(active, "timeout"), Math.min(timeoutMs, MAX_TIMER_MS));
+        timer = after(Math.min(timeoutMs, MAX_TIMER_MS), () => this.abortTurn(active, "timeout"));
       }
       let result = await this.callHandler(turnJob(entries, attempt), {
         signal: active.ac.signal,
         stillOwner: async () => !active.shutdown,
         takeSteering: () => active.steering.splice(0),
       });
-      clearTimeout(timer);
+      timer?.cancel();
       // The handler is done: from here steer/cancel no longer reach this turn.
       for (const id of runIds) this.active.delete(id);
       if (active.shutdown) return;
@@ -110,7 +111,7 @@ export class TurnRunner {
         await retry.catch(() => {});
       }
     } finally {
-      clearTimeout(timer);
+      timer?.cancel();
       for (const id of runIds) this.active.delete(id);
     }
   }

@@ -1,3 +1,4 @@
+import { after, type Deadline } from "../../deadlines.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { MAX_TIMER_MS } from "./turn-runner.js";
 
@@ -16,12 +17,12 @@ export class RunWaiters {
     const waitMs = Number.isNaN(timeoutMs) ? 0 : Math.min(Math.max(0, timeoutMs), MAX_TIMER_MS);
     return new Promise<RunRecord | null>((resolve, reject) => {
       let settled = false;
-      let timer: NodeJS.Timeout | undefined;
+      let timer: Deadline | undefined;
       const set = this.waiters.get(runId) ?? new Set();
       const finish = (rec: RunRecord | null) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        timer?.cancel();
         set.delete(finish);
         if (set.size === 0 && this.waiters.get(runId) === set) this.waiters.delete(runId);
         resolve(rec);
@@ -33,9 +34,10 @@ export class RunWaiters {
       set.add(finish);
       this.waiters.set(runId, set);
       if (waitMs > 0) {
-        timer = setTimeout(() => this.runs.get(runId).then(finish, fail), waitMs);
-        // A pending wait must not keep a stopping process alive.
-        timer.unref();
+        // A pending wait does not keep a stopping process alive (`after` never does).
+        timer = after(waitMs, () => {
+          this.runs.get(runId).then(finish, fail);
+        });
       }
       this.runs.get(runId).then((rec) => {
         if (rec && FINAL_RUN_STATUSES.has(rec.status)) finish(rec);
