@@ -19,10 +19,11 @@
  * BENCH_GATEWAY_WARMUP (default 3000) the turns run before anything is measured (V8 optimises hot
  * code only after thousands of turns; every 25th warm-up turn opens a new session, as real traffic
  * does, so the first new session measured does not deoptimise code tuned to old ones); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
- * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say).
+ * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
+ * BENCH_GATEWAY_SEQ_SIGNAL (see `phaseProbe`).
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent, createServer, request, type Server } from "node:http";
 import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
@@ -115,6 +116,15 @@ function cpuSplit(pid: number, mainThread = false): { user: number; sys: number 
   return { user: Number(fields[11]), sys: Number(fields[12]) };
 }
 
+/** Every thread's time on CPU in ns (schedstat), by thread id. */
+function threadNs(pids: () => number[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const p of pids())
+    for (const t of readdirSync(`/proc/${p}/task`))
+      m.set(`${p}/${t}`, Number(readFileSync(`/proc/${p}/task/${t}/schedstat`, "utf8").split(" ")[0]));
+  return m;
+}
+
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : Number.NaN;
@@ -193,11 +203,19 @@ async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promis
 function startNode(args: string[], stderr: string[], gateway = true): ChildProcess {
   const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
   const entry = gateway ? ["bin/switchboard.js"] : [];
-  const proc = spawn(process.execPath, ["--max-semi-space-size=4", ...extra, ...entry, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
-    stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
-  });
+  // Profiling aid: BENCH_GATEWAY_WRAP="valgrind --tool=callgrind --instr-atstart=no …" runs the
+  // gateway under that command (the sequential phase then switches callgrind's counting on).
+  const wrap = gateway ? (process.env.BENCH_GATEWAY_WRAP ?? "").split(" ").filter(Boolean) : [];
+  const argv = [process.execPath, "--max-semi-space-size=4", ...extra, ...entry, ...args];
+  const proc = spawn(
+    wrap[0] ?? process.execPath,
+    [...wrap.slice(1), ...argv].slice(wrap.length > 0 ? 0 : 1),
+    {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
+      stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
+    },
+  );
   proc.stderr?.on("data", (d: Buffer) => {
     if (stderr.length < 50) stderr.push(d.toString());
   });
@@ -269,6 +287,40 @@ async function warmUp(url: string): Promise<void> {
     await turn(url, i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % 16}`);
 }
 
+/**
+ * Profiling aids around the sequential phase (nothing happens without their variables):
+ * BENCH_GATEWAY_THREADS=1 prints each thread's CPU per turn (schedstat, ns) and the phase's
+ * start and end on the monotonic clock (for `perf report --time`); BENCH_GATEWAY_WRAP holding
+ * "callgrind" switches callgrind's counting on for the phase only and dumps it at the end;
+ * BENCH_GATEWAY_SEQ_SIGNAL=SIGUSR2 (say) sends that signal to the gateway at both ends (for a
+ * preloaded counter or marker).
+ */
+function phaseProbe(pids: () => number[], name: string): { end: (turns: number) => void } {
+  const gw = String(pids()[0]);
+  const signal = process.env.BENCH_GATEWAY_SEQ_SIGNAL as NodeJS.Signals | undefined;
+  const callgrind = process.env.BENCH_GATEWAY_WRAP?.includes("callgrind") === true;
+  const threads = process.env.BENCH_GATEWAY_THREADS ? threadNs(pids) : undefined;
+  const now = () => fmt(Number(process.hrtime.bigint()) / 1e9, 6);
+  if (threads) out(`${name}: sequential phase starts at monotonic ${now()} s`);
+  if (callgrind) execFileSync("callgrind_control", ["-i", "on", gw], { stdio: "ignore" });
+  if (signal) process.kill(Number(gw), signal);
+  return {
+    end(turns) {
+      if (signal) process.kill(Number(gw), signal);
+      if (callgrind) {
+        execFileSync("callgrind_control", ["-d", gw], { stdio: "ignore" });
+        execFileSync("callgrind_control", ["-i", "off", gw], { stdio: "ignore" });
+      }
+      if (!threads) return;
+      out(`${name}: sequential phase ends at monotonic ${now()} s`);
+      const per = [...threadNs(pids)].map(
+        ([tid, ns]) => `${tid}:${fmt((ns - (threads.get(tid) ?? 0)) / 1000 / turns, 0)}`,
+      );
+      out(`${name}: each thread's CPU per turn (µs, by process/thread id): ${per.join(" ")}`);
+    },
+  };
+}
+
 /** Sequential turns to one session: latency and the processes' CPU per turn. */
 async function sequential(
   url: string,
@@ -278,10 +330,12 @@ async function sequential(
   cpuBudget: string,
 ): Promise<Figures["seq"]> {
   const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
+  const probe = phaseProbe(pids, name);
   const s0 = cpuOf(pids);
   const seq: number[] = [];
   for (let i = 0; i < seqTurns; i++) seq.push(await turn(url, "agent:main:bench:seq"));
   const s1 = cpuOf(pids);
+  probe.end(seqTurns);
   const perTurn = (ticks: number) => (ticks * 1000) / CLK_TCK / seqTurns;
   const cpuMs = perTurn(s1.user - s0.user + s1.sys - s0.sys);
   const p50 = quantile(seq, 0.5);
@@ -463,7 +517,7 @@ async function runSetup(
   );
   const pids = () => [gw.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
   try {
-    await waitHealthy(url, gw);
+    await waitHealthy(url, gw, process.env.BENCH_GATEWAY_WRAP ? 300_000 : 20_000);
     await warmUp(url);
     const figures: Figures = {
       seq: await sequential(
