@@ -21,6 +21,7 @@ export type GatewayEventName = keyof GatewayEvents;
 /** A typed, in-process event bus. Listeners must not throw; a throwing listener is isolated. */
 export class EventBus {
   readonly #emitter = new EventEmitter();
+  readonly #watchers = new Map<GatewayEventName, number>();
 
   constructor() {
     this.#emitter.setMaxListeners(0);
@@ -29,6 +30,29 @@ export class EventBus {
   emit<E extends GatewayEventName>(event: E, data: GatewayEvents[E]): void {
     this.#emitter.emit(event, data);
     this.#emitter.emit("*", event, data);
+  }
+
+  /**
+   * Marks `event` as wanted by someone this bus cannot see as a listener (a WebSocket client fed
+   * through `onAny`, another process fed by the live relay) until the returned function is called.
+   */
+  watch(event: GatewayEventName): () => void {
+    this.#watchers.set(event, (this.#watchers.get(event) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#watchers.set(event, (this.#watchers.get(event) ?? 1) - 1);
+    };
+  }
+
+  /**
+   * Whether anyone wants `event`: a listener of its own (`on`) or a `watch`. A producer may skip
+   * work no one would see: the runtime streams a model's answer only when `run.delta` is watched
+   * or a channel shows the reply as it comes.
+   */
+  watched(event: GatewayEventName): boolean {
+    return (this.#watchers.get(event) ?? 0) > 0 || this.#emitter.listenerCount(event) > 0;
   }
 
   on<E extends GatewayEventName>(event: E, listener: (data: GatewayEvents[E]) => void): () => void {

@@ -28,7 +28,10 @@ export interface TurnOutcome extends TurnResult {
 
 /** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
 export interface TurnStreaming {
-  /** false: the provider is called without streaming and no `run.delta` is emitted. Default true. */
+  /**
+   * false: the provider is called without streaming and no `run.delta` is emitted. Default true:
+   * streamed when `onDelta` is set or someone watches `run.delta` on the bus.
+   */
   enabled?: boolean;
   /** Called with each delta after the bus event (a channel's streaming editor). */
   onDelta?: (text: string) => void;
@@ -343,7 +346,12 @@ export class AgentRuntime {
       tools: turn.specs,
       signal: turn.ctx.signal,
       ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
-      ...(streaming.enabled !== false ? { onTextDelta } : {}),
+      // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
+      // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
+      // cheaper than parsing a stream of chunks no one reads.
+      ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta"))
+        ? { onTextDelta }
+        : {}),
     });
     // The real prompt size as the provider reports it (cached tokens included); else the estimate.
     const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);

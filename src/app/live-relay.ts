@@ -129,7 +129,9 @@ export class LiveRelay implements LiveAudience {
   /** Forwards this process's live events; with `receive`, re-emits other processes' on `bus`. */
   async start(bus: EventBus, receive: boolean): Promise<void> {
     if (this.#unsubscribe) return;
-    this.#unsubscribe = bus.onAny((event, data) => {
+    // Clients of other processes may want this one's deltas: its turns always stream.
+    const release = bus.watch("run.delta");
+    const off = bus.onAny((event, data) => {
       if (this.#replaying || !relayed.has(event)) return;
       if (this.#quiet.size > 0 && this.#quiet.has(sessionOf(event as Relayed, data))) return;
       this.#pending.push({ event: event as Relayed, data });
@@ -138,6 +140,10 @@ export class LiveRelay implements LiveAudience {
         setImmediate(() => this.#flush());
       }
     });
+    this.#unsubscribe = () => {
+      off();
+      release();
+    };
     if (!receive) return;
     const sub = this.opts.createSubscriber();
     this.#sub = sub;

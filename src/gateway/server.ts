@@ -100,6 +100,7 @@ export class GatewayServer {
   readonly #hosts: HostPolicy;
   readonly #maxDepth: number;
   #unsubscribe: (() => void) | null = null;
+  #watch: (() => void) | null = null;
   #address: { host: string; port: number } | null = null;
 
   constructor(private readonly opts: GatewayServerOptions) {
@@ -297,9 +298,9 @@ export class GatewayServer {
           return;
         }
         this.#sockets.add(socket);
-        if (this.#sockets.size === 1) this.opts.onListening?.(true);
+        if (this.#sockets.size === 1) this.#audience(true);
         socket.on("close", () => {
-          if (this.#sockets.delete(socket) && this.#sockets.size === 0) this.opts.onListening?.(false);
+          if (this.#sockets.delete(socket) && this.#sockets.size === 0) this.#audience(false);
         });
         socket.on("error", (err) => this.opts.logger.debug({ err }, "ws: socket error"));
         // Every frame is handled under a catch: a bad frame answers an error, the socket and the process stay up.
@@ -369,6 +370,20 @@ export class GatewayServer {
     return this.#address;
   }
 
+  /**
+   * The first WebSocket client came or the last one left: while any is connected the events fed
+   * to them through `onAny` count as watched on the bus (so turns stream their answers), and the
+   * live relay is told (`onListening`).
+   */
+  #audience(on: boolean): void {
+    if (on) this.#watch ??= this.opts.bus.watch("run.delta");
+    else {
+      this.#watch?.();
+      this.#watch = null;
+    }
+    this.opts.onListening?.(on);
+  }
+
   get address(): { host: string; port: number } | null {
     return this.#address;
   }
@@ -377,7 +392,7 @@ export class GatewayServer {
     this.#unsubscribe?.();
     this.#unsubscribe = null;
     for (const s of this.#sockets) s.terminate();
-    if (this.#sockets.size > 0) this.opts.onListening?.(false);
+    if (this.#sockets.size > 0) this.#audience(false);
     this.#sockets.clear();
     await this.app.close();
   }
