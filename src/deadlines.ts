@@ -1,5 +1,5 @@
 /**
- * Timers for the hot path: `after(ms, fn)` runs `fn` once `ms` have passed, unless cancelled
+ * Timers for the hot path: `setDeadline(ms, fn)` runs `fn` once `ms` have passed, unless cancelled
  * first. Every model call, turn and `chat.send` wait sets such a timeout and nearly always
  * cancels it; with a Node timer each, every one of them was an insertion into and a removal from
  * Node's timer lists (and, when the list for that length emptied, from its priority queue).
@@ -69,7 +69,7 @@ class Queue {
 const queues = new Map<number, Queue>();
 
 /** Runs `fn` after `ms` milliseconds (≥ 0) unless the returned deadline is cancelled first. */
-export function after(ms: number, fn: () => void): Deadline {
+export function setDeadline(ms: number, fn: () => void): Deadline {
   let queue = queues.get(ms);
   if (!queue) {
     queue = new Queue(ms);

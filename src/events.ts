@@ -18,6 +18,22 @@ export interface GatewayEvents {
 
 export type GatewayEventName = keyof GatewayEvents;
 
+/**
+ * Counts one holder of `key` in `counts` until the returned release is called (once; later calls
+ * do nothing); the key leaves the map when its last holder releases it.
+ */
+export function hold<K>(counts: Map<K, number>, key: K): () => void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const n = (counts.get(key) ?? 1) - 1;
+    if (n > 0) counts.set(key, n);
+    else counts.delete(key);
+  };
+}
+
 /** A typed, in-process event bus. Listeners must not throw; a throwing listener is isolated. */
 export class EventBus {
   readonly #emitter = new EventEmitter();
@@ -37,13 +53,7 @@ export class EventBus {
    * through `onAny`, another process fed by the live relay) until the returned function is called.
    */
   watch(event: GatewayEventName): () => void {
-    this.#watchers.set(event, (this.#watchers.get(event) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.#watchers.set(event, (this.#watchers.get(event) ?? 1) - 1);
-    };
+    return hold(this.#watchers, event);
   }
 
   /**

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
-import type { EventBus, GatewayEventName } from "../events.js";
+import { type EventBus, type GatewayEventName, hold } from "../events.js";
 import type { Logger } from "../log.js";
 import type { LiveAudience } from "../pipeline/bullmq/context.js";
 import { closeClient } from "../redis/close.js";
@@ -74,15 +74,7 @@ export class LiveRelay implements LiveAudience {
   }
 
   quiet(sessionKey: string): () => void {
-    this.#quiet.set(sessionKey, (this.#quiet.get(sessionKey) ?? 0) + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      const n = (this.#quiet.get(sessionKey) ?? 1) - 1;
-      if (n > 0) this.#quiet.set(sessionKey, n);
-      else this.#quiet.delete(sessionKey);
-    };
+    return hold(this.#quiet, sessionKey);
   }
 
   /**

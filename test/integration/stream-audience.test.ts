@@ -49,7 +49,7 @@ describe("streaming follows its audience", () => {
   });
 
   it("streams while a WebSocket client is connected, and stops once it left", async () => {
-    const ws = new WebSocket(`${t.url.replace("http", "ws")}/ws?token=${t.token}`);
+    const ws = new WebSocket(`${String(t.url).replace("http", "ws")}/ws?token=${t.token}`);
     const deltas: string[] = [];
     ws.on("message", (raw) => {
       const f = JSON.parse(String(raw)) as { event?: string; data?: { text?: string } };

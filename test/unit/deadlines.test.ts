@@ -1,23 +1,23 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { after } from "../../src/deadlines.js";
+import { setDeadline } from "../../src/deadlines.js";
 
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
 });
 
-describe("after (shared deadline timers)", () => {
+describe("setDeadline (shared deadline timers)", () => {
   it("runs each callback at its own time, skips cancelled ones, and keeps the order of one length", async () => {
     vi.useFakeTimers();
     const fired: string[] = [];
     const at = (name: string) => () => fired.push(`${name}@${Date.now() - start}`);
     const start = Date.now();
-    after(100, at("a"));
+    setDeadline(100, at("a"));
     await vi.advanceTimersByTimeAsync(30);
-    const b = after(100, at("b"));
-    after(40, at("short"));
+    const b = setDeadline(100, at("b"));
+    setDeadline(40, at("short"));
     await vi.advanceTimersByTimeAsync(30);
-    after(100, at("c"));
+    setDeadline(100, at("c"));
     b.cancel();
     await vi.advanceTimersByTimeAsync(200);
     expect(fired).toEqual(["short@70", "a@100", "c@160"]);
@@ -30,11 +30,11 @@ describe("after (shared deadline timers)", () => {
     process.on("uncaughtException", onError);
     try {
       const fired: number[] = [];
-      after(50, () => fired.push(1));
-      after(50, () => {
+      setDeadline(50, () => fired.push(1));
+      setDeadline(50, () => {
         throw new Error("boom");
       });
-      after(50, () => fired.push(3));
+      setDeadline(50, () => fired.push(3));
       await vi.advanceTimersByTimeAsync(60).catch(onError);
       expect(fired).toEqual([1, 3]);
       expect(errors.map((e) => (e as Error).message)).toEqual(["boom"]);
@@ -45,11 +45,11 @@ describe("after (shared deadline timers)", () => {
 
   it("arms one Node timer for many timeouts of one length, and works past 64 lengths", async () => {
     const spy = vi.spyOn(globalThis, "setTimeout");
-    const many = Array.from({ length: 200 }, () => after(654_321, () => {}));
+    const many = Array.from({ length: 200 }, () => setDeadline(654_321, () => {}));
     expect(spy.mock.calls.filter((c) => c[1] !== undefined && c[1] > 600_000).length).toBe(1);
     for (const d of many) d.cancel();
     const fired: number[] = [];
-    for (let i = 0; i < 80; i++) after(i, () => fired.push(i));
+    for (let i = 0; i < 80; i++) setDeadline(i, () => fired.push(i));
     await new Promise((r) => setTimeout(r, 150));
     expect(fired.sort((x, y) => x - y)).toEqual(Array.from({ length: 80 }, (_, i) => i));
   });

@@ -1,4 +1,4 @@
-import { after } from "../../deadlines.js";
+import { setDeadline } from "../../deadlines.js";
 import { backoffDelayMs, retryLoop, type Sleep } from "../../retry/index.js";
 
 /**
@@ -156,7 +156,7 @@ export async function withTimeout<T>(
   let timedOut = false;
   const onAbort = () => attempt.abort(signal?.reason);
   signal?.addEventListener("abort", onAbort, { once: true });
-  const deadline = after(timeoutMs, () => {
+  const deadline = setDeadline(timeoutMs, () => {
     timedOut = true;
     attempt.abort(new AttemptTimeoutError(timeoutMs));
   });

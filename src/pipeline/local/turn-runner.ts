@@ -1,4 +1,4 @@
-import { after, type Deadline } from "../../deadlines.js";
+import { type Deadline, setDeadline } from "../../deadlines.js";
 import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
@@ -85,7 +85,7 @@ export class TurnRunner {
       for (const run of started) this.d.onStarted(run);
       const timeoutMs = entries[0]!.req.timeoutMs ?? 0;
       if (timeoutMs > 0) {
-        timer = after(Math.min(timeoutMs, MAX_TIMER_MS), () => this.abortTurn(active, "timeout"));
+        timer = setDeadline(Math.min(timeoutMs, MAX_TIMER_MS), () => this.abortTurn(active, "timeout"));
       }
       let result = await this.callHandler(turnJob(entries, attempt), {
         signal: active.ac.signal,

@@ -1,4 +1,4 @@
-import { after, type Deadline } from "../../deadlines.js";
+import { type Deadline, setDeadline } from "../../deadlines.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
 import { MAX_TIMER_MS } from "./turn-runner.js";
 
@@ -35,7 +35,7 @@ export class RunWaiters {
       this.waiters.set(runId, set);
       if (waitMs > 0) {
         // A pending wait does not keep a stopping process alive (`after` never does).
-        timer = after(waitMs, () => {
+        timer = setDeadline(waitMs, () => {
           this.runs.get(runId).then(finish, fail);
         });
       }
