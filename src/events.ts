@@ -18,26 +18,10 @@ export interface GatewayEvents {
 
 export type GatewayEventName = keyof GatewayEvents;
 
-/**
- * Counts one holder of `key` in `counts` until the returned release is called (once; later calls
- * do nothing); the key leaves the map when its last holder releases it.
- */
-export function hold<K>(counts: Map<K, number>, key: K): () => void {
-  counts.set(key, (counts.get(key) ?? 0) + 1);
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    const n = (counts.get(key) ?? 1) - 1;
-    if (n > 0) counts.set(key, n);
-    else counts.delete(key);
-  };
-}
-
 /** A typed, in-process event bus. Listeners must not throw; a throwing listener is isolated. */
 export class EventBus {
   readonly #emitter = new EventEmitter();
-  readonly #watchers = new Map<GatewayEventName, number>();
+  readonly #watchers = new Map<GatewayEventName, Set<{ wants: (sessionKey: string) => boolean }>>();
 
   constructor() {
     this.#emitter.setMaxListeners(0);
@@ -50,19 +34,32 @@ export class EventBus {
 
   /**
    * Marks `event` as wanted by someone this bus cannot see as a listener (a WebSocket client fed
-   * through `onAny`, another process fed by the live relay) until the returned function is called.
+   * through `onAny`, another process fed by the live relay) until the returned function is called;
+   * `wants` narrows it to some sessions (default: every session).
    */
-  watch(event: GatewayEventName): () => void {
-    return hold(this.#watchers, event);
+  watch(event: GatewayEventName, wants: (sessionKey: string) => boolean = () => true): () => void {
+    let set = this.#watchers.get(event);
+    if (!set) {
+      set = new Set();
+      this.#watchers.set(event, set);
+    }
+    const watcher = { wants };
+    set.add(watcher);
+    return () => {
+      set.delete(watcher);
+    };
   }
 
   /**
-   * Whether anyone wants `event`: a listener of its own (`on`) or a `watch`. A producer may skip
-   * work no one would see: the runtime streams a model's answer only when `run.delta` is watched
-   * or a channel shows the reply as it comes.
+   * Whether anyone wants `event` for this session: a listener of its own (`on`) or a `watch`. A
+   * producer may skip work no one would see: the runtime streams a model's answer only when
+   * `run.delta` is watched or a channel shows the reply as it comes.
    */
-  watched(event: GatewayEventName): boolean {
-    return (this.#watchers.get(event) ?? 0) > 0 || this.#emitter.listenerCount(event) > 0;
+  watched(event: GatewayEventName, sessionKey: string): boolean {
+    if (this.#emitter.listenerCount(event) > 0) return true;
+    const set = this.#watchers.get(event);
+    if (set) for (const w of set) if (w.wants(sessionKey)) return true;
+    return false;
   }
 
   on<E extends GatewayEventName>(event: E, listener: (data: GatewayEvents[E]) => void): () => void {

@@ -349,7 +349,7 @@ export class AgentRuntime {
       // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
       // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
       // cheaper than parsing a stream of chunks no one reads.
-      ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta"))
+      ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
         ? { onTextDelta }
         : {}),
     });

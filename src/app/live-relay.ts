@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
-import { type EventBus, type GatewayEventName, hold } from "../events.js";
+import type { EventBus, GatewayEventName } from "../events.js";
 import type { Logger } from "../log.js";
 import type { LiveAudience } from "../pipeline/bullmq/context.js";
 import { closeClient } from "../redis/close.js";
@@ -121,8 +121,8 @@ export class LiveRelay implements LiveAudience {
   /** Forwards this process's live events; with `receive`, re-emits other processes' on `bus`. */
   async start(bus: EventBus, receive: boolean): Promise<void> {
     if (this.#unsubscribe) return;
-    // Clients of other processes may want this one's deltas: its turns always stream.
-    const release = bus.watch("run.delta");
+    // Clients of other processes may watch this one's turns: all but the quiet ones (no audience).
+    const release = bus.watch("run.delta", (sessionKey) => !this.#quiet.has(sessionKey));
     const off = bus.onAny((event, data) => {
       if (this.#replaying || !relayed.has(event)) return;
       if (this.#quiet.size > 0 && this.#quiet.has(sessionOf(event as Relayed, data))) return;
@@ -197,4 +197,20 @@ function sessionOf(event: Relayed, data: unknown): string {
   const d = data as { sessionKey?: unknown; entry?: { key?: unknown } };
   const key = event === "session.updated" ? d.entry?.key : d.sessionKey;
   return typeof key === "string" ? key : "";
+}
+
+/**
+ * Counts one holder of `key` in `counts` until the returned release is called (once; later calls
+ * do nothing); the key leaves the map when its last holder releases it.
+ */
+function hold<K>(counts: Map<K, number>, key: K): () => void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const n = (counts.get(key) ?? 1) - 1;
+    if (n > 0) counts.set(key, n);
+    else counts.delete(key);
+  };
 }

@@ -44,7 +44,7 @@ async function send(message: string): Promise<{ stream: boolean; reply: string }
 
 describe("streaming follows its audience", () => {
   it("asks for one JSON answer when no one watches", async () => {
-    expect(t.app.services.bus.watched("run.delta")).toBe(false);
+    expect(t.app.services.bus.watched("run.delta", "agent:main:audience")).toBe(false);
     expect(await send("quiet")).toEqual({ stream: false, reply: "one two three" });
   });
 
@@ -59,12 +59,14 @@ describe("streaming follows its audience", () => {
       ws.once("open", () => resolve());
       ws.once("error", reject);
     });
-    await eventually(() => expect(t.app.services.bus.watched("run.delta")).toBe(true));
+    await eventually(() => expect(t.app.services.bus.watched("run.delta", "agent:main:audience")).toBe(true));
     const watched = await send("watched");
     expect(watched).toEqual({ stream: true, reply: "one two three" });
     await eventually(() => expect(deltas.join("")).toBe("one two three"));
     ws.close();
-    await eventually(() => expect(t.app.services.bus.watched("run.delta")).toBe(false));
+    await eventually(() =>
+      expect(t.app.services.bus.watched("run.delta", "agent:main:audience")).toBe(false),
+    );
     expect((await send("left")).stream).toBe(false);
   });
 

@@ -52,6 +52,24 @@ describeRedis("live event relay (real Redis pub/sub)", () => {
     expect(onA).toEqual([{ event: "run.delta", data }]); // its own emit, not a second copy
   });
 
+  it("counts as a run.delta watcher for every session but the quiet ones, while it runs", async () => {
+    const a = relay(`${randomPrefix("relay")}:live`);
+    expect(a.bus.watched("run.delta", "agent:main:x")).toBe(false);
+    await a.relay.start(a.bus, false);
+    expect(a.bus.watched("run.delta", "agent:main:x")).toBe(true);
+    const loud = a.relay.quiet("agent:main:x");
+    const again = a.relay.quiet("agent:main:x"); // nested turns of one session
+    expect(a.bus.watched("run.delta", "agent:main:x")).toBe(false); // no audience: the turn need not stream
+    expect(a.bus.watched("run.delta", "agent:main:y")).toBe(true);
+    loud();
+    loud(); // a second release is a no-op
+    expect(a.bus.watched("run.delta", "agent:main:x")).toBe(false);
+    again();
+    expect(a.bus.watched("run.delta", "agent:main:x")).toBe(true);
+    await a.relay.stop();
+    expect(a.bus.watched("run.delta", "agent:main:y")).toBe(false);
+  });
+
   it("re-emits only while its gateway has /ws clients; membership is in the audience zset", async () => {
     const channel = `${randomPrefix("relay")}:live`;
     const audience = `${channel}:audience`;
