@@ -19,7 +19,9 @@
  * BENCH_GATEWAY_WARMUP (default 3000) the turns run before anything is measured (V8 optimises hot
  * code only after thousands of turns; every 25th warm-up turn opens a new session, as real traffic
  * does, so the first new session measured does not deoptimise code tuned to old ones); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
- * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
+ * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say); BENCH_GATEWAY_STREAM_WARMUP (default 300) the streamed turns
+ * run over /ws before the first-delta figure is measured (a turn streams only while someone
+ * watches, so the phases before it leave that path cold). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
  * BENCH_GATEWAY_SEQ_SIGNAL (see `phaseProbe`).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -473,6 +475,16 @@ async function firstDeltaOverhead(url: string, model: Model, turns: number): Pro
     const tag = text ? /d\d+/.exec(text)?.[0] : undefined;
     if (tag && !seen.has(tag)) seen.set(tag, at);
   });
+  // The other phases ask for no stream (no /ws client watches them), so the streaming path is
+  // still cold here: warm it first, as a gateway serving streaming clients has it, then measure.
+  const warm = Number(process.env.BENCH_GATEWAY_STREAM_WARMUP ?? 300);
+  for (let i = 0; i < warm; i++) {
+    await rpc(url, "chat.send", {
+      sessionKey: "agent:main:bench:stream:warm",
+      message: `delta:${1_000_000 + i}`,
+      timeoutSeconds: 30,
+    });
+  }
   const out: number[] = [];
   for (let i = 0; i < turns; i++) {
     await rpc(url, "chat.send", {
