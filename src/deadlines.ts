@@ -8,9 +8,14 @@
  * needs one timer, set for its oldest entry: a cancelled entry just leaves the queue, and the
  * timer, when it fires, runs what is due and is set again for the oldest entry still waiting. The
  * timers never hold the process open (as `unref`): what waits on a timeout here is waiting on
- * its own socket, turn or request, which does. Lengths beyond the first 64 seen get a queue of
- * their own each time (so a caller-chosen length cannot grow the table).
+ * its own socket, turn or request, which does. A deadline further away than one Node timer can
+ * wait (`MAX_TIMER_MS`, ~24.8 days) is waited for in steps, so callers need not clamp. Lengths
+ * beyond the first 64 seen get a queue of their own each time (so a caller-chosen length cannot
+ * grow the table).
  */
+/** The longest delay `setTimeout` takes: above it, Node fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export interface Deadline {
   /** The callback will not run (a no-op once it ran). */
   cancel(): void;
@@ -42,7 +47,8 @@ class Queue {
   }
 
   private arm(at: number): void {
-    this.timer = setTimeout(() => this.fire(), Math.max(0, at - performance.now()));
+    const delay = Math.min(Math.max(0, at - performance.now()), MAX_TIMER_MS);
+    this.timer = setTimeout(() => this.fire(), delay);
     this.timer.unref();
   }
 

@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from "../deadlines.js";
 import type { Logger } from "../log.js";
 import type { KeyValueStore } from "../store/types.js";
 import { firstTick, nextTickAfter, scheduleSignature } from "./schedule.js";
@@ -15,7 +16,6 @@ import type { CronDriver, CronJob, TickHandler } from "./types.js";
 const NS_NEXT = "cron.next";
 const NS_RETRY = "cron.retry";
 /** setTimeout fires at once above 2^31-1 ms; longer waits are re-armed in steps. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** After a tick handler failed (store or queue unavailable), try again this much later. */
 const HANDLER_RETRY_MS = 5_000;
 /** Ticks handled per wake-up at most (bounds one pass of the loop). */

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { setDeadline } from "../../src/deadlines.js";
+import { MAX_TIMER_MS, setDeadline } from "../../src/deadlines.js";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -52,5 +52,31 @@ describe("setDeadline (shared deadline timers)", () => {
     for (let i = 0; i < 80; i++) setDeadline(i, () => fired.push(i));
     await new Promise((r) => setTimeout(r, 150));
     expect(fired.sort((x, y) => x - y)).toEqual(Array.from({ length: 80 }, (_, i) => i));
+  });
+});
+
+describe("setDeadline beyond one Node timer", () => {
+  it("arms one timer for it and neither fires early nor spins (past its longest delay Node fires after 1 ms)", async () => {
+    const fired: string[] = [];
+    const spy = vi.spyOn(globalThis, "setTimeout");
+    const far = setDeadline(MAX_TIMER_MS + 5_000, () => fired.push("far"));
+    spy.mockRestore();
+    const armed = vi.spyOn(globalThis, "setTimeout");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fired).toEqual([]);
+    // the only timer set in those 50 ms is the test's own: none re-armed every millisecond
+    expect(armed.mock.calls.filter((c) => c[1] !== 50)).toEqual([]);
+    far.cancel();
+  });
+
+  it("waits for such a deadline in steps and fires it once, on time", async () => {
+    vi.useFakeTimers();
+    const fired: number[] = [];
+    const start = Date.now();
+    setDeadline(MAX_TIMER_MS + 7_000, () => fired.push(Date.now() - start));
+    await vi.advanceTimersByTimeAsync(MAX_TIMER_MS + 6_000);
+    expect(fired).toEqual([]);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(fired).toEqual([MAX_TIMER_MS + 7_000]);
   });
 });

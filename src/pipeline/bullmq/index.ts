@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { MAX_TIMER_MS } from "../../deadlines.js";
 import { errorMessage, formatIssues, InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { closeQueue } from "../../redis/close.js";
@@ -315,7 +316,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
       const remove = this.waiters.add(runId, finish);
       if (live) {
         const left = Math.max(0, deadline - Date.now());
-        timer = setTimeout(() => this.runs.get(runId).then(finish, fail), Math.min(left, 2 ** 31 - 1));
+        timer = setTimeout(() => this.runs.get(runId).then(finish, fail), Math.min(left, MAX_TIMER_MS));
       }
       if (unfinished) return;
       this.runs.get(runId).then((rec) => {
@@ -335,7 +336,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     await Promise.race([
       subscribed,
       new Promise<void>((r) => {
-        timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1));
+        timer = setTimeout(r, Math.min(ms, MAX_TIMER_MS));
       }),
     ]);
     clearTimeout(timer);

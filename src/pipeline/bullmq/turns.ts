@@ -1,4 +1,5 @@
 import { DelayedError, type Job, UnrecoverableError, WaitingError } from "bullmq";
+import { type Deadline, setDeadline } from "../../deadlines.js";
 import { errorMessage, SwitchboardError } from "../../errors.js";
 import { ackTurn, checkOwner, commitTurn, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
@@ -67,7 +68,6 @@ interface Taken {
   peek: Array<{ runId: string; env: Envelope | null }>;
 }
 
-const MAX_TIMER_MS = 2 ** 31 - 1;
 const EARLY_TTL_MS = 60_000;
 
 export class TurnProcessor {
@@ -214,12 +214,12 @@ export class TurnProcessor {
     };
     this.register(active);
     this.stats.turns++;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: Deadline | undefined;
     try {
       const first = runnable[0]!.env.req;
       const timeoutMs = first.timeoutMs ?? 0;
       if (timeoutMs > 0) {
-        timer = setTimeout(() => this.abortTurn(active, "timeout"), Math.min(timeoutMs, MAX_TIMER_MS));
+        timer = setDeadline(timeoutMs, () => this.abortTurn(active, "timeout"));
       }
       const ctx: JobContext = {
         signal: active.ac.signal,
@@ -230,7 +230,7 @@ export class TurnProcessor {
         takeSteering: () => active.steering.splice(0),
       };
       let result = await this.callHandler(this.turnJob(runnable, attempt), ctx);
-      clearTimeout(timer);
+      timer?.cancel();
       active.done = true;
       if (active.shutdown) {
         // Not finalised: back to the queue at once; the next worker resumes it with attempt + 1.
@@ -250,7 +250,7 @@ export class TurnProcessor {
       const unreadable = entries.filter((e) => e.env === null);
       return await this.commit(job, token, sessionKey, [...runnable, ...unreadable], result);
     } finally {
-      clearTimeout(timer);
+      timer?.cancel();
       active.done = true;
       this.unregister(active);
     }

@@ -1,10 +1,9 @@
+import { MAX_TIMER_MS } from "../../deadlines.js";
+
 /**
  * When background jobs become runnable: a FIFO of due job ids plus one timer per delayed job.
  * The jobs themselves live in the journal model; this only orders ids by readiness.
  */
-
-/** setTimeout fires at once for delays above 2^31-1 ms; longer delays are re-armed in steps. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class BackgroundQueue {
   private ready: string[] = [];
@@ -29,6 +28,7 @@ export class BackgroundQueue {
       this.onReady();
       return;
     }
+    // a delay beyond what one timer can wait is waited for in steps (schedule re-arms)
     const timer = setTimeout(
       () => {
         this.timers.delete(id);

@@ -34,9 +34,6 @@ interface ActiveTurn {
   shutdown: boolean;
 }
 
-/** setTimeout fires at once above 2^31-1 ms. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
 export class TurnRunner {
   /** Running turns by every runId they carry. */
   private readonly active = new Map<string, ActiveTurn>();
@@ -85,7 +82,7 @@ export class TurnRunner {
       for (const run of started) this.d.onStarted(run);
       const timeoutMs = entries[0]!.req.timeoutMs ?? 0;
       if (timeoutMs > 0) {
-        timer = setDeadline(Math.min(timeoutMs, MAX_TIMER_MS), () => this.abortTurn(active, "timeout"));
+        timer = setDeadline(timeoutMs, () => this.abortTurn(active, "timeout"));
       }
       let result = await this.callHandler(turnJob(entries, attempt), {
         signal: active.ac.signal,

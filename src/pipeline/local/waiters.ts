@@ -1,6 +1,5 @@
 import { type Deadline, setDeadline } from "../../deadlines.js";
 import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
-import { MAX_TIMER_MS } from "./turn-runner.js";
 
 /**
  * `Pipeline.wait`: event-driven, never polling. The waiter subscribes first and then reads the
@@ -14,7 +13,7 @@ export class RunWaiters {
 
   /** `isLive(runId)`: accepted here but maybe not in the RunStore yet (keeps an unknown-looking run waiting). */
   wait(runId: string, timeoutMs: number, isLive: (runId: string) => boolean): Promise<RunRecord | null> {
-    const waitMs = Number.isNaN(timeoutMs) ? 0 : Math.min(Math.max(0, timeoutMs), MAX_TIMER_MS);
+    const waitMs = Number.isNaN(timeoutMs) ? 0 : Math.max(0, timeoutMs);
     return new Promise<RunRecord | null>((resolve, reject) => {
       let settled = false;
       let timer: Deadline | undefined;
@@ -34,7 +33,7 @@ export class RunWaiters {
       set.add(finish);
       this.waiters.set(runId, set);
       if (waitMs > 0) {
-        // A pending wait does not keep a stopping process alive (`after` never does).
+        // A pending wait does not keep a stopping process alive (`setDeadline` never does).
         timer = setDeadline(waitMs, () => {
           this.runs.get(runId).then(finish, fail);
         });
