@@ -34,17 +34,20 @@ export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
 /**
  * The request JSON of the messages a request sent, kept by its first message for the next one:
  * each message with the content, tool calls and tool call id it was serialised with, and where
- * its JSON ends.
+ * its JSON ends; the JSON itself is kept encoded, in a few segments.
  */
 interface SentJson {
   messages: ModelMessage[];
   contents: string[];
   toolCalls: Array<readonly ToolCall[] | undefined>;
   toolCallIds: Array<string | undefined>;
-  /** Their Chat Completions JSON, joined with "," (no brackets). */
-  json: string;
-  /** Per message, the end of its JSON in `json`. */
+  /** Their Chat Completions JSON, joined with "," (no brackets), UTF-8, cut in segments. */
+  segments: Buffer[];
+  /** Per message, the end (in bytes) of its JSON in the segments put together. */
   ends: number[];
+  /** The system prompt of the last request and its opening piece (`[` and its JSON). */
+  system: string;
+  open: Buffer;
 }
 
 const sentJson = new WeakMap<ModelMessage, SentJson>();
@@ -59,22 +62,54 @@ function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
   );
 }
 
+/** Keeps the first `bytes` bytes of the segments (a view, not a copy, of the one cut). */
+function cutSegments(segments: Buffer[], bytes: number): void {
+  let start = 0;
+  for (let i = 0; i < segments.length; i++) {
+    const seg = segments[i]!;
+    if (start + seg.length >= bytes) {
+      segments[i] = seg.subarray(0, bytes - start);
+      segments.length = bytes > start ? i + 1 : i;
+      return;
+    }
+    start += seg.length;
+  }
+}
+
 /**
- * `JSON.stringify` of the request's messages (the system prompt first), as pieces that add up to
- * it (the body goes out in one writev, so the messages' JSON is not copied once more), serialising
- * only what the session's last request did not send: the prompt window hands out the same message
- * objects turn after turn (prompt.ts keeps a session's units), so a request that starts with
- * messages the last one sent, unchanged, reuses their JSON and serialises the rest. The run of
- * reused messages ends at the first one given another object, content, tool calls or tool call id
- * (the newest unit of a window is built again once its reply arrived); a window that lost its
- * first message is serialised afresh. One entry per session (by its window's first message), not
- * one per message: a window built afresh costs one entry, not one per message.
+ * Adds a segment, merging the newest ones while the last is at least half the one before: sizes
+ * then fall geometrically, so a session's JSON stays in a handful of segments and each byte is
+ * copied a logarithmic number of times over the session, not once per request.
  */
-export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages">): string[] {
+function pushSegment(segments: Buffer[], seg: Buffer): void {
+  segments.push(seg);
+  for (let n = segments.length; n >= 2 && segments[n - 1]!.length * 2 >= segments[n - 2]!.length; n--) {
+    const merged = Buffer.concat([segments[n - 2]!, segments[n - 1]!]);
+    segments.length = n - 1;
+    segments[n - 2] = merged;
+  }
+}
+
+function openingOf(system: string): Buffer {
+  return Buffer.from(system ? `[${JSON.stringify({ role: "system", content: system })}` : "[");
+}
+
+/**
+ * `JSON.stringify` of the request's messages (the system prompt first), as encoded pieces that
+ * add up to it (the body goes out in one writev as they are: nothing is copied into one string,
+ * measured or encoded again), serialising only what the session's last request did not send: the
+ * prompt window hands out the same message objects turn after turn (prompt.ts keeps a session's
+ * units), so a request that starts with messages the last one sent, unchanged, reuses their JSON
+ * and serialises the rest. The run of reused messages ends at the first one given another object,
+ * content, tool calls or tool call id (the newest unit of a window is built again once its reply
+ * arrived); a window that lost its first message is serialised afresh. One entry per session (by
+ * its window's first message), not one per message: a window built afresh costs one entry, not
+ * one per message. The system prompt's JSON is reused while it stays the same.
+ */
+export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages">): Buffer[] {
   const msgs = req.messages;
-  const open = req.system ? `[${JSON.stringify({ role: "system", content: req.system })}` : "[";
   const first = msgs[0];
-  if (first === undefined) return [`${open}]`];
+  if (first === undefined) return [openingOf(req.system), CLOSE];
   let sent = sentJson.get(first);
   let kept = 0;
   if (sent) {
@@ -82,36 +117,52 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
     while (kept < most && unchanged(sent, kept, msgs[kept]!)) kept++;
   }
   if (!sent || kept === 0) {
-    sent = { messages: [], contents: [], toolCalls: [], toolCallIds: [], json: "", ends: [] };
+    sent = {
+      messages: [],
+      contents: [],
+      toolCalls: [],
+      toolCallIds: [],
+      segments: [],
+      ends: [],
+      system: req.system,
+      open: openingOf(req.system),
+    };
     sentJson.set(first, sent);
-  } else if (kept < sent.messages.length) {
-    sent.messages.length = kept;
-    sent.contents.length = kept;
-    sent.toolCalls.length = kept;
-    sent.toolCallIds.length = kept;
-    sent.ends.length = kept;
-    sent.json = sent.json.slice(0, sent.ends[kept - 1]);
+  } else {
+    if (kept < sent.messages.length) {
+      sent.messages.length = kept;
+      sent.contents.length = kept;
+      sent.toolCalls.length = kept;
+      sent.toolCallIds.length = kept;
+      sent.ends.length = kept;
+      cutSegments(sent.segments, sent.ends[kept - 1]!);
+    }
+    if (sent.system !== req.system) {
+      sent.system = req.system;
+      sent.open = openingOf(req.system);
+    }
   }
   if (kept < msgs.length) {
-    // joined, not concatenated: `a + b` makes a rope that grows a level per request, and each
-    // read of a deep rope walks it; join copies into one flat string
-    const parts: string[] = kept > 0 ? [sent.json] : [];
-    let end = sent.json.length;
+    const parts: string[] = [];
+    let end = kept > 0 ? sent.ends[kept - 1]! : 0;
     for (let i = kept; i < msgs.length; i++) {
       const m = msgs[i]!;
       const json = JSON.stringify(toOpenAIMessage(m));
       parts.push(json);
-      end += (end > 0 ? 1 : 0) + json.length;
+      end += (i > 0 ? 1 : 0) + Buffer.byteLength(json);
       sent.messages.push(m);
       sent.contents.push(m.content);
       sent.toolCalls.push(m.role === "assistant" ? m.toolCalls : undefined);
       sent.toolCallIds.push(m.role === "tool" ? m.toolCallId : undefined);
       sent.ends.push(end);
     }
-    sent.json = parts.join(",");
+    pushSegment(sent.segments, Buffer.from(kept > 0 ? `,${parts.join(",")}` : parts.join(",")));
   }
-  return [req.system ? `${open},` : open, sent.json, "]"];
+  return req.system ? [sent.open, COMMA, ...sent.segments, CLOSE] : [sent.open, ...sent.segments, CLOSE];
 }
+
+const CLOSE = Buffer.from("]");
+const COMMA = Buffer.from(",");
 
 /** `input` counts prompt tokens not served from cache, so pricing can charge cache reads apart. */
 export function mapOpenAIUsage(u: CompletionUsage | null | undefined): Usage {

@@ -87,7 +87,7 @@ describe("chatBodyParts", () => {
 describe("openAIMessagesParts", () => {
   /** The pieces put together: what the socket gets. */
   const openAIMessagesJson = (req: Pick<ModelRequest, "system" | "messages">): string =>
-    openAIMessagesParts(req).join("");
+    Buffer.concat(openAIMessagesParts(req)).toString("utf8");
 
   /** What the messages' JSON must be: the whole array serialised at once. */
   const reference = (req: Pick<ModelRequest, "system" | "messages">): string =>
@@ -141,6 +141,31 @@ describe("openAIMessagesParts", () => {
     }
   });
 
+  it("keeps a long session's JSON in a few encoded pieces, reused and cut without copying it whole", () => {
+    const messages: ModelMessage[] = [];
+    let most = 0;
+    let last: Buffer[] = [];
+    for (let turn = 0; turn < 1500; turn++) {
+      messages.push(
+        { role: "user", content: `question ${turn}` },
+        { role: "assistant", content: `answer ${turn} ☃` },
+      );
+      last = openAIMessagesParts({ system: "sys", messages });
+      most = Math.max(most, last.length);
+    }
+    // 3,000 messages in 1,500 requests: geometric segments, not one piece per request
+    expect(most).toBeLessThanOrEqual(2 * Math.ceil(Math.log2(1500)) + 3);
+    const req = { system: "sys", messages };
+    expect(Buffer.concat(last).toString("utf8")).toBe(reference(req));
+    // the newest message built again: everything before it is kept, the pieces are cut, not copied
+    const before = last.slice(0, -1);
+    const cut = [...messages.slice(0, -1), { ...messages[messages.length - 1]! }];
+    const again = openAIMessagesParts({ system: "sys", messages: cut });
+    expect(Buffer.concat(again).toString("utf8")).toBe(reference({ system: "sys", messages: cut }));
+    const oldest = before.slice(2).sort((a, b) => b.length - a.length)[0]!;
+    expect(again).toContain(oldest);
+  });
+
   it("reuses the JSON up to the first message built again (a window's newest unit is, once answered)", () => {
     const a: ModelMessage = { role: "user", content: "one" };
     const b: ModelMessage = { role: "assistant", content: "two" };
@@ -179,7 +204,7 @@ describe("openAIMessagesParts", () => {
         messages: [user, assistant, tool, { role: "user", content: "again" } as ModelMessage],
       };
       const json = openAIMessagesJson(next);
-      expect(spy).toHaveBeenCalledTimes(2); // the system prompt and the new message
+      expect(spy).toHaveBeenCalledTimes(1); // the new message: the system prompt's JSON is kept
       const want = reference(next);
       spy.mockClear();
       user.content = "changed";
