@@ -67,14 +67,22 @@ export function contextOfTail(tail: readonly TranscriptMessage[], limit: number)
     const m = tail[i];
     const c = m ? compactionOf(m) : null;
     if (!m || !c) continue;
-    const before = tail.slice(0, i);
-    const toIdx = before.findLastIndex((x) => x.id === c.toId);
-    const kept = (toIdx >= 0 ? before.slice(toIdx + 1) : before).filter((x) => x.role !== "compaction");
-    const after = tail.slice(i + 1).filter((x) => x.role !== "compaction");
+    // one pass each side of the line (this runs on every model step)
+    let from = 0;
+    for (let j = i - 1; j >= 0; j--) {
+      if (tail[j]!.id === c.toId) {
+        from = j + 1;
+        break;
+      }
+    }
+    const messages: TranscriptMessage[] = [];
+    for (let j = from; j < i; j++) if (tail[j]!.role !== "compaction") messages.push(tail[j]!);
+    const afterLine = messages.length;
+    for (let j = i + 1; j < tail.length; j++) if (tail[j]!.role !== "compaction") messages.push(tail[j]!);
     return {
       compaction: { ...c, id: m.id },
-      messages: [...kept, ...after],
-      afterLine: kept.length,
+      messages,
+      afterLine,
       truncated: false,
       read: tail.length,
     };

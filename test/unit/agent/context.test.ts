@@ -170,6 +170,44 @@ describe("compaction helpers", () => {
     expect(contextOfTail(turns(2), 4).truncated).toBe(true);
     expect(contextOfTail(turns(2), 5).truncated).toBe(false);
   });
+
+  it("for any tail: the messages after toId and after the latest line, older compaction lines left out", () => {
+    const rnd = seededRandom(77);
+    for (let round = 0; round < 300; round++) {
+      const tail: TranscriptMessage[] = [];
+      const n = Math.floor(rnd() * 30);
+      for (let i = 0; i < n; i++) {
+        const ids = tail.filter((m) => m.role !== "compaction").map((m) => m.id);
+        const pick = ids[Math.floor(rnd() * (ids.length + 1))] ?? "missing";
+        tail.push(
+          rnd() < 0.15
+            ? msg(`c${i}`, "compaction", {
+                summary: `S${i}`,
+                fromId: "x",
+                toId: pick,
+                tokensBefore: 9,
+                tokensAfter: 3,
+              })
+            : msg(`m${i}`, rnd() < 0.5 ? "user" : "assistant"),
+        );
+      }
+      const line = tail.findLastIndex((m) => m.role === "compaction");
+      const ctx = contextOfTail(tail, 400);
+      const plain = (ms: TranscriptMessage[]) => ms.filter((m) => m.role !== "compaction").map((m) => m.id);
+      if (line < 0) {
+        expect(ctx.compaction).toBeNull();
+        expect(ctx.messages.map((m) => m.id)).toEqual(plain(tail));
+        continue;
+      }
+      const toId = (tail[line]!.content as { toId: string }).toId;
+      const before = tail.slice(0, line);
+      const to = before.findLastIndex((m) => m.id === toId);
+      const kept = plain(before.slice(to + 1));
+      expect(ctx.compaction?.id).toBe(tail[line]!.id);
+      expect(ctx.messages.map((m) => m.id)).toEqual([...kept, ...plain(tail.slice(line + 1))]);
+      expect(ctx.afterLine).toBe(kept.length);
+    }
+  });
 });
 
 describe("reset policies", () => {
