@@ -634,6 +634,18 @@ export function storeContract(name: string, make: StoreFactory): void {
         expect(await driver.runs.listBySession("agent:main:none", 10)).toEqual([]);
       });
 
+      it("listBySession shows each run as last written, in creation order, after patches and puts", async () => {
+        for (let i = 0; i < 5; i++) await driver.runs.put(run(`r${i}`, { createdAt: T0 + i }));
+        await driver.runs.patch("r2", { status: "running", startedAt: T0 + 20 });
+        await driver.runs.patch("r4", { status: "ok", reply: "four" });
+        await driver.runs.put(run("r1", { createdAt: T0 + 10, status: "error" }));
+        await driver.runs.patch("r2", { status: "ok", reply: "two" });
+        const listed = await driver.runs.listBySession("agent:main:main", 10);
+        expect(listed.map((r) => r.runId)).toEqual(["r1", "r4", "r3", "r2", "r0"]);
+        for (const r of listed) expect(r).toEqual(await driver.runs.get(r.runId));
+        expect(listed.map((r) => r.status)).toEqual(["error", "ok", "queued", "ok", "queued"]);
+      });
+
       it("returns copies", async () => {
         await driver.runs.put(run("r1", { usage: { input: 1, output: 1 } }));
         const got = (await driver.runs.get("r1"))!;

@@ -99,16 +99,18 @@ export class FsRunStore implements RunStore {
 
   private set(run: RunRecord): void {
     const old = this.runs.get(run.runId);
-    if (old) this.unlinkSession(old);
     this.runs.set(run.runId, run);
-    let arr = this.bySession.get(run.sessionKey);
-    if (!arr) {
-      arr = [];
-      this.bySession.set(run.sessionKey, arr);
+    if (!old || !this.replaceInSession(old, run)) {
+      if (old) this.unlinkSession(old);
+      let arr = this.bySession.get(run.sessionKey);
+      if (!arr) {
+        arr = [];
+        this.bySession.set(run.sessionKey, arr);
+      }
+      const last = arr[arr.length - 1];
+      if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
+      else arr.splice(lowerBound(arr, run), 0, run);
     }
-    const last = arr[arr.length - 1];
-    if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
-    else arr.splice(lowerBound(arr, run), 0, run);
 
     this.finished.delete(run.runId);
     if (FINAL_RUN_STATUSES.has(run.status)) {
@@ -122,6 +124,17 @@ export class FsRunStore implements RunStore {
         }
       }
     }
+  }
+
+  /** An update that keeps the run's session and place (every status change does): swapped in place. */
+  private replaceInSession(old: RunRecord, run: RunRecord): boolean {
+    if (old.sessionKey !== run.sessionKey || old.createdAt !== run.createdAt) return false;
+    const arr = this.bySession.get(old.sessionKey);
+    if (!arr) return false;
+    const i = arr[arr.length - 1] === old ? arr.length - 1 : lowerBound(arr, old);
+    if (arr[i] !== old) return false;
+    arr[i] = run;
+    return true;
   }
 
   private unlinkSession(run: RunRecord): void {
