@@ -76,6 +76,17 @@ export class TailCache<M = undefined> {
       this.misses++;
       return null;
     }
+    if (includeTools && shared) {
+      // every message passes: the newest `limit` are the entry's end, as they are
+      const from = Math.max(0, e.msgs.length - limit);
+      if (e.msgs.length - from < limit && !e.complete) {
+        this.misses++;
+        return null;
+      }
+      this.hits++;
+      this.touch(file, e);
+      return e.msgs.slice(from);
+    }
     const picked: TranscriptMessage[] = [];
     for (let i = e.msgs.length - 1; i >= 0 && picked.length < limit; i--) {
       const m = e.msgs[i]!;

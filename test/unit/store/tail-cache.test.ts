@@ -93,3 +93,32 @@ describe("TailCache.hasId", () => {
     expect(cache.hasId("f", "i")).toBe(true);
   });
 });
+
+describe("TailCache reads", () => {
+  it("serve the newest `limit` messages passing the filter, shared or copied, or null when the entry cannot tell", () => {
+    const rnd = rng(99);
+    const roles: TranscriptMessage["role"][] = ["user", "assistant", "toolCall", "toolResult"];
+    for (let round = 0; round < 200; round++) {
+      const cache = new TailCache({ maxLinesPerFile: 1000, maxCharsPerFile: 1e6, maxChars: 1e7 });
+      const n = Math.floor(rnd() * 40);
+      const msgs = Array.from({ length: n }, (_, i) => ({
+        ...msg(`m${i}`),
+        role: roles[Math.floor(rnd() * roles.length)]!,
+      }));
+      const complete = rnd() < 0.5;
+      cache.set("f", msgs.slice(), new Array<number>(n).fill(10), complete);
+      const limit = 1 + Math.floor(rnd() * 45);
+      for (const includeTools of [true, false]) {
+        const passing = msgs.filter(
+          (m) => includeTools || (m.role !== "toolCall" && m.role !== "toolResult"),
+        );
+        const want = passing.length < limit && !complete ? null : passing.slice(-limit).map((m) => m.id);
+        for (const shared of [true, false]) {
+          const got = cache.read("f", limit, includeTools, shared);
+          expect(got?.map((m) => m.id) ?? null).toEqual(want);
+          if (got && got.length > 0) expect(got[got.length - 1] === passing[passing.length - 1]).toBe(shared);
+        }
+      }
+    }
+  });
+});
