@@ -257,7 +257,8 @@ async function throughput(
 /** What one setup measured, for the ratios against the bare relay. */
 interface Figures {
   /** Sequential turns: median latency and CPU per turn (ms). */
-  seq: { p50: number; cpuMs: number };
+  /** `onCpuMs`: the same CPU from schedstat (ns), free of the clock tick's 10 ms steps. */
+  seq: { p50: number; cpuMs: number; onCpuMs: number };
   /** By client count: turns/s and CPU per turn (ms). */
   clients: Record<number, { perSec: number; cpuMs: number }>;
 }
@@ -334,9 +335,13 @@ async function sequential(
   const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
   const probe = phaseProbe(pids, name);
   const s0 = cpuOf(pids);
+  const n0 = threadNs(pids);
   const seq: number[] = [];
   for (let i = 0; i < seqTurns; i++) seq.push(await turn(url, "agent:main:bench:seq"));
   const s1 = cpuOf(pids);
+  let onCpuNs = 0;
+  for (const [tid, ns] of threadNs(pids)) onCpuNs += ns - (n0.get(tid) ?? 0);
+  const onCpuMs = onCpuNs / 1e6 / seqTurns;
   probe.end(seqTurns);
   const perTurn = (ticks: number) => (ticks * 1000) / CLK_TCK / seqTurns;
   const cpuMs = perTurn(s1.user - s0.user + s1.sys - s0.sys);
@@ -346,9 +351,10 @@ async function sequential(
       `minus the model's own ${fmt(p50 - floorMs)} ms${cpuBudget ? " [≤ 1.5]" : ""}; CPU/turn ${fmt(cpuMs)} ms ` +
       `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))}; ` +
       `main threads ${fmt(perTurn(s1.main - s0.main))}, the rest V8's compiler and GC, libuv's pool)` +
-      (cpuBudget ? ` [≤ ${cpuBudget}]` : ""),
+      (cpuBudget ? ` [≤ ${cpuBudget}]` : "") +
+      `; to the µs (schedstat, every thread) ${fmt(onCpuMs, 3)} ms`,
   );
-  return { p50, cpuMs };
+  return { p50, cpuMs, onCpuMs };
 }
 
 /** `clients` concurrent clients for `seconds`: turns/s and the processes' CPU per turn. */
@@ -437,7 +443,9 @@ async function dropKeys(redisUrl: string, prefix: string): Promise<void> {
 
 /** The gateway's figures as multiples of the bare relay's (CPU: how many times; turns/s: what share). */
 function againstRelay(name: string, g: Figures, r: Figures, yardstick: string): void {
-  const parts = [`sequential CPU/turn ${fmt(g.seq.cpuMs / r.seq.cpuMs)}×`];
+  const parts = [
+    `sequential CPU/turn ${fmt(g.seq.cpuMs / r.seq.cpuMs)}× (schedstat: ${fmt(g.seq.onCpuMs / r.seq.onCpuMs)}×)`,
+  ];
   for (const c of [16, 64]) {
     const gc = g.clients[c];
     const rc = r.clients[c];
