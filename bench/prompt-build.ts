@@ -181,7 +181,7 @@ export async function run(): Promise<PromptBuildBenchRow[]> {
   );
   for (const r of rows) {
     process.stdout.write(
-      `  ${pad(r.shape, 32)} first ${r.firstMs} ms · median ${r.medianMs} ms (tail cache) / ${r.medianUncachedMs} ms (no cache) · read ${r.messagesRead} msgs, ${(r.bytesReadFirst / 1024).toFixed(0)} KiB of ${(r.transcriptBytes / 1048576).toFixed(1)} MiB · sent ${r.sentMessages} msgs${r.summary ? " + summary" : ", no summary found"}\n`,
+      `  ${pad(r.shape, 32)} first ${r.firstMs} ms · median ${r.medianMs} ms (tail cache) / ${r.medianUncachedMs} ms (no cache) · first read ${r.messagesRead} msgs, ${(r.bytesReadFirst / 1024).toFixed(0)} KiB of ${(r.transcriptBytes / 1048576).toFixed(1)} MiB · sent ${r.sentMessages} msgs${r.summary ? " + summary" : ", no summary found"}\n`,
     );
   }
   console.log(JSON.stringify({ bench: "prompt-build", messages: MESSAGES, rows }));

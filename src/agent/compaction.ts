@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { CompactionConfig } from "../config/context.js";
 import type { Config } from "../config/schema.js";
+import { BoundedMap } from "../ordered-set.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef, TranscriptStore } from "../store/types.js";
 import { estimateTokens } from "./prompt.js";
 import type { ModelProvider } from "./providers/types.js";
@@ -110,11 +111,23 @@ export async function loadSessionContext(
   // Read-only: nothing built from a session context mutates its messages (no copies needed).
   const tail = await transcripts.readTail(ref, { limit: first, includeTools: true, readOnly: true });
   let ctx = contextOfTail(tail, first);
-  if (ctx.compaction || !ctx.truncated || !(entry.compactionCount ?? 0)) return ctx;
+  const compactions = entry.compactionCount ?? 0;
+  if (ctx.compaction || !ctx.truncated || !compactions) return ctx;
+  const key = `${ref.agentId}/${ref.sessionId}`;
+  // (a compaction-role line the first read holds but cannot use would shift the view: look again)
+  const seen = ctx.messages.length === tail.length ? beyondTail(key, compactions, ctx, tail, first) : null;
+  if (seen) return seen;
   for (const limit of limits.slice(1)) {
     const wider = await transcripts.readTail(ref, { limit, includeTools: true, readOnly: true });
     const found = contextOfTail(wider, limit);
     if (found.compaction) {
+      lineBeyondTail.set(key, {
+        compactions,
+        compaction: found.compaction,
+        kept: found.afterLine,
+        after: found.messages.length - found.afterLine,
+        lastId: wider[wider.length - 1]!.id,
+      });
       // Keep the window's view bounded: only the newest `first` uncovered messages.
       const drop = Math.max(0, found.messages.length - first);
       return {
@@ -127,7 +140,62 @@ export async function loadSessionContext(
     ctx = { ...ctx, read: ctx.read + wider.length };
     if (wider.length < limit) break;
   }
+  // none within reach: it is only further back on the next step (until a new one is counted)
+  const lastId = tail[tail.length - 1]?.id;
+  if (lastId !== undefined)
+    lineBeyondTail.set(key, { compactions, compaction: null, kept: 0, after: 0, lastId });
   return ctx;
+}
+
+/**
+ * A session's latest compaction line found by the wider read (or that it is further back than the
+ * wider reads reach), while it is further back than the first read (a compaction that failed or
+ * is turned off leaves it there): without this every model step would read and parse thousands
+ * of lines again to find the same line. Valid while the
+ * session's `compactionCount` is unchanged (every compaction counts itself there, whichever
+ * process ran it) and the newest message it saw is still in the first read, which tells how many
+ * messages came after the line since. Keyed by agent and sessionId; bounded.
+ */
+interface LineBeyondTail {
+  compactions: number;
+  /** null: the wider reads found none (it is further back than they reach). */
+  compaction: SessionContext["compaction"];
+  /** Uncovered messages between `toId` and the line, as the wider read saw them. */
+  kept: number;
+  /** Messages after the line, up to `lastId`. */
+  after: number;
+  lastId: string;
+}
+
+const lineBeyondTail = new BoundedMap<string, LineBeyondTail>(4096);
+
+/**
+ * What the wider read would make of the session now, from the remembered line and the first read
+ * (a full one without a compaction line: every message in it came after the line), or null when
+ * the memo cannot tell.
+ */
+function beyondTail(
+  key: string,
+  compactions: number,
+  ctx: SessionContext,
+  tail: readonly TranscriptMessage[],
+  first: number,
+): SessionContext | null {
+  const memo = lineBeyondTail.get(key);
+  if (!memo || memo.compactions !== compactions) return null;
+  const at = tail.findLastIndex((m) => m.id === memo.lastId);
+  if (at < 0) return null; // more came since than one read holds: look again
+  memo.after += tail.length - 1 - at;
+  memo.lastId = tail[tail.length - 1]!.id;
+  if (!memo.compaction) return ctx;
+  // the newest `first` uncovered messages are the first read itself, all after the line
+  return {
+    compaction: { ...memo.compaction },
+    messages: ctx.messages,
+    afterLine: 0,
+    truncated: memo.kept + memo.after > first,
+    read: tail.length,
+  };
 }
 
 /** Splits uncovered messages into the older part (to summarise) and the newest `keepLastTurns` turns. */
