@@ -46,16 +46,24 @@ const view = (c: SessionContext) => ({
   truncated: c.truncated,
 });
 
+/**
+ * A session of `before` messages, a compaction line covering up to message `toIndex`, then
+ * `after` messages.
+ */
+function session(id: string, before: number, toIndex: number, after: number) {
+  const s = store();
+  const msgs: TranscriptMessage[] = [];
+  for (let i = 0; i < before; i++) msgs.push(message(id));
+  msgs.push(line(id, msgs[toIndex]!.id));
+  for (let i = 0; i < after; i++) msgs.push(message(id));
+  s.files.set(id, msgs);
+  return { s, msgs, ref: { agentId: "main", sessionId: id } };
+}
+
 describe("loadSessionContext: a compaction line further back than the first read", () => {
   it("is found by the wider read once, then served from the first read while nothing says it moved", async () => {
-    const s = store();
     const id = "s1";
-    const msgs: TranscriptMessage[] = [];
-    for (let i = 0; i < 50; i++) msgs.push(message(id));
-    msgs.push(line(id, msgs[20]!.id));
-    for (let i = 0; i < 600; i++) msgs.push(message(id));
-    s.files.set(id, msgs);
-    const ref = { agentId: "main", sessionId: id };
+    const { s, msgs, ref } = session(id, 50, 20, 600);
 
     const first = await loadSessionContext(s.transcripts, ref, { compactionCount: 1 });
     expect(s.reads).toEqual([400, 4000]);
@@ -86,14 +94,8 @@ describe("loadSessionContext: a compaction line further back than the first read
   });
 
   it("says truncated exactly when the uncovered messages outnumber the first read", async () => {
-    const s = store();
     const id = "s2";
-    const msgs: TranscriptMessage[] = [];
-    for (let i = 0; i < 10; i++) msgs.push(message(id));
-    msgs.push(line(id, msgs[9]!.id)); // covers everything before it: nothing kept
-    for (let i = 0; i < 400; i++) msgs.push(message(id));
-    s.files.set(id, msgs);
-    const ref = { agentId: "main", sessionId: id };
+    const { s, msgs, ref } = session(id, 10, 9, 400); // the line covers everything before it
     expect((await loadSessionContext(s.transcripts, ref, { compactionCount: 1 })).truncated).toBe(false);
     const again = await loadSessionContext(s.transcripts, ref, { compactionCount: 1 });
     expect(again.truncated).toBe(false);
@@ -105,13 +107,8 @@ describe("loadSessionContext: a compaction line further back than the first read
   });
 
   it("a line further back than the wider reads reach is not looked for again on every step", async () => {
-    const s = store();
     const id = "s3";
-    const msgs: TranscriptMessage[] = [message(id)];
-    msgs.push(line(id, msgs[0]!.id));
-    for (let i = 0; i < 4500; i++) msgs.push(message(id));
-    s.files.set(id, msgs);
-    const ref = { agentId: "main", sessionId: id };
+    const { s, msgs, ref } = session(id, 1, 0, 4500);
     const first = await loadSessionContext(s.transcripts, ref, { compactionCount: 1 });
     expect(s.reads).toEqual([400, 4000]);
     expect(first.compaction).toBeNull();
