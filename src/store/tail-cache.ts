@@ -25,6 +25,15 @@ import type { TailCacheStats, TranscriptMessage } from "./types.js";
 
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
+/** The newest `limit` messages that are not tool calls or results, oldest first. */
+function newestChat(msgs: readonly TranscriptMessage[], limit: number): TranscriptMessage[] {
+  const picked: TranscriptMessage[] = [];
+  for (let i = msgs.length - 1; i >= 0 && picked.length < limit; i--) {
+    if (!TOOL_ROLES.has(msgs[i]!.role)) picked.push(msgs[i]!);
+  }
+  return picked.reverse();
+}
+
 /** A cache's use; all zero when the owner runs without one (turned off). */
 export function tailCacheStats(cache: TailCache<unknown> | null): TailCacheStats {
   return cache?.stats() ?? { files: 0, chars: 0, maxChars: 0, hits: 0, misses: 0, fills: 0 };
@@ -76,34 +85,18 @@ export class TailCache<M = undefined> {
       this.misses++;
       return null;
     }
-    if (includeTools && shared) {
-      // every message passes: the newest `limit` are the entry's end, as they are
-      const from = Math.max(0, e.msgs.length - limit);
-      if (e.msgs.length - from < limit && !e.complete) {
-        this.misses++;
-        return null;
-      }
-      this.hits++;
-      this.touch(file, e);
-      return e.msgs.slice(from);
-    }
-    const picked: TranscriptMessage[] = [];
-    for (let i = e.msgs.length - 1; i >= 0 && picked.length < limit; i--) {
-      const m = e.msgs[i]!;
-      if (includeTools || !TOOL_ROLES.has(m.role)) picked.push(m);
-    }
+    // oldest first; with tool messages included every message passes: the entry's end as it is
+    const picked = includeTools
+      ? e.msgs.slice(Math.max(0, e.msgs.length - limit))
+      : newestChat(e.msgs, limit);
     if (picked.length < limit && !e.complete) {
       this.misses++;
       return null;
     }
     this.hits++;
     this.touch(file, e);
-    const out = new Array<TranscriptMessage>(picked.length);
-    for (let i = 0; i < picked.length; i++) {
-      const m = picked[picked.length - 1 - i]!;
-      out[i] = shared ? m : cloneJson(m);
-    }
-    return out;
+    if (!shared) for (let i = 0; i < picked.length; i++) picked[i] = cloneJson(picked[i]!);
+    return picked;
   }
 
   /**
