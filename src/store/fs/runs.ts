@@ -100,16 +100,10 @@ export class FsRunStore implements RunStore {
   private set(run: RunRecord): void {
     const old = this.runs.get(run.runId);
     this.runs.set(run.runId, run);
-    if (!old || !this.replaceInSession(old, run)) {
-      if (old) this.unlinkSession(old);
-      let arr = this.bySession.get(run.sessionKey);
-      if (!arr) {
-        arr = [];
-        this.bySession.set(run.sessionKey, arr);
-      }
-      const last = arr[arr.length - 1];
-      if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
-      else arr.splice(lowerBound(arr, run), 0, run);
+    if (!old) this.linkSession(run);
+    else if (!this.replaceInSession(old, run)) {
+      this.unlinkSession(old);
+      this.linkSession(run);
     }
 
     this.finished.delete(run.runId);
@@ -124,6 +118,17 @@ export class FsRunStore implements RunStore {
         }
       }
     }
+  }
+
+  private linkSession(run: RunRecord): void {
+    let arr = this.bySession.get(run.sessionKey);
+    if (!arr) {
+      arr = [];
+      this.bySession.set(run.sessionKey, arr);
+    }
+    const last = arr[arr.length - 1];
+    if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
+    else arr.splice(lowerBound(arr, run), 0, run);
   }
 
   /** An update that keeps the run's session and place (every status change does): swapped in place. */
