@@ -151,10 +151,10 @@ export async function loadSessionContext(
  * A session's latest compaction line found by the wider read (or that it is further back than the
  * wider reads reach), while it is further back than the first read (a compaction that failed or
  * is turned off leaves it there): without this every model step would read and parse thousands
- * of lines again to find the same line. Valid while the
- * session's `compactionCount` is unchanged (every compaction counts itself there, whichever
- * process ran it) and the newest message it saw is still in the first read, which tells how many
- * messages came after the line since. Keyed by agent and sessionId; bounded.
+ * of lines again to find the same line. Valid while the session's `compactionCount` is unchanged
+ * (every compaction counts itself there, whichever process ran it) and the newest message it saw
+ * is still in the first read, which tells how many messages came after the line since. Keyed by
+ * agent and sessionId; bounded.
  */
 interface LineBeyondTail {
   compactions: number;

@@ -15,7 +15,6 @@ import type { CronDriver, CronJob, TickHandler } from "./types.js";
 
 const NS_NEXT = "cron.next";
 const NS_RETRY = "cron.retry";
-/** setTimeout fires at once above 2^31-1 ms; longer waits are re-armed in steps. */
 /** After a tick handler failed (store or queue unavailable), try again this much later. */
 const HANDLER_RETRY_MS = 5_000;
 /** Ticks handled per wake-up at most (bounds one pass of the loop). */

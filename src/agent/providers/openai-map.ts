@@ -62,14 +62,15 @@ function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
   );
 }
 
-/** Keeps the first `bytes` bytes of the segments (a view, not a copy, of the one cut). */
+/** Keeps the first `bytes` (> 0) bytes of the segments (a view, not a copy, of the one cut). */
 function cutSegments(segments: Buffer[], bytes: number): void {
   let start = 0;
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!;
     if (start + seg.length >= bytes) {
+      // the segments before ended short of `bytes`: this one keeps at least one byte
       segments[i] = seg.subarray(0, bytes - start);
-      segments.length = bytes > start ? i + 1 : i;
+      segments.length = i + 1;
       return;
     }
     start += seg.length;
