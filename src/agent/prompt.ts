@@ -271,6 +271,15 @@ const unitMemos = new Map<string, UnitMemo>();
 const MEMO_MESSAGES = 16_384;
 let memoMessages = 0;
 
+/** Drops the session's memo (if any) from the memos and their count. */
+function forgetMemo(sessionId: string): void {
+  const old = unitMemos.get(sessionId);
+  if (old) {
+    memoMessages -= old.ids.length;
+    unitMemos.delete(sessionId);
+  }
+}
+
 /**
  * Keeps `memo` as the session's, dropping other sessions' memos at random while over the bound.
  * At random, not least recently built first: sessions served in turn (many clients, each with a
@@ -279,11 +288,7 @@ let memoMessages = 0;
  * them that fits.
  */
 function keepMemo(sessionId: string, memo: UnitMemo): void {
-  const old = unitMemos.get(sessionId);
-  if (old) {
-    memoMessages -= old.ids.length;
-    unitMemos.delete(sessionId);
-  }
+  forgetMemo(sessionId);
   if (memo.ids.length > MEMO_MESSAGES) return;
   while (memoMessages + memo.ids.length > MEMO_MESSAGES && unitMemos.size > 0) {
     let skip = Math.floor(Math.random() * unitMemos.size);
@@ -313,19 +318,18 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
   const n = messages.length;
   const sessionId = messages[0]?.sessionId;
   const memo = sessionId === undefined ? undefined : unitMemos.get(sessionId);
-  const out: UnitMemo = { ids: new Array<string>(n), starts: [], free: [], units: [], costs: [] };
-  for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
   // the memo's units [k0, k1) are reused, for the window's messages [head, tail)
   let k0 = 0;
   let k1 = 0;
   let head = n;
   let tail = n;
+  let p = -1;
+  let matched = 0;
   if (memo && n > 0) {
-    const p = memo.ids.indexOf(out.ids[0]!);
+    p = memo.ids.indexOf(messages[0]!.id);
     if (p >= 0) {
-      let matched = 0;
       const most = Math.min(n, memo.ids.length - p);
-      while (matched < most && memo.ids[p + matched] === out.ids[matched]) matched++;
+      while (matched < most && memo.ids[p + matched] === messages[matched]!.id) matched++;
       const { starts } = memo;
       while (k0 < starts.length && (starts[k0]! < p || !memo.free[k0])) k0++;
       k1 = k0;
@@ -337,27 +341,55 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
       }
     }
   }
-  const fresh = (from: number, to: number) => {
-    const before = out.units.length;
-    buildUnits(messages, from, to, out.units, undefined, out.starts);
-    for (let u = before; u < out.units.length; u++) {
-      out.free.push(independent(messages[out.starts[u]!]!));
-      out.costs.push(estimateTokens(out.units[u]!));
+  let out: UnitMemo;
+  if (memo && sessionId !== undefined && tail > head && head === 0) {
+    // The usual step: the window starts where a kept unit starts. The memo's arrays are cut and
+    // extended in place (five new arrays a step were the largest allocation of a turn); the
+    // caller gets copies of `units` and `costs`, so nothing handed out changes later.
+    // (forgotten first: a throw part-way leaves no half-updated memo behind)
+    forgetMemo(sessionId);
+    out = memo;
+    cutTo(memo.ids, p, p + matched);
+    for (let i = matched; i < n; i++) memo.ids.push(messages[i]!.id);
+    cutTo(memo.starts, k0, k1);
+    for (let k = 0; k < memo.starts.length; k++) memo.starts[k] = memo.starts[k]! - p;
+    cutTo(memo.free, k0, k1);
+    cutTo(memo.units, k0, k1);
+    cutTo(memo.costs, k0, k1);
+    freshUnits(messages, tail, n, memo);
+  } else {
+    out = { ids: new Array<string>(n), starts: [], free: [], units: [], costs: [] };
+    for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
+    freshUnits(messages, 0, head, out);
+    if (memo && tail > head) {
+      const shift = head - memo.starts[k0]!;
+      for (let k = k0; k < k1; k++) {
+        out.starts.push(memo.starts[k]! + shift);
+        out.free.push(memo.free[k]!);
+        out.units.push(memo.units[k]!);
+        out.costs.push(memo.costs[k]!);
+      }
+      freshUnits(messages, tail, n, out);
     }
-  };
-  fresh(0, head);
-  if (memo && tail > head) {
-    const shift = head - memo.starts[k0]!;
-    for (let k = k0; k < k1; k++) {
-      out.starts.push(memo.starts[k]! + shift);
-      out.free.push(memo.free[k]!);
-      out.units.push(memo.units[k]!);
-      out.costs.push(memo.costs[k]!);
-    }
-    fresh(tail, n);
   }
   if (sessionId !== undefined) keepMemo(sessionId, out);
-  return { units: out.units, costs: out.costs };
+  return { units: out.units.slice(), costs: out.costs.slice() };
+}
+
+/** Keeps `arr[from, to)` only, moved to the front, without a new array. */
+function cutTo<T>(arr: T[], from: number, to: number): void {
+  if (from > 0) arr.copyWithin(0, from, to);
+  arr.length = to - from;
+}
+
+/** The units of `messages[from, to)`, appended to `memo` with their starts, independence and estimates. */
+function freshUnits(messages: readonly TranscriptMessage[], from: number, to: number, memo: UnitMemo): void {
+  const before = memo.units.length;
+  buildUnits(messages, from, to, memo.units, undefined, memo.starts);
+  for (let u = before; u < memo.units.length; u++) {
+    memo.free.push(independent(messages[memo.starts[u]!]!));
+    memo.costs.push(estimateTokens(memo.units[u]!));
+  }
 }
 
 /** A unit that starts with this message is built the same whatever came before it. */
