@@ -62,10 +62,15 @@ export interface SessionContext {
   read: number;
 }
 
-/** Pure: the session context of a tail (oldest first). */
-export function contextOfTail(tail: readonly TranscriptMessage[], limit: number): SessionContext {
+/**
+ * Pure: the session context of a tail (oldest first). Without a compaction line in it, the
+ * context's `messages` is `tail` itself: the caller hands over an array it no longer changes.
+ */
+export function contextOfTail(tail: TranscriptMessage[], limit: number): SessionContext {
+  let lines = false;
   for (let i = tail.length - 1; i >= 0; i--) {
     const m = tail[i];
+    if (m?.role === "compaction") lines = true;
     const c = m ? compactionOf(m) : null;
     if (!m || !c) continue;
     // one pass each side of the line (this runs on every model step)
@@ -90,7 +95,8 @@ export function contextOfTail(tail: readonly TranscriptMessage[], limit: number)
   }
   return {
     compaction: null,
-    messages: tail.filter((x) => x.role !== "compaction"),
+    // no compaction line to leave out (the usual tail): the read's own array, not a copy
+    messages: lines ? tail.filter((x) => x.role !== "compaction") : tail,
     afterLine: 0,
     truncated: tail.length >= limit,
     read: tail.length,

@@ -171,6 +171,16 @@ describe("compaction helpers", () => {
     expect(contextOfTail(turns(2), 5).truncated).toBe(false);
   });
 
+  it("without a compaction line the tail itself is the context (no copy); an unusable line is still left out", () => {
+    const plain = turns(3);
+    expect(contextOfTail(plain, 400).messages).toBe(plain);
+    const broken = msg("c1", "compaction", { summary: 42 }); // not a compaction's content
+    const tail = [...turns(1), broken, ...turns(1, 1)];
+    const ctx = contextOfTail(tail, 400);
+    expect(ctx.compaction).toBeNull();
+    expect(ctx.messages.map((m) => m.id)).toEqual(["u0", "a0", "u1", "a1"]);
+  });
+
   it("for any tail: the messages after toId and after the latest line, older compaction lines left out", () => {
     const rnd = seededRandom(77);
     for (let round = 0; round < 300; round++) {
