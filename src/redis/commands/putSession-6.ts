@@ -24,9 +24,10 @@ import type { ScriptDef } from "../scripts.js";
  *
  * Hash fields: data, rev, and ix = JSON [sessionId, global zset, agent zset, label zset or "",
  * spawnedBy zset or ""] — what this write indexed. The next write or delete removes the member
- * from those first; they carry the same hash tag, so they live in the same slot. (Three fields
- * rather than one per index key: the hash is hashtable-encoded because `data` is long, and
- * every extra field costs ~60 bytes per session.)
+ * from those first, except from an index it writes again (the usual update: same sessionId, same
+ * zsets), where HSET and ZADD simply overwrite; they carry the same hash tag, so they live in the
+ * same slot. (Three fields rather than one per index key: the hash is hashtable-encoded because
+ * `data` is long, and every extra field costs ~60 bytes per session.)
  */
 export const putSession: ScriptDef = {
   name: "putSession-6",
@@ -41,26 +42,27 @@ if rev == 0 then
   rev = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local member = ARGV[1]
+local label, parent = "", ""
+if ARGV[6] == "1" then label = KEYS[5] end
+if ARGV[7] == "1" then parent = KEYS[6] end
+-- the indexes this write keeps (a ZADD below moves the member's score; nothing to take out first)
+local keep = { KEYS[3], KEYS[4], label, parent }
 if cur[2] then
   local ix = cjson.decode(cur[2])
-  if redis.call("HGET", KEYS[2], ix[1]) == member then redis.call("HDEL", KEYS[2], ix[1]) end
+  -- the same sessionId: the HSET below writes the same field again
+  if ix[1] ~= ARGV[4] and redis.call("HGET", KEYS[2], ix[1]) == member then
+    redis.call("HDEL", KEYS[2], ix[1])
+  end
   for i = 2, 5 do
-    if ix[i] ~= "" then redis.call("ZREM", ix[i], member) end
+    if ix[i] ~= "" and ix[i] ~= keep[i - 1] then redis.call("ZREM", ix[i], member) end
   end
 end
 local score = ARGV[3]
 redis.call("HSET", KEYS[2], ARGV[4], member)
 redis.call("ZADD", KEYS[3], score, member)
 redis.call("ZADD", KEYS[4], score, member)
-local label, parent = "", ""
-if ARGV[6] == "1" then
-  redis.call("ZADD", KEYS[5], score, member)
-  label = KEYS[5]
-end
-if ARGV[7] == "1" then
-  redis.call("ZADD", KEYS[6], score, member)
-  parent = KEYS[6]
-end
+if label ~= "" then redis.call("ZADD", label, score, member) end
+if parent ~= "" then redis.call("ZADD", parent, score, member) end
 rev = rev + 1
 redis.call("HSET", KEYS[1], "data", ARGV[2], "rev", rev,
   "ix", cjson.encode({ ARGV[4], KEYS[3], KEYS[4], label, parent }))

@@ -203,6 +203,24 @@ describeRedis("redis store", () => {
     expect(await storeKeys(c, s)).toEqual([]);
   });
 
+  it("an update keeps its indexes (scores move); a new sessionId drops the old one's lookup", async () => {
+    const c = client();
+    const s = await open({ client: c });
+    const first = randomUUID();
+    await s.sessions.put(entry("k1", { sessionId: first, label: "a", spawnedBy: "p1" }));
+    await s.sessions.patch("k1", { displayName: "renamed", updatedAt: T0 + 5 });
+    const k = s.keys;
+    expect(await c.zscore(k.labelIndex("a"), "k1")).toBe(String(T0 + 5));
+    expect(await c.zscore(k.parentIndex("p1"), "k1")).toBe(String(T0 + 5));
+    expect(await c.zscore(k.allSessions(false), "k1")).toBe(String(T0 + 5));
+    expect((await s.sessions.getBySessionId(first))?.key).toBe("k1");
+    const second = randomUUID(); // a reset: same key, new transcript
+    await s.sessions.patch("k1", { sessionId: second });
+    expect(await s.sessions.getBySessionId(first)).toBeNull();
+    expect((await s.sessions.getBySessionId(second))?.key).toBe("k1");
+    expect(await c.hlen(k.sessionIdIndex())).toBe(1);
+  });
+
   it("sessionId lookup: a stale duplicate's delete does not drop the newer owner's mapping", async () => {
     const s = await open();
     const sid = randomUUID();
