@@ -342,10 +342,10 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
     }
   }
   let out: UnitMemo;
-  if (memo && sessionId !== undefined && tail > head && head === 0) {
-    // The usual step: the window starts where a kept unit starts. The memo's arrays are cut and
-    // extended in place (five new arrays a step were the largest allocation of a turn); the
-    // caller gets copies of `units` and `costs`, so nothing handed out changes later.
+  if (memo && sessionId !== undefined && tail > head) {
+    // The memo's arrays are cut to the kept units and extended in place (five new arrays a step
+    // were the largest allocation of a turn); the caller gets copies of `units` and `costs`, so
+    // nothing handed out changes later. The window's message i is the memo's p + i.
     // (forgotten first: a throw part-way leaves no half-updated memo behind)
     forgetMemo(sessionId);
     out = memo;
@@ -356,24 +356,27 @@ export function windowUnits(messages: readonly TranscriptMessage[]): WindowUnits
     cutTo(memo.free, k0, k1);
     cutTo(memo.units, k0, k1);
     cutTo(memo.costs, k0, k1);
+    if (head > 0) {
+      // messages before the first kept unit (a window cut inside a tool step): rare, built apart
+      const lead = emptyMemo(0);
+      freshUnits(messages, 0, head, lead);
+      memo.starts = lead.starts.concat(memo.starts);
+      memo.free = lead.free.concat(memo.free);
+      memo.units = lead.units.concat(memo.units);
+      memo.costs = lead.costs.concat(memo.costs);
+    }
     freshUnits(messages, tail, n, memo);
   } else {
-    out = { ids: new Array<string>(n), starts: [], free: [], units: [], costs: [] };
+    out = emptyMemo(n);
     for (let i = 0; i < n; i++) out.ids[i] = messages[i]!.id;
-    freshUnits(messages, 0, head, out);
-    if (memo && tail > head) {
-      const shift = head - memo.starts[k0]!;
-      for (let k = k0; k < k1; k++) {
-        out.starts.push(memo.starts[k]! + shift);
-        out.free.push(memo.free[k]!);
-        out.units.push(memo.units[k]!);
-        out.costs.push(memo.costs[k]!);
-      }
-      freshUnits(messages, tail, n, out);
-    }
+    freshUnits(messages, 0, n, out);
   }
   if (sessionId !== undefined) keepMemo(sessionId, out);
   return { units: out.units.slice(), costs: out.costs.slice() };
+}
+
+function emptyMemo(messages: number): UnitMemo {
+  return { ids: new Array<string>(messages), starts: [], free: [], units: [], costs: [] };
 }
 
 /**
