@@ -120,8 +120,9 @@ export async function loadSessionContext(
   const compactions = entry.compactionCount ?? 0;
   if (ctx.compaction || !ctx.truncated || !compactions) return ctx;
   const key = `${ref.agentId}/${ref.sessionId}`;
-  // (a compaction-role line the first read holds but cannot use would shift the view: look again)
-  const seen = ctx.messages.length === tail.length ? beyondTail(key, compactions, ctx, tail, first) : null;
+  // (only a read without any compaction-role line, usable or not, is the tail itself: another
+  // would shift the view, so look again)
+  const seen = ctx.messages === tail ? beyondTail(key, compactions, ctx, tail, first) : null;
   if (seen) return seen;
   for (const limit of limits.slice(1)) {
     const wider = await transcripts.readTail(ref, { limit, includeTools: true, readOnly: true });

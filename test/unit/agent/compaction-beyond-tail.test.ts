@@ -118,4 +118,15 @@ describe("loadSessionContext: a compaction line further back than the first read
     expect(s.reads).toEqual([400]);
     expect(view(next)).toEqual(view(await fresh(s, id, 1)));
   });
+
+  it("a first read holding an unusable compaction line is not served from the memo", async () => {
+    const id = "s4";
+    const { s, msgs, ref } = session(id, 50, 20, 600);
+    await loadSessionContext(s.transcripts, ref, { compactionCount: 1 });
+    msgs.push({ ...line(id, "m-none"), content: { summary: 42 } }, message(id)); // a broken line
+    s.reads.length = 0;
+    const got = await loadSessionContext(s.transcripts, ref, { compactionCount: 1 });
+    expect(s.reads).toEqual([400, 4000]);
+    expect(view(got)).toEqual(view(await fresh(s, id, 1)));
+  });
 });
