@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { Redis } from "ioredis";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -81,6 +82,7 @@ export class RedisConnections {
 
   #track(client: Redis, url: string): void {
     this.#clients.push(client);
+    client.on("connect", () => coalesceWrites((client as unknown as { stream: Socket }).stream));
     let down = false;
     client.on("error", (err: Error) => {
       if (!down)
@@ -98,6 +100,33 @@ export class RedisConnections {
     this.#clients.length = 0;
     this.#shared.clear();
   }
+}
+
+const COALESCING = Symbol("switchboard.coalescing");
+
+/**
+ * Commands written to `socket` in one tick leave in one write (cork now, uncork on the next tick).
+ * ioredis writes every command on its own; under load, many turns' commands are issued in the same
+ * tick and each write to loopback TCP costs a syscall plus the receive path in the kernel.
+ */
+export function coalesceWrites(socket: Socket): void {
+  const s = socket as Socket & { [COALESCING]?: true };
+  if (s[COALESCING]) return;
+  s[COALESCING] = true;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    socket.uncork();
+  };
+  const write = socket.write;
+  socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
+    if (!corked) {
+      corked = true;
+      socket.cork();
+      process.nextTick(uncork);
+    }
+    return write.apply(this, args);
+  } as Socket["write"];
 }
 
 /** Hides credentials in a Redis URL for logs and errors. */
