@@ -8,6 +8,7 @@ import { leaseOutbox } from "./leaseOutbox-1.js";
 import { putRun } from "./putRun-2.js";
 import { putSession } from "./putSession-6.js";
 import { releaseOutbox } from "./releaseOutbox-1.js";
+import { streamTail } from "./streamTail-1.js";
 
 export {
   appendTranscript,
@@ -18,6 +19,7 @@ export {
   putRun,
   putSession,
   releaseOutbox,
+  streamTail,
 };
 
 export const STORE_SCRIPTS: readonly ScriptDef[] = [
@@ -29,4 +31,5 @@ export const STORE_SCRIPTS: readonly ScriptDef[] = [
   archiveTranscript,
   appendTranscript,
   leaseOutbox,
+  streamTail,
 ];

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
-import { appendTranscript, archiveTranscript } from "../../redis/commands/store.js";
+import { appendTranscript, archiveTranscript, streamTail } from "../../redis/commands/store.js";
 import type { ScriptRunner } from "../../redis/scripts.js";
 import { KeyedSerial } from "../serial.js";
 import { cloneJson, TailCache, tailCacheStats } from "../tail-cache.js";
@@ -43,7 +43,7 @@ interface StreamMark {
  *   existing id is a no-op). Commands on one connection run in the order they are issued and
  *   `append` issues its script call synchronously, so appends keep call order. "Durable" means
  *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF).
- * - readTail: from the tail cache when it can answer (see README: one MULTI fetches only the
+ * - readTail: from the tail cache when it can answer (see README: one script fetches only the
  *   entries added since, checked against XLEN); else XREVRANGE … COUNT from the newest entry
  *   backwards; when tools are filtered out it keeps paging backwards (pages ×2, up to MAX_PAGE)
  *   until `limit` messages or the start. It never reads a whole stream.
@@ -163,7 +163,7 @@ export class RedisTranscriptStore implements TranscriptStore {
   }
 
   /**
-   * The cached tail of `key` brought up to date: one MULTI fetches the entries added after the
+   * The cached tail of `key` brought up to date: one script (streamTail-1) fetches the entries added after the
    * newest cached one (by any process) and the stream's length. A length other than the cached
    * length plus what was fetched means the stream is not the one cached (archived and started
    * again, or lost entries): the entry is dropped. Null when the cache cannot answer.
@@ -177,20 +177,8 @@ export class RedisTranscriptStore implements TranscriptStore {
     const tails = this.tails!;
     const mark = tails.meta(key);
     if (!mark) return null;
-    const res = await this.o.client
-      .multi()
-      .xrange(key, `(${mark.lastId}`, "+", "COUNT", MAX_PAGE)
-      .xlen(key)
-      .exec();
-    const fresh = res?.[0]?.[1] as Array<[string, string[]]> | undefined;
-    const len = res?.[1]?.[1];
-    if (
-      !fresh ||
-      res?.[0]?.[0] ||
-      res?.[1]?.[0] ||
-      fresh.length >= MAX_PAGE ||
-      len !== mark.len + fresh.length
-    ) {
+    const [fresh, len] = await this.page(key, "after", mark.lastId, MAX_PAGE);
+    if (fresh.length >= MAX_PAGE || len !== mark.len + fresh.length) {
       tails.delete(key);
       return null;
     }
@@ -204,13 +192,9 @@ export class RedisTranscriptStore implements TranscriptStore {
     return tails.read(key, limit, includeTools, readOnly);
   }
 
-  /** The newest `limit` entries (tools included) and the stream's length in one MULTI; they become the cached tail. */
+  /** The newest `limit` entries (tools included) and the stream's length in one script (streamTail-1); they become the cached tail. */
   private async readAndCache(key: string, limit: number, readOnly: boolean): Promise<TranscriptMessage[]> {
-    const res = await this.o.client.multi().xrevrange(key, "+", "-", "COUNT", limit).xlen(key).exec();
-    const failed = res?.find(([err]) => err)?.[0];
-    if (!res || failed)
-      throw failed ?? new SwitchboardError("UNAVAILABLE", `redis store: ${key}: read aborted`);
-    const page = res[0]![1] as Array<[string, string[]]>;
+    const [page, len] = await this.page(key, "newest", "", limit);
     const msgs: TranscriptMessage[] = [];
     const sizes: number[] = [];
     for (let i = page.length - 1; i >= 0; i--) {
@@ -222,9 +206,22 @@ export class RedisTranscriptStore implements TranscriptStore {
       sizes.push(text!.length);
     }
     const out = readOnly ? msgs.slice() : msgs.map(cloneJson);
-    const mark: StreamMark = { lastId: page[0]?.[0] ?? "0-0", len: res[1]![1] as number };
+    const mark: StreamMark = { lastId: page[0]?.[0] ?? "0-0", len };
     this.tails!.set(key, msgs, sizes, page.length < limit, mark);
     return out;
+  }
+
+  /** One streamTail-1 call: a page of `key` and its length, read together. */
+  private async page(
+    key: string,
+    mode: "after" | "newest",
+    after: string,
+    count: number,
+  ): Promise<[Array<[string, string[]]>, number]> {
+    const res = await this.o.scripts.run(streamTail, [key], [mode, after, count]);
+    if (!Array.isArray(res) || !Array.isArray(res[0]) || typeof res[1] !== "number")
+      throw new SwitchboardError("INTERNAL", `redis store: ${key}: unexpected reply to ${streamTail.name}`);
+    return [res[0] as Array<[string, string[]]>, res[1]];
   }
 
   async count(ref: TranscriptRef): Promise<number> {
