@@ -163,10 +163,10 @@ export class RedisTranscriptStore implements TranscriptStore {
   }
 
   /**
-   * The cached tail of `key` brought up to date: one script (streamTail-1) fetches the entries added after the
-   * newest cached one (by any process) and the stream's length. A length other than the cached
-   * length plus what was fetched means the stream is not the one cached (archived and started
-   * again, or lost entries): the entry is dropped. Null when the cache cannot answer.
+   * The cached tail of `key` brought up to date: one script (streamTail-1) fetches the entries
+   * added after the newest cached one (by any process) and the stream's length. A length other
+   * than the cached length plus what was fetched means the stream is not the one cached (archived
+   * and started again, or lost entries): the entry is dropped. Null when the cache cannot answer.
    */
   private async readCached(
     key: string,
@@ -177,7 +177,7 @@ export class RedisTranscriptStore implements TranscriptStore {
     const tails = this.tails!;
     const mark = tails.meta(key);
     if (!mark) return null;
-    const [fresh, len] = await this.page(key, "after", mark.lastId, MAX_PAGE);
+    const [fresh, len] = await this.readPage(key, "after", mark.lastId, MAX_PAGE);
     if (fresh.length >= MAX_PAGE || len !== mark.len + fresh.length) {
       tails.delete(key);
       return null;
@@ -192,9 +192,12 @@ export class RedisTranscriptStore implements TranscriptStore {
     return tails.read(key, limit, includeTools, readOnly);
   }
 
-  /** The newest `limit` entries (tools included) and the stream's length in one script (streamTail-1); they become the cached tail. */
+  /**
+   * The newest `limit` entries (tools included) and the stream's length in one script
+   * (streamTail-1); they become the cached tail.
+   */
   private async readAndCache(key: string, limit: number, readOnly: boolean): Promise<TranscriptMessage[]> {
-    const [page, len] = await this.page(key, "newest", "", limit);
+    const [page, len] = await this.readPage(key, "newest", "", limit);
     const msgs: TranscriptMessage[] = [];
     const sizes: number[] = [];
     for (let i = page.length - 1; i >= 0; i--) {
@@ -212,7 +215,7 @@ export class RedisTranscriptStore implements TranscriptStore {
   }
 
   /** One streamTail-1 call: a page of `key` and its length, read together. */
-  private async page(
+  private async readPage(
     key: string,
     mode: "after" | "newest",
     after: string,

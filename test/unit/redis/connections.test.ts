@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { createServer, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../../src/log.js";
 import { coalesceWrites, RedisConnections } from "../../../src/redis/connections.js";
@@ -47,7 +47,6 @@ describe("coalesceWrites", () => {
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
     const { port } = server.address() as { port: number };
-    const { connect } = await import("node:net");
     const client = connect(port, "127.0.0.1");
     sockets.push(client);
     await once(client, "connect");
