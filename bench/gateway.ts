@@ -1,6 +1,6 @@
 /**
  * The real path (DESIGN.md § Budgets, issue 18): the built gateway started exactly as `npm start`
- * starts it (`node --max-semi-space-size=4 bin/switchboard.js start`), token auth, the `openai`
+ * starts it (bench/deployed.ts: `MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 bin/switchboard.js start`), token auth, the `openai`
  * provider against a loopback OpenAI-compatible model that answers in a fixed ~2 ms, the default
  * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
@@ -32,6 +32,7 @@ import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TailCacheStats } from "../src/store/types.js";
+import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
 import { readText } from "./read-text.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -208,13 +209,13 @@ function startNode(args: string[], stderr: string[], gateway = true): ChildProce
   // Profiling aid: BENCH_GATEWAY_WRAP="valgrind --tool=callgrind --instr-atstart=no …" runs the
   // gateway under that command (the sequential phase then switches callgrind's counting on).
   const wrap = gateway ? (process.env.BENCH_GATEWAY_WRAP ?? "").split(" ").filter(Boolean) : [];
-  const argv = [process.execPath, "--max-semi-space-size=4", ...extra, ...entry, ...args];
+  const argv = [process.execPath, ...DEPLOYED_NODE_FLAGS, ...extra, ...entry, ...args];
   const proc = spawn(
     wrap[0] ?? process.execPath,
     [...wrap.slice(1), ...argv].slice(wrap.length > 0 ? 0 : 1),
     {
       cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
+      env: { ...process.env, ...DEPLOYED_ENV, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
       stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
     },
   );

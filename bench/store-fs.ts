@@ -31,6 +31,7 @@ import { fileURLToPath } from "node:url";
 import { silentLogger } from "../src/log.js";
 import { createFsStore } from "../src/store/fs/index.js";
 import type { SessionEntry, TranscriptRef } from "../src/store/types.js";
+import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
 
 /** SB_BENCH_SESSIONS=1000000 runs the scale figures (issue 18: 1M sessions). */
 const SESSIONS = Number(process.env.SB_BENCH_SESSIONS ?? 100_000);
@@ -319,11 +320,13 @@ async function transpileSelf(outDir: string): Promise<string> {
 }
 
 /**
- * Node flags for the measuring child. Default: the flag `npm start` runs the gateway with
- * (`--max-semi-space-size=4`), so memory is measured as deployed; SB_BENCH_NODE_FLAGS="" measures without.
+ * Node flags for the measuring child. Default: the flags `npm start` runs the gateway with
+ * (bench/deployed.ts, whose environment it always gets), so memory is measured as deployed;
+ * SB_BENCH_NODE_FLAGS="" measures without the flags.
  */
 function childNodeFlags(): string[] {
-  return (process.env.SB_BENCH_NODE_FLAGS ?? "--max-semi-space-size=4").split(/\s+/).filter(Boolean);
+  const flags = process.env.SB_BENCH_NODE_FLAGS;
+  return flags === undefined ? [...DEPLOYED_NODE_FLAGS] : flags.split(/\s+/).filter(Boolean);
 }
 
 /** Runs in a fresh child: the open alone (the parent has moved the sidecar away). */
@@ -358,6 +361,7 @@ function measureInChild<T>(
 ): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...childNodeFlags(), script, mode, stateDir], {
+      env: { ...process.env, ...DEPLOYED_ENV },
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";

@@ -19,6 +19,7 @@ import { Redis } from "ioredis";
 import { silentLogger } from "../src/log.js";
 import { createRedisStore, type RedisStore } from "../src/store/redis/index.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../src/store/types.js";
+import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
 
 /** SB_BENCH_SESSIONS=1000000 runs the scale figures (issue 18: 1M sessions). */
 const SESSIONS = Number(process.env.SB_BENCH_SESSIONS ?? 100_000);
@@ -58,9 +59,6 @@ export interface StoreRedisBenchResult {
   totalMs: number;
 }
 
-/** The gateway's node flags (package.json `start`), so its memory is measured as deployed. */
-const GATEWAY_FLAGS = ["--max-semi-space-size=4"];
-
 interface ChildFigures {
   rssMb: number;
   listFirstMs: number;
@@ -95,8 +93,13 @@ async function child(prefix: string): Promise<void> {
 function measureInChild(prefix: string): ChildFigures | null {
   const r = spawnSync(
     process.execPath,
-    [...process.execArgv, ...GATEWAY_FLAGS, fileURLToPath(import.meta.url)],
-    { env: { ...process.env, SB_BENCH_REDIS_CHILD: prefix }, encoding: "utf8", timeout: 300_000 },
+    // flagged as deployed (bench/deployed.ts), so its memory is measured as users see it
+    [...process.execArgv, ...DEPLOYED_NODE_FLAGS, fileURLToPath(import.meta.url)],
+    {
+      env: { ...process.env, ...DEPLOYED_ENV, SB_BENCH_REDIS_CHILD: prefix },
+      encoding: "utf8",
+      timeout: 300_000,
+    },
   );
   const line = r.stdout?.trim().split("\n").at(-1);
   try {

@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "../../bench/deployed.js";
 import { tempDir } from "../helpers.js";
 
 /**
@@ -97,6 +98,24 @@ describe("Dockerfile", () => {
     const argv = [...entry, ...execForm(steps("CMD").at(-1)?.args ?? "[]")];
     expect(argv).toContain("node");
     expect(argv.join(" ")).not.toMatch(/\bnpm\b|\bsh -c\b/);
+  });
+
+  it("runs node with the flags and environment npm start uses and the benches measure", () => {
+    const deployed = Object.entries(DEPLOYED_ENV).map(([k, v]) => `${k}=${v}`);
+    // the image: ENV (either `K=V …` form) and the ENTRYPOINT's node flags
+    const env = steps("ENV").flatMap((e) => e.args.split(/\s+/));
+    for (const kv of deployed) expect(env, "Dockerfile ENV").toContain(kv);
+    const entry = execForm(steps("ENTRYPOINT").at(-1)?.args ?? "[]");
+    const node = entry.indexOf("node");
+    expect(entry.slice(node + 1, node + 1 + DEPLOYED_NODE_FLAGS.length)).toEqual(DEPLOYED_NODE_FLAGS);
+    // npm start: `K=V … exec node <flags> bin/switchboard.js start`
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+      scripts: Record<string, string>;
+    };
+    const start = (pkg.scripts.start ?? "").split(/\s+/);
+    const exec = start.indexOf("exec");
+    expect(start.slice(0, exec).sort()).toEqual([...deployed].sort());
+    expect(start.slice(exec + 1)).toEqual(["node", ...DEPLOYED_NODE_FLAGS, "bin/switchboard.js", "start"]);
   });
 
   it("has a HEALTHCHECK on /healthz", () => {
