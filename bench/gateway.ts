@@ -586,6 +586,7 @@ async function runSetup(
     const longTurns = Number(process.env.BENCH_GATEWAY_LONG_TURNS ?? 0);
     if (longTurns > 0 && setup.workers === 0) {
       let done = 0;
+      const cache0 = await tailCache(url);
       const l0 = performance.now();
       await Promise.all(
         Array.from({ length: 32 }, async (_, c) => {
@@ -599,6 +600,14 @@ async function runSetup(
         `${setup.name}: RSS after ${done.toLocaleString("en")} more turns: ${fmt(rssMb(gw.pid ?? 0), 0)} MB [≤ 150] ` +
           `(32 clients over 256 sessions, ${fmt(done / ((performance.now() - l0) / 1000), 0)} turns/s)`,
       );
+      const cache1 = await tailCache(url);
+      if (cache0 && cache1) {
+        const fills = cache1.fills - cache0.fills;
+        out(
+          `${setup.name}: those turns: the tail cache ${fills} fills (${fmt((100 * fills) / Math.max(1, done), 1)} per 100 turns), ` +
+            `holding ${cache1.files} transcripts, ${fmt(cache1.chars / 2 ** 20, 1)} of ${fmt(cache1.maxChars / 2 ** 20, 0)} M chars`,
+        );
+      }
       await new Promise((r) => setTimeout(r, 60_000));
       out(`${setup.name}: RSS after a minute without traffic: ${fmt(rssMb(gw.pid ?? 0), 0)} MB`);
     }
