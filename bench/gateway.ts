@@ -21,7 +21,8 @@
  * does, so the first new session measured does not deoptimise code tuned to old ones); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
  * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say); BENCH_GATEWAY_STREAM_WARMUP (default 300) the streamed turns
  * run over /ws before the first-delta figure is measured (a turn streams only while someone
- * watches, so the phases before it leave that path cold). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
+ * watches, so the phases before it leave that path cold); BENCH_GATEWAY_CACHE_CHARS the gateways'
+ * `storage.transcriptCacheChars` (default 8M). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
  * BENCH_GATEWAY_SEQ_SIGNAL (see `phaseProbe`).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -521,7 +522,10 @@ async function runSetup(
   const cfg = {
     gateway: { host: "127.0.0.1", port, auth: { token: TOKEN } },
     stateDir: path.join(dir, "state"),
-    storage: setup.storage,
+    // BENCH_GATEWAY_CACHE_CHARS: storage.transcriptCacheChars (sizing experiments; default 8M)
+    storage: process.env.BENCH_GATEWAY_CACHE_CHARS
+      ? { ...setup.storage, transcriptCacheChars: Number(process.env.BENCH_GATEWAY_CACHE_CHARS) }
+      : setup.storage,
     queue: setup.queue,
     models: {
       default: "fake/bench",

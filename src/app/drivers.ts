@@ -75,10 +75,11 @@ async function createStore(
   redis: RedisConnections,
 ): Promise<StoreDriver> {
   const { storage } = loaded.config;
-  if (storage.driver === "fs") return createFsStore({ stateDir, logger });
+  const tailCacheChars = storage.transcriptCacheChars;
+  if (storage.driver === "fs") return createFsStore({ stateDir, logger, tailCacheChars });
   const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
   const { createRedisStore } = await import("../store/redis/index.js");
-  return createRedisStore({ client, prefix: storage.prefix, logger, classifyKind });
+  return createRedisStore({ client, prefix: storage.prefix, logger, classifyKind, tailCacheChars });
 }
 
 async function createPipeline(

@@ -68,8 +68,20 @@ export const storageSchema = z
     driver: z.enum(["fs", "redis"]).default("fs"),
     redisUrl: z.string().default("redis://127.0.0.1:6379"),
     prefix: z.string().min(1).default("sb"),
+    /** The in-memory transcript tail cache (both drivers), in characters of JSON; 0 turns it off. */
+    transcriptCacheChars: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 30)
+      .default(8 * 1024 * 1024),
   })
-  .default({ driver: "fs", redisUrl: "redis://127.0.0.1:6379", prefix: "sb" });
+  .default({
+    driver: "fs",
+    redisUrl: "redis://127.0.0.1:6379",
+    prefix: "sb",
+    transcriptCacheChars: 8 * 1024 * 1024,
+  });
 
 export const queueSchema = z
   .strictObject({
