@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { parseDurationMs, type Schedule, scheduleProblems } from "../cron/schedule.js";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../store/tail-cache.js";
 import {
   channelCommandsSchema,
   compactionOverride,
@@ -74,13 +75,13 @@ export const storageSchema = z
       .int()
       .min(0)
       .max(2 ** 30)
-      .default(8 * 1024 * 1024),
+      .default(DEFAULT_TAIL_CACHE_CHARS),
   })
   .default({
     driver: "fs",
     redisUrl: "redis://127.0.0.1:6379",
     prefix: "sb",
-    transcriptCacheChars: 8 * 1024 * 1024,
+    transcriptCacheChars: DEFAULT_TAIL_CACHE_CHARS,
   });
 
 export const queueSchema = z

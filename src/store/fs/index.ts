@@ -8,6 +8,7 @@ import { z } from "zod";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { defaultClassifyKind } from "../kind.js";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../tail-cache.js";
 import type { SessionKind, StoreDriver } from "../types.js";
 import { WarningSink } from "../warnings.js";
 import { FsKeyValueStore } from "./kv.js";
@@ -46,11 +47,7 @@ export const fsStoreOptionsSchema = z.object({
    * transcripts (window and history reads skip the disk); 0 turns the cache off. 8M chars is
    * ~11 MB of heap: ~1,000 sessions × 30 messages.
    */
-  tailCacheChars: z
-    .number()
-    .int()
-    .min(0)
-    .default(8 * 1024 * 1024),
+  tailCacheChars: z.number().int().min(0).default(DEFAULT_TAIL_CACHE_CHARS),
 });
 
 export interface FsStoreOptions extends z.input<typeof fsStoreOptionsSchema> {

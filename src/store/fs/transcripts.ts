@@ -5,7 +5,13 @@ import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
 import { BoundedMap } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
-import { cloneJson, TailCache, type TailCacheLimits, tailCacheStats } from "../tail-cache.js";
+import {
+  cloneJson,
+  DEFAULT_TAIL_CACHE_CHARS,
+  TailCache,
+  type TailCacheLimits,
+  tailCacheStats,
+} from "../tail-cache.js";
 import type {
   ReadTailOptions,
   TailCacheStats,
@@ -53,7 +59,7 @@ const ID_CHECK_LINES = 512;
 const DEFAULT_TAIL_CACHE: TailCacheLimits = {
   maxLinesPerFile: 512,
   maxCharsPerFile: 256 * 1024,
-  maxChars: 8 * 1024 * 1024,
+  maxChars: DEFAULT_TAIL_CACHE_CHARS,
 };
 
 /**

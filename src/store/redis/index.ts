@@ -14,6 +14,7 @@ import type { Logger } from "../../log.js";
 import { STORE_SCRIPTS } from "../../redis/commands/store.js";
 import { ScriptRunner } from "../../redis/scripts.js";
 import { defaultClassifyKind } from "../kind.js";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../tail-cache.js";
 import type { SessionKind, StoreDriver } from "../types.js";
 import { RedisKeys } from "./keys.js";
 import { RedisKeyValueStore } from "./kv.js";
@@ -48,11 +49,7 @@ export const redisStoreOptionsSchema = z.object({
    * recently read streams; a read then fetches only the entries added since (by any process),
    * checked against the stream's length. 0 turns the cache off.
    */
-  tailCacheChars: z
-    .number()
-    .int()
-    .min(0)
-    .default(8 * 1024 * 1024),
+  tailCacheChars: z.number().int().min(0).default(DEFAULT_TAIL_CACHE_CHARS),
 });
 
 export interface RedisStoreOptions extends z.input<typeof redisStoreOptionsSchema> {
