@@ -1,8 +1,9 @@
 /**
  * The real path (DESIGN.md § Budgets, issue 18): the built gateway started exactly as `npm start`
- * starts it (bench/deployed.ts: `MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 bin/switchboard.js start`), token auth, the `openai`
- * provider against a loopback OpenAI-compatible model that answers in a fixed ~2 ms, the default
- * `coding` tool profile — driven over `POST /rpc` like a client. Figures: the model called directly
+ * starts it (bench/deployed.ts: `MALLOC_ARENA_MAX=2 node --max-semi-space-size=4
+ * bin/switchboard.js start`), token auth, the `openai` provider against a loopback
+ * OpenAI-compatible model that answers in a fixed ~2 ms, the default `coding` tool profile —
+ * driven over `POST /rpc` like a client. Figures: the model called directly
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat (in the sequential phase also its
  * main thread's, from /proc/<pid>/task/<pid>/stat: the rest is V8's background compiler and GC,

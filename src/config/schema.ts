@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { parseDurationMs, type Schedule, scheduleProblems } from "../cron/schedule.js";
-import { DEFAULT_TAIL_CACHE_CHARS } from "../store/tail-cache.js";
 import {
   channelCommandsSchema,
   compactionOverride,
@@ -63,6 +62,12 @@ export const gatewaySchema = z
     maxJsonDepth: 64,
     maxWebhookBodyBytes: 1024 * 1024,
   });
+
+/**
+ * Default size of the transcript tail cache (`storage.transcriptCacheChars`, and either store's
+ * `tailCacheChars` when it is created without config): ~11 MB of heap.
+ */
+export const DEFAULT_TAIL_CACHE_CHARS = 8 * 1024 * 1024;
 
 export const storageSchema = z
   .strictObject({

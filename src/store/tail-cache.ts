@@ -23,9 +23,6 @@
  */
 import type { TailCacheStats, TranscriptMessage } from "./types.js";
 
-/** Default size of either store's cache (config `storage.transcriptCacheChars`): ~11 MB of heap. */
-export const DEFAULT_TAIL_CACHE_CHARS = 8 * 1024 * 1024;
-
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
 /** The newest `limit` messages that are not tool calls or results, oldest first. */

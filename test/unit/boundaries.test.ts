@@ -126,6 +126,8 @@ const rules: Array<{ from: string; mustNotImport: string[]; except?: string[] }>
       "src/gateway/hooks-agent",
     ],
   },
+  // config sits below the stores (a default both share lives in config/schema.ts)
+  { from: "src/config", mustNotImport: ["src/store", "src/journal", "src/redis"] },
   ...["src/store", "src/journal", "src/redis"].map((from) => ({
     from,
     mustNotImport: [

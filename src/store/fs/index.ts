@@ -5,10 +5,10 @@
  */
 import path from "node:path";
 import { z } from "zod";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../../config/schema.js";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { defaultClassifyKind } from "../kind.js";
-import { DEFAULT_TAIL_CACHE_CHARS } from "../tail-cache.js";
 import type { SessionKind, StoreDriver } from "../types.js";
 import { WarningSink } from "../warnings.js";
 import { FsKeyValueStore } from "./kv.js";

@@ -1,17 +1,12 @@
 import { fstatSync, ftruncateSync } from "node:fs";
 import { type FileHandle, open, rename } from "node:fs/promises";
 import path from "node:path";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../../config/schema.js";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import { storageError } from "../../journal/append.js";
 import { BoundedMap } from "../../ordered-set.js";
 import { KeyedSerial } from "../serial.js";
-import {
-  cloneJson,
-  DEFAULT_TAIL_CACHE_CHARS,
-  TailCache,
-  type TailCacheLimits,
-  tailCacheStats,
-} from "../tail-cache.js";
+import { cloneJson, TailCache, type TailCacheLimits, tailCacheStats } from "../tail-cache.js";
 import type {
   ReadTailOptions,
   TailCacheStats,

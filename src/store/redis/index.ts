@@ -9,12 +9,12 @@
  */
 import type { Redis } from "ioredis";
 import { z } from "zod";
+import { DEFAULT_TAIL_CACHE_CHARS } from "../../config/schema.js";
 import { formatIssues, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { STORE_SCRIPTS } from "../../redis/commands/store.js";
 import { ScriptRunner } from "../../redis/scripts.js";
 import { defaultClassifyKind } from "../kind.js";
-import { DEFAULT_TAIL_CACHE_CHARS } from "../tail-cache.js";
 import type { SessionKind, StoreDriver } from "../types.js";
 import { RedisKeys } from "./keys.js";
 import { RedisKeyValueStore } from "./kv.js";
