@@ -7,7 +7,7 @@
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat (in the sequential phase also its
  * main thread's, from /proc/<pid>/task/<pid>/stat: the rest is V8's background compiler and GC,
- * which after the warm-up still optimise code for thousands of turns, and libuv's pool) and its RSS. The same on redis +
+ * and libuv's pool) and its RSS. The same on redis +
  * bullmq with one and two worker processes (their CPU is added to the gateway's), and with one worker
  * running every turn (`queue.runTurns: false` on the gateway). Yardsticks from the
  * same run: a bare Node relay and a bare BullMQ relay (bench/bare-relay.ts) through the same phases,
@@ -17,9 +17,11 @@
  * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS
  * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
  * figures (RSS after that many more turns, and after a minute without traffic) on local;
- * BENCH_GATEWAY_WARMUP (default 3000) the turns run before anything is measured (V8 optimises hot
- * code only after thousands of turns; every 25th warm-up turn opens a new session, as real traffic
- * does, so the first new session measured does not deoptimise code tuned to old ones); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
+ * BENCH_GATEWAY_WARMUP (default 8000) the turns run before anything is measured (V8 still optimises
+ * per-turn code for thousands of turns: after 3,000 its compiler threads took 0.1–0.5 ms a turn
+ * of the sequential phase, after 8,000 about 0.02; every 25th warm-up turn opens a new session, as
+ * real traffic does, so the first new session measured does not deoptimise code tuned to old ones,
+ * and the others rotate over enough sessions that none passes 150 turns); BENCH_GATEWAY_STDOUT=1 shows the gateways' stdout (with
  * BENCH_GATEWAY_NODE_FLAGS=--trace-gc, say); BENCH_GATEWAY_STREAM_WARMUP (default 300) the streamed turns
  * run over /ws before the first-delta figure is measured (a turn streams only while someone
  * watches, so the phases before it leave that path cold); BENCH_GATEWAY_CACHE_CHARS the gateways'
@@ -287,10 +289,21 @@ function cpuOf(pids: () => number[]): { user: number; sys: number; main: number 
  * first new session measured does not deoptimise code tuned to old ones. Spread over 16 sessions
  * so no measured session starts with a long history.
  */
+/**
+ * The warm-up's recurring sessions take at most this many turns each: a session past ~200 turns
+ * fills the 400-message context read and tries compaction on every turn after, a path no measured
+ * phase takes (its figures would follow code V8 tuned to another workload).
+ */
+const WARM_TURNS_PER_SESSION = 150;
+
 async function warmUp(url: string): Promise<void> {
-  const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 3000);
+  const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 8000);
+  const sessions = Math.max(16, Math.ceil(warmup / WARM_TURNS_PER_SESSION));
   for (let i = 0; i < warmup; i++)
-    await turn(url, i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % 16}`);
+    await turn(
+      url,
+      i % 25 === 24 ? `agent:main:bench:warm:new:${i}` : `agent:main:bench:warm:${i % sessions}`,
+    );
 }
 
 /**
