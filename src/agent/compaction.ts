@@ -70,9 +70,10 @@ export function contextOfTail(tail: TranscriptMessage[], limit: number): Session
   let lines = false;
   for (let i = tail.length - 1; i >= 0; i--) {
     const m = tail[i];
-    if (m?.role === "compaction") lines = true;
-    const c = m ? compactionOf(m) : null;
-    if (!m || !c) continue;
+    if (m?.role !== "compaction") continue;
+    lines = true;
+    const c = compactionOf(m);
+    if (!c) continue;
     // one pass each side of the line (this runs on every model step)
     let from = 0;
     for (let j = i - 1; j >= 0; j--) {

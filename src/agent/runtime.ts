@@ -513,8 +513,12 @@ export function stepId(runId: string, step: number, part: string): string {
  * The transcript tail as model step `step` of run `runId` first saw it: without what the run
  * wrote after that read (its assistant and tool messages of this step, anything of later steps;
  * steering of this step was written before the read and stays).
+ *
+ * The run writes its first inbound message (`<runId>:in`) before any step message, so the search
+ * runs backwards from the newest message and stops there: a first attempt looks at the few
+ * messages after it, not at the whole window (without that message in the tail, all of it).
  */
-function windowAt(tail: TranscriptMessage[], runId: string, step: number): TranscriptMessage[] {
+export function windowAt(tail: TranscriptMessage[], runId: string, step: number): TranscriptMessage[] {
   const prefix = `${runId}:s`;
   const after = (m: TranscriptMessage): boolean => {
     if (m.runId !== runId || !m.id.startsWith(prefix)) return false;
@@ -523,5 +527,11 @@ function windowAt(tail: TranscriptMessage[], runId: string, step: number): Trans
     if (!Number.isFinite(n)) return false;
     return n > step || (n === step && !rest.startsWith(`${n}:steer`));
   };
-  return tail.some(after) ? tail.filter((m) => !after(m)) : tail;
+  const inbound = `${runId}:in`;
+  for (let i = tail.length - 1; i >= 0; i--) {
+    const m = tail[i]!;
+    if (after(m)) return tail.filter((x) => !after(x));
+    if (m.id === inbound) break;
+  }
+  return tail;
 }
