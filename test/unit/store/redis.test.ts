@@ -490,7 +490,11 @@ describeRedis("redis store", () => {
     await b.transcripts.archive(ref, "archived");
     await b.transcripts.append(ref, msg("n1", "user"));
     expect(await ids(5)).toEqual(["n1"]);
-    expect(fetched).toEqual([1, 1]); // the check (length mismatch), then a fresh read
+    // the check (length mismatch), then a fresh read. The check brings back n1 only when its id
+    // sorts after b2's: a stream made again within the same millisecond starts its ids lower
+    expect(fetched).toHaveLength(2);
+    expect(fetched[0]).toBeLessThanOrEqual(1);
+    expect(fetched[1]).toBe(1);
     expect(multi).not.toHaveBeenCalled(); // one script call each, no MULTI/EXEC (4 commands) per read
     spy.mockRestore();
     multi.mockRestore();
