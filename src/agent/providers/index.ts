@@ -32,8 +32,9 @@ export interface ProviderContext {
 }
 
 /**
- * A provider whose SDK is loaded on first use: a gateway that never calls a model of a kind never
- * pays the SDK's start-up time and memory (the openai and anthropic SDKs are ~15-25 MB each).
+ * A provider whose module is loaded on first use: a gateway that never calls a model of a kind
+ * never pays its start-up time and memory (the openai and anthropic SDKs are ~15-25 MB each; the
+ * openai provider's completions do not use its SDK at all, only its first `ping` loads it).
  */
 function lazyProvider(
   id: string,

@@ -1,4 +1,4 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import type OpenAI from "openai";
 import type { ProviderConfig } from "../../config/schema.js";
 import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
@@ -13,9 +13,7 @@ import {
   redact,
   retryDecisionFor,
   safeUrl,
-  sdkLogger,
 } from "./failure.js";
-import { nodeFetch } from "./node-fetch.js";
 import { ChatHttpError, postChat } from "./openai-http.js";
 import { ChunkAccumulator, fromOpenAICompletion } from "./openai-map.js";
 import {
@@ -32,9 +30,9 @@ import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
 /**
  * Any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio,
  * OpenRouter). Completions go through the lean call in openai-http.ts (the SDK's request pipeline
- * cost more CPU than the rest of a turn); `ping` lists models through the official SDK, whose
- * types describe every body. Streams when the caller wants text deltas; retries, timeouts and
- * error mapping are ours (retry.ts, failure.ts).
+ * cost more CPU than the rest of a turn); `ping` lists models through the official SDK
+ * (openai-sdk.ts, loaded by the first ping only), whose types describe every body. Streams when
+ * the caller wants text deltas; retries, timeouts and error mapping are ours (retry.ts, failure.ts).
  */
 
 export type OpenAIProviderConfig = Extract<ProviderConfig, { kind: "openai" }>;
@@ -43,20 +41,14 @@ const DEFAULT_BASE_URL = "https://api.openai.com/v1";
 /** Local servers (Ollama, llama.cpp) need no key, but the SDK refuses to start without one. */
 const NO_KEY = "not-needed";
 
-/** Turns an OpenAI SDK error (or our attempt timeout) into a Failure; undefined for anything else. */
+/**
+ * Turns a failure of the lean call (or our attempt timeout) into a Failure; undefined for
+ * anything else. `ping`'s SDK errors are described by openai-sdk.ts.
+ */
 export function describeOpenAIError(err: unknown): Failure | undefined {
   if (err instanceof AttemptTimeoutError) return { kind: "timeout", timeoutMs: err.timeoutMs };
   if (err instanceof ChatHttpError) return err.failure;
   if (isSocketError(err)) return { kind: "connection", message: connectionReason(err) };
-  if (err instanceof APIConnectionTimeoutError) return { kind: "timeout" };
-  if (err instanceof APIUserAbortError) return undefined;
-  if (err instanceof APIConnectionError) return { kind: "connection", message: connectionReason(err) };
-  if (err instanceof APIError) {
-    const body = err.error as { message?: unknown } | undefined;
-    const message = typeof body?.message === "string" ? body.message : err.message;
-    // A status-less APIError is an `error` event inside a stream: the server failed mid-answer.
-    return { kind: "status", status: err.status ?? 500, message, headers: err.headers };
-  }
   return undefined;
 }
 
@@ -75,21 +67,8 @@ export function createOpenAIProvider(
 ): ModelProvider {
   const baseUrl = cfg.baseUrl ?? DEFAULT_BASE_URL;
   const log = logger.child({ provider: id, kind: "openai" });
-  // Every option the SDK would otherwise read from OPENAI_* variables is given explicitly.
-  const client = new OpenAI({
-    apiKey: cfg.apiKey || NO_KEY,
-    baseURL: baseUrl,
-    organization: null,
-    project: null,
-    webhookSecret: null,
-    ...(cfg.headers ? { defaultHeaders: cfg.headers } : {}),
-    maxRetries: 0,
-    // Our per-attempt timer (withTimeout) is the one that fires; the SDK's is only a backstop.
-    timeout: cfg.timeoutMs + 1000,
-    logger: sdkLogger(log, "openai"),
-    logLevel: "warn",
-    fetch: nodeFetch,
-  });
+  /** The SDK client, made by the first ping. */
+  let client: OpenAI | undefined;
   const chatUrl = new URL(`${baseUrl.replace(/\/+$/, "")}/chat/completions`);
   const chatHeaders: Record<string, string> = {
     accept: "application/json",
@@ -102,9 +81,14 @@ export function createOpenAIProvider(
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...tuning.policy, maxRetries: cfg.maxRetries };
   const secrets = [cfg.apiKey ?? "", ...Object.values(cfg.headers ?? {})].filter((s) => s.length > 0);
 
-  function toError(err: unknown, ctx: FailureContext, emittedChars = 0): unknown {
+  function toError(
+    err: unknown,
+    ctx: FailureContext,
+    emittedChars = 0,
+    describe: (err: unknown) => Failure | undefined = describeOpenAIError,
+  ): unknown {
     if (err instanceof SwitchboardError) return err;
-    const failure = midReply(describeOpenAIError(err) ?? describeStreamBreak(err), emittedChars);
+    const failure = midReply(describe(err) ?? describeStreamBreak(err), emittedChars);
     if (failure) return failureToError(ctx, failure, err);
     return new SwitchboardError(
       "INTERNAL",
@@ -168,13 +152,22 @@ export function createOpenAIProvider(
     },
     async ping() {
       const ctx: FailureContext = { providerId: id, baseUrl, secrets };
+      let describeSdk: ((err: unknown) => Failure | undefined) | undefined;
       try {
+        const sdk = await import("./openai-sdk.js");
+        describeSdk = sdk.describeSdkError;
+        client ??= sdk.createOpenAIClient(
+          { apiKey: cfg.apiKey || NO_KEY, baseUrl, headers: cfg.headers, timeoutMs: cfg.timeoutMs },
+          log,
+        );
+        const c = client;
         const page = await withTimeout(cfg.timeoutMs, undefined, (signal) =>
-          client.models.list({ signal: signal.toAbortSignal() }),
+          c.models.list({ signal: signal.toAbortSignal() }),
         );
         return { ok: true, message: `reachable at ${safeUrl(baseUrl)}: ${page.data.length} model(s) listed` };
       } catch (err) {
-        const e = toError(err, ctx);
+        const sdkFailure = describeSdk;
+        const e = toError(err, ctx, 0, (x) => describeOpenAIError(x) ?? sdkFailure?.(x));
         return { ok: false, message: e instanceof Error ? e.message : String(e) };
       }
     },

@@ -1,0 +1,72 @@
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type OpenAIFake, startOpenAIFake } from "../../../fakes/openai.js";
+
+const ROOT = path.resolve(import.meta.dirname, "../../../..");
+
+let fake: OpenAIFake;
+beforeEach(async () => {
+  fake = await startOpenAIFake();
+});
+afterEach(async () => {
+  await fake.close();
+});
+
+/**
+ * A fresh node (built dist) with a resolve hook that reports every module it loads: an `openai`
+ * provider completes (plain and streamed), then pings; which of the SDK's modules were loaded by then.
+ */
+function run(
+  baseUrl: string,
+): Promise<{ afterComplete: number; afterPing: number; ping: boolean; text: string }> {
+  const hook = `export async function initialize({ port }) { globalThis.port = port; }
+export async function resolve(s, c, next) { const r = await next(s, c); globalThis.port.postMessage(r.url); return r; }`;
+  const script = `
+    import { register } from "node:module";
+    import { MessageChannel } from "node:worker_threads";
+    const { port1, port2 } = new MessageChannel();
+    const seen = [];
+    port1.on("message", (url) => seen.push(url));
+    port1.unref();
+    register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });
+    const settle = () => new Promise((r) => setTimeout(r, 100));
+    const sdk = () => seen.filter((u) => u.includes("/node_modules/openai/")).length;
+    const { createProvider } = await import(${JSON.stringify(path.join(ROOT, "dist/src/agent/providers/index.js"))});
+    const { silentLogger } = await import(${JSON.stringify(path.join(ROOT, "dist/src/log.js"))});
+    const p = createProvider("oa", { kind: "openai", baseUrl: ${JSON.stringify(baseUrl)}, apiKey: "k", models: {}, timeoutMs: 5000, maxRetries: 0 }, { logger: silentLogger(), baseDir: "." });
+    const req = { model: "fake-model", system: "s", messages: [{ role: "user", content: "hello" }], tools: [] };
+    const a = await p.complete(req);
+    let streamed = "";
+    const b = await p.complete({ ...req, onTextDelta: (d) => { streamed += d; } });
+    await settle();
+    const afterComplete = sdk();
+    const ping = await p.ping();
+    await settle();
+    console.log(JSON.stringify({ afterComplete, afterPing: sdk(), ping: ping.ok, text: a.text + "|" + b.text + "|" + streamed }));`;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      env: { ...process.env, NODE_OPTIONS: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) reject(new Error(`child exited ${code}: ${err}`));
+      else resolve(JSON.parse(out.trim().split("\n").at(-1)!));
+    });
+  });
+}
+
+describe("openai provider: the SDK is loaded by ping only", () => {
+  it("completes (plain and streamed) without loading the SDK; the first ping loads it", async () => {
+    const r = await run(fake.url);
+    expect(r.text).toBe("hello|hello|hello");
+    expect(r.afterComplete).toBe(0);
+    expect(r.ping).toBe(true);
+    expect(r.afterPing).toBeGreaterThan(10);
+  }, 30_000);
+});
