@@ -14,7 +14,8 @@
  * and each setup's CPU/turn and turns/s against them (BENCH_GATEWAY_RELAY=0 skips them).
  *
  * BENCH_GATEWAY_SECONDS (default 20) sets each throughput window; BENCH_GATEWAY_SEQ_TURNS (default
- * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_DRIVERS
+ * 100) the sequential phase, BENCH_GATEWAY_PHASES=seq stops after it (for profiling); BENCH_GATEWAY_CLIENTS
+ * ("16,64" by default) the loaded phases' client counts; BENCH_GATEWAY_DRIVERS
  * ("local,bullmq", default both) picks the drivers; BENCH_GATEWAY_LONG_TURNS=100000 adds the memory
  * figures (RSS after that many more turns, and after a minute without traffic) on local;
  * BENCH_GATEWAY_WARMUP (default 8000) the turns run before anything is measured (V8 still optimises
@@ -259,6 +260,14 @@ async function throughput(
   return { turns: n, perSec: n / seconds, p50: quantile(lat, 0.5) };
 }
 
+/** The loaded phases' client counts: BENCH_GATEWAY_CLIENTS ("16,64" by default). */
+function clientCounts(): number[] {
+  return (process.env.BENCH_GATEWAY_CLIENTS ?? "16,64")
+    .split(",")
+    .map(Number)
+    .filter((n) => n > 0);
+}
+
 /** What one setup measured, for the ratios against the bare relay. */
 interface Figures {
   /** Sequential turns: median latency and CPU per turn (ms). */
@@ -426,7 +435,7 @@ async function runBareRelay(
     const pids = () => [relay.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
     const figures: Figures = { seq: await sequential(url, pids, name, floorMs, ""), clients: {} };
     if (process.env.BENCH_GATEWAY_PHASES === "seq") return figures;
-    for (const clients of [16, 64])
+    for (const clients of clientCounts())
       figures.clients[clients] = await loaded(url, pids, name, clients, seconds, "");
     return figures;
   } catch (err) {
@@ -583,7 +592,7 @@ async function runSetup(
       `${setup.name}: 30 turns, a new key each: median ${fmt(quantile(fresh, 0.5))} ms, p95 ${fmt(quantile(fresh, 0.95))} ms`,
     );
 
-    for (const clients of [16, 64]) {
+    for (const clients of clientCounts()) {
       const budget = clients === 64 ? (setup.workers > 0 ? " [≥ 800]" : " [≥ 1,500]") : "";
       const cache0 = await tailCache(url);
       figures.clients[clients] = await loaded(url, pids, setup.name, clients, seconds, budget);
