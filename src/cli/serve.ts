@@ -36,44 +36,73 @@ function startHeartbeat(file: string): () => void {
   return () => clearInterval(timer);
 }
 
-/** `initialParent`: our parent's pid when we started (null = do not watch it). */
-function waitForStop(initialParent: number | null): Promise<string> {
-  return new Promise((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
-    const done = (why: string) => {
-      process.off("SIGINT", onInt);
-      process.off("SIGTERM", onTerm);
-      if (timer) clearInterval(timer);
-      resolve(why);
-    };
-    const onInt = () => done("SIGINT");
-    const onTerm = () => done("SIGTERM");
-    process.once("SIGINT", onInt);
-    process.once("SIGTERM", onTerm);
-    if (initialParent !== null) {
-      timer = setInterval(() => {
-        if (process.ppid !== initialParent) done("parent process exited");
-      }, PARENT_POLL_MS);
-      timer.unref();
-    }
-  });
-}
+/**
+ * A signal this soon after the one that started the stop is the same request delivered twice:
+ * Ctrl-C signals the terminal's whole process group, so under `npm start` node gets SIGINT from
+ * the terminal and again from npm, which passes it on to its script a few ms later.
+ */
+export const SAME_SIGNAL_MS = 1000;
 
-/** A second signal while stopping, or the budget running out, ends the process at once. */
-function forceExitGuard(logger: Logger): () => void {
-  const force = (why: string) => {
-    logger.error(`stop did not finish (${why}); exiting now`);
-    process.exit(1);
+/**
+ * The stop request and the forced exit, on one pair of SIGINT/SIGTERM listeners kept from the
+ * end of start-up until the process ends: removing a signal's last listener puts back the
+ * default action (the process dies on the spot, no clean stop, the lock left behind), so the
+ * listeners are never swapped. The first signal — or, with `initialParent`, our parent going
+ * away — resolves `requested`; a signal more than SAME_SIGNAL_MS later, while stopping, or the
+ * stop budget running out (`guard`), ends the process at once; after `done`, signals are ignored
+ * while the process winds down.
+ */
+export function stopControl(
+  initialParent: number | null,
+  logger: Logger,
+  exit: (code: number) => void = (code) => process.exit(code),
+): { requested: Promise<string>; guard: () => void; done: () => void } {
+  let firstAt = -1;
+  let finished = false;
+  let budget: NodeJS.Timeout | undefined;
+  let poll: NodeJS.Timeout | undefined;
+  let resolve: (why: string) => void = () => {};
+  const requested = new Promise<string>((r) => {
+    resolve = r;
+  });
+  const request = (why: string) => {
+    if (firstAt >= 0) return;
+    firstAt = performance.now();
+    if (poll) clearInterval(poll);
+    resolve(why);
   };
-  const onSignal = () => force("second signal");
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
-  const timer = setTimeout(() => force(`over the ${STOP_BUDGET_MS / 1000} s budget`), STOP_BUDGET_MS);
-  timer.unref();
-  return () => {
-    clearTimeout(timer);
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+  const force = (why: string) => {
+    if (finished) return;
+    finished = true;
+    logger.error(`stop did not finish (${why}); exiting now`);
+    exit(1);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (finished) return;
+    if (firstAt < 0) request(signal);
+    else if (performance.now() - firstAt > SAME_SIGNAL_MS) force("second signal");
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  if (initialParent !== null) {
+    poll = setInterval(() => {
+      if (process.ppid !== initialParent) request("parent process exited");
+    }, PARENT_POLL_MS);
+    poll.unref();
+  }
+  return {
+    requested,
+    guard() {
+      budget = setTimeout(() => force(`over the ${STOP_BUDGET_MS / 1000} s budget`), STOP_BUDGET_MS);
+      budget.unref();
+    },
+    done() {
+      // The listeners stay (a signal handle does not keep the process alive): a late duplicate
+      // signal must not kill a process that stopped cleanly.
+      finished = true;
+      if (budget) clearTimeout(budget);
+      if (poll) clearInterval(poll);
+    },
   };
 }
 
@@ -120,6 +149,7 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
     ...(port !== undefined ? { port } : {}),
   });
   await app.start();
+  const control = stopControl(parent, logger);
   tightenHeapGrowth();
   const stopHeartbeat = opts.heartbeat ? startHeartbeat(opts.heartbeat) : () => {};
   const { services } = app;
@@ -166,12 +196,12 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
       `Switchboard ${role} ${where} — storage: ${storage}, queue: ${services.pipeline.driver}, model: ${model}`,
     );
   }
-  const why = await waitForStop(parent);
+  const why = await control.requested;
   stopHeartbeat();
   logger.info({ reason: why }, `stopping (${why})`);
-  const release = forceExitGuard(logger);
+  control.guard();
   await app.stop();
-  release();
+  control.done();
   logger.info("stopped cleanly");
   return 0;
 }

@@ -43,8 +43,14 @@ function exited(child: ChildProcess): Promise<number | null> {
   );
 }
 
-/** Starts `npm start -- …` with a config whose state dir is a temp dir; resolves once it listens. */
-async function npmStart(): Promise<{ npm: ChildProcess; url: string; stateDir: string; gatewayPid: number }> {
+/**
+ * Starts `npm start -- …` with a config whose state dir is a temp dir; resolves once it listens.
+ * `group`: npm leads a process group of its own (as a terminal's foreground job does), so the
+ * group can be signalled the way Ctrl-C signals it.
+ */
+async function npmStart(
+  group = false,
+): Promise<{ npm: ChildProcess; url: string; stateDir: string; gatewayPid: number; out: () => string }> {
   const t = tempDir();
   const stateDir = path.join(t.dir, "state");
   const config = path.join(t.dir, "switchboard.json5");
@@ -68,6 +74,7 @@ async function npmStart(): Promise<{ npm: ChildProcess; url: string; stateDir: s
       cwd: ROOT,
       env: { ...process.env, SWITCHBOARD_CONFIG: config },
       stdio: ["ignore", "pipe", "pipe"],
+      detached: group,
     },
   );
   children.push(npm);
@@ -90,7 +97,7 @@ async function npmStart(): Promise<{ npm: ChildProcess; url: string; stateDir: s
   pids.push(gatewayPid);
   expect(existsSync(path.join(t.dir, "heartbeat"))).toBe(true);
   expect(gatewayPid).not.toBe(npm.pid);
-  return { npm, url, stateDir, gatewayPid };
+  return { npm, url, stateDir, gatewayPid, out: () => out };
 }
 
 async function portClosed(url: string): Promise<boolean> {
@@ -116,6 +123,24 @@ describe("stopping the gateway", () => {
     },
     60_000,
   );
+
+  // Ctrl-C on a terminal signals the whole foreground group: node gets SIGINT from the terminal and
+  // again from npm, which passes it on. The copy must not count as a second Ctrl-C (forced exit),
+  // nor land while no listener is installed (node's default action: dead on the spot, lock left).
+  // Three rounds: the copy's timing varies, and before the fix it killed the gateway in most.
+  it("Ctrl-C (SIGINT to npm's whole process group) stops the gateway cleanly", async () => {
+    for (let round = 0; round < 3; round++) {
+      const { npm, url, stateDir, gatewayPid, out } = await npmStart(true);
+      expect((await fetch(new URL("/healthz", url))).ok).toBe(true);
+      process.kill(-npm.pid!, "SIGINT");
+      await exited(npm);
+      expect(await gone(gatewayPid)).toBe(true);
+      expect(await portClosed(url)).toBe(true);
+      expect(existsSync(path.join(stateDir, "gateway.lock"))).toBe(false);
+      expect(out()).toContain("stopped cleanly");
+      expect(out()).not.toContain("stop did not finish");
+    }
+  }, 90_000);
 
   it("the gateway stops by itself when the npm process that started it is killed outright", async () => {
     const { npm, url, stateDir, gatewayPid } = await npmStart();
