@@ -38,6 +38,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TailCacheStats } from "../src/store/types.js";
 import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
+import { machineReference } from "./machine.js";
 import { readText } from "./read-text.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -654,7 +655,7 @@ export async function run(): Promise<void> {
   out(
     `load average at start: ${loadavg()
       .map((l) => fmt(l))
-      .join(" ")}`,
+      .join(" ")}; machine reference ${fmt(machineReference(), 1)} ms`,
   );
   const model = await startModel();
   try {
@@ -713,7 +714,7 @@ export async function run(): Promise<void> {
     out(
       `load average at end: ${loadavg()
         .map((l) => fmt(l))
-        .join(" ")}`,
+        .join(" ")}; machine reference ${fmt(machineReference(), 1)} ms`,
     );
   }
 }
