@@ -67,8 +67,8 @@ export function createOpenAIProvider(
 ): ModelProvider {
   const baseUrl = cfg.baseUrl ?? DEFAULT_BASE_URL;
   const log = logger.child({ provider: id, kind: "openai" });
-  /** The SDK client, made by the first ping. */
-  let client: OpenAI | undefined;
+  /** The SDK's client and error mapping, loaded by the first ping. */
+  let sdk: { client: OpenAI; describe: (err: unknown) => Failure | undefined } | undefined;
   const chatUrl = new URL(`${baseUrl.replace(/\/+$/, "")}/chat/completions`);
   const chatHeaders: Record<string, string> = {
     accept: "application/json",
@@ -152,22 +152,24 @@ export function createOpenAIProvider(
     },
     async ping() {
       const ctx: FailureContext = { providerId: id, baseUrl, secrets };
-      let describeSdk: ((err: unknown) => Failure | undefined) | undefined;
       try {
-        const sdk = await import("./openai-sdk.js");
-        describeSdk = sdk.describeSdkError;
-        client ??= sdk.createOpenAIClient(
-          { apiKey: cfg.apiKey || NO_KEY, baseUrl, headers: cfg.headers, timeoutMs: cfg.timeoutMs },
-          log,
-        );
-        const c = client;
+        if (!sdk) {
+          const m = await import("./openai-sdk.js");
+          const opts = {
+            apiKey: cfg.apiKey || NO_KEY,
+            baseUrl,
+            headers: cfg.headers,
+            timeoutMs: cfg.timeoutMs,
+          };
+          sdk = { client: m.createOpenAIClient(opts, log), describe: m.describeSdkError };
+        }
+        const { client } = sdk;
         const page = await withTimeout(cfg.timeoutMs, undefined, (signal) =>
-          c.models.list({ signal: signal.toAbortSignal() }),
+          client.models.list({ signal: signal.toAbortSignal() }),
         );
         return { ok: true, message: `reachable at ${safeUrl(baseUrl)}: ${page.data.length} model(s) listed` };
       } catch (err) {
-        const sdkFailure = describeSdk;
-        const e = toError(err, ctx, 0, (x) => describeOpenAIError(x) ?? sdkFailure?.(x));
+        const e = toError(err, ctx, 0, (x) => describeOpenAIError(x) ?? sdk?.describe(x));
         return { ok: false, message: e instanceof Error ? e.message : String(e) };
       }
     },
