@@ -1,4 +1,5 @@
 /** Shared test utilities (one file re-exports what tests share). */
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,6 +11,35 @@ export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 export function tempDir(prefix = "sb-test-"): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A built module's path (`npm test` builds dist/ first), for a script run in a fresh node. */
+export function distModule(rel: string): string {
+  return JSON.stringify(path.resolve(import.meta.dirname, "../dist/src", rel));
+}
+
+/**
+ * Runs an ES module script in a fresh node (no NODE_OPTIONS, `nodeArgs` before it) and resolves
+ * with its last stdout line parsed as JSON; rejects with its stderr when it exits otherwise than 0.
+ * Not spawnSync: the test process stays free to serve what the script calls (a fake on loopback).
+ */
+export function runFreshNode<T>(script: string, nodeArgs: string[] = [], timeoutMs = 60_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeArgs, "--input-type=module", "-e", script], {
+      env: { ...process.env, NODE_OPTIONS: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: timeoutMs,
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      if (code !== 0) reject(new Error(`fresh node exited ${code ?? signal}: ${err}`));
+      else resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "null") as T);
+    });
+  });
 }
 
 /** A unique key prefix so Redis suites can share one server in parallel. */

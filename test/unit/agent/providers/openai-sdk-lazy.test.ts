@@ -1,9 +1,6 @@
-import { spawn } from "node:child_process";
-import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type OpenAIFake, startOpenAIFake } from "../../../fakes/openai.js";
-
-const ROOT = path.resolve(import.meta.dirname, "../../../..");
+import { distModule, runFreshNode } from "../../../helpers.js";
 
 let fake: OpenAIFake;
 beforeEach(async () => {
@@ -32,8 +29,8 @@ export async function resolve(s, c, next) { const r = await next(s, c); globalTh
     register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });
     const settle = () => new Promise((r) => setTimeout(r, 100));
     const sdk = () => seen.filter((u) => u.includes("/node_modules/openai/")).length;
-    const { createProvider } = await import(${JSON.stringify(path.join(ROOT, "dist/src/agent/providers/index.js"))});
-    const { silentLogger } = await import(${JSON.stringify(path.join(ROOT, "dist/src/log.js"))});
+    const { createProvider } = await import(${distModule("agent/providers/index.js")});
+    const { silentLogger } = await import(${distModule("log.js")});
     const p = createProvider("oa", { kind: "openai", baseUrl: ${JSON.stringify(baseUrl)}, apiKey: "k", models: {}, timeoutMs: 5000, maxRetries: 0 }, { logger: silentLogger(), baseDir: "." });
     const req = { model: "fake-model", system: "s", messages: [{ role: "user", content: "hello" }], tools: [] };
     const a = await p.complete(req);
@@ -44,21 +41,7 @@ export async function resolve(s, c, next) { const r = await next(s, c); globalTh
     const ping = await p.ping();
     await settle();
     console.log(JSON.stringify({ afterComplete, afterPing: sdk(), ping: ping.ok, text: a.text + "|" + b.text + "|" + streamed }));`;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
-      env: { ...process.env, NODE_OPTIONS: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (code !== 0) reject(new Error(`child exited ${code}: ${err}`));
-      else resolve(JSON.parse(out.trim().split("\n").at(-1)!));
-    });
-  });
+  return runFreshNode(script, [], 30_000);
 }
 
 describe("openai provider: the SDK is loaded by ping only", () => {
