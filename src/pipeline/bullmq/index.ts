@@ -64,7 +64,7 @@ export interface BullmqPipeline extends Pipeline {
   /** SCAN pattern of every key this pipeline writes (tests, doctor). */
   keyPattern(): string;
   /** Counters of this process (health/metrics and tests). */
-  stats(): { turns: number; resumed: number; fenced: number; handedBack: number };
+  stats(): { turns: number; resumed: number; fenced: number; handedBack: number; direct: number };
 }
 
 export function createBullmqPipeline(opts: BullmqPipelineOptions): BullmqPipeline {
@@ -263,8 +263,9 @@ class BullmqPipelineImpl implements BullmqPipeline {
       this.waiters.forget(runId);
       return (await this.runs.get(runId)) ?? rec;
     }
-    // 2: a drain job is already scheduled for this session and will see the message.
-    if (accepted === 1) await addDrain(this.queue, req.sessionKey);
+    // 2: a drain job is already scheduled for this session and will see the message. 1: this
+    // process runs the turn itself if it can (direct.ts), else a drain job is added.
+    if (accepted === 1 && !this.host?.runDirect(req.sessionKey)) await addDrain(this.queue, req.sessionKey);
     return { ...rec };
   }
 
@@ -480,7 +481,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     return this.keys.pattern();
   }
 
-  stats(): { turns: number; resumed: number; fenced: number; handedBack: number } {
+  stats(): { turns: number; resumed: number; fenced: number; handedBack: number; direct: number } {
     return { ...this.turns.stats };
   }
 }

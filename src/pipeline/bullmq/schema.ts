@@ -90,8 +90,17 @@ export const bullmqOptionsSchema = z.object({
   stalledIntervalMs: z.number().int().min(100),
   /** false: this process only enqueues/waits/cancels; `start()` runs no worker (gateway-only role). */
   processJobs: z.boolean().default(true),
-  /** How often (BullMQ Job Scheduler) non-empty mailboxes without a drain job are re-driven. */
-  sweepIntervalMs: z.number().int().min(100).default(10_000),
+  /**
+   * A process that runs jobs runs a turn it accepts for an idle session itself, when it has a free
+   * slot, instead of adding a drain job (direct.ts). false: every turn goes through BullMQ.
+   */
+  directTurns: z.boolean().default(true),
+  /**
+   * How often (BullMQ Job Scheduler) non-empty mailboxes without a drain job are re-driven; also
+   * how soon after its lock expired a direct turn whose process died is resumed. Defaults to
+   * stalledIntervalMs: as soon after its lock expired as a stalled BullMQ job would be resumed.
+   */
+  sweepIntervalMs: z.number().int().min(100).optional(),
   /** Collect mode: at most this many messages are folded into one turn. */
   collectMax: z.number().int().min(1).max(10_000).default(100),
   /** A turn whose worker died this many times is ended as error instead of re-run again. */

@@ -38,6 +38,41 @@ import {
 
 type Outcome = "aborted" | "timeout";
 
+/**
+ * Who drains the session: a BullMQ drain job, or this process running a turn it just accepted
+ * (direct.ts). `id` names the lock key that fences the turn (`keys.lock(id)`), `token` its value.
+ */
+export interface DrainHold {
+  readonly id: string;
+  readonly token: string;
+  /** Lock ms for takeTurn to set (a direct turn); 0: BullMQ holds the job's lock. */
+  readonly lockMs: number;
+  /** The turn was taken: from here its lock exists and must be kept alive. */
+  taken(): void;
+  /** Messages are left after the turn: the next drain takes them (BullMQ: back at the tail). */
+  next(): Promise<void>;
+  /** Stopping mid-turn: the turn goes back, untouched, for another drain to resume. */
+  handBack(): Promise<void>;
+}
+
+/** The hold of a BullMQ drain job (its methods end the job as BullMQ expects: by throwing). */
+function jobHold(job: Job, token: string): DrainHold {
+  return {
+    id: job.id ?? "",
+    token,
+    lockMs: 0,
+    taken: () => undefined,
+    next: async () => {
+      await job.moveToDelayed(Date.now(), token);
+      throw new DelayedError();
+    },
+    handBack: async () => {
+      await job.moveToWait(token);
+      throw new WaitingError();
+    },
+  };
+}
+
 export interface ActiveTurn {
   runIds: string[];
   jobId: string;
@@ -75,43 +110,55 @@ export class TurnProcessor {
   readonly byJob = new Map<string, ActiveTurn>();
   /** Cancels/steering that arrived (over the bus) before their turn registered here. */
   private readonly early = new Map<string, { at: number; reason?: Outcome; steering: string[] }>();
-  readonly stats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0 };
+  /** `direct`: turns this process took directly (direct.ts), not from a drain job. */
+  readonly stats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0, direct: 0 };
 
   constructor(private readonly ctx: DriverContext) {}
 
   async process(job: Job, token: string): Promise<void> {
     const data = drainDataSchema.safeParse(job.data);
     if (!data.success || !job.id) throw new UnrecoverableError("drain job without a session key");
-    const sessionKey = data.data.s;
-    const jobId = job.id;
-    const taken = await this.take(sessionKey, jobId);
+    await this.drain(data.data.s, jobHold(job, token));
+  }
+
+  /** Takes the session's next turn (or the one left in flight), runs it and commits it. */
+  async drain(sessionKey: string, hold: DrainHold): Promise<void> {
+    const taken = await this.take(sessionKey, hold);
     if (!taken) return;
-    if (taken.kind === "new" && taken.peek.length > 0) await this.collect(sessionKey, jobId, taken);
+    hold.taken();
+    if (hold.lockMs > 0) this.stats.direct++;
+    if (taken.kind === "new" && taken.peek.length > 0) await this.collect(sessionKey, hold.id, taken);
     if (taken.kind === "resume") this.stats.resumed++;
     // Nobody could watch this turn live: its deltas, typing and transcript events stay in this process.
     const unquiet = taken.audience === 0 ? this.ctx.live?.quiet(sessionKey) : undefined;
     let left: number;
     try {
-      left = await this.runTaken(job, token, sessionKey, taken);
+      left = await this.runTaken(hold, sessionKey, taken);
     } finally {
       unquiet?.();
     }
-    if (left > 0) {
-      await job.moveToDelayed(Date.now(), token);
-      throw new DelayedError();
-    }
+    if (left > 0) await hold.next();
   }
 
   // ---------------------------------------------------------------------------------------------
   // take
 
-  private async take(sessionKey: string, jobId: string): Promise<Taken | null> {
+  private async take(sessionKey: string, hold: DrainHold): Promise<Taken | null> {
     const { keys, scripts, tuning, live } = this.ctx;
     const window = tuning.mode === "collect" ? tuning.collectMax - 1 : 0;
     const reply = (await scripts.run(
       takeTurn,
       [keys.active(sessionKey), keys.mailbox(sessionKey), keys.scheduled(sessionKey), keys.liveAudience],
-      [jobId, keys.runPrefix, keys.cancelPrefix, keys.jobPrefix, window, live?.member ?? ""],
+      [
+        hold.id,
+        keys.runPrefix,
+        keys.cancelPrefix,
+        keys.jobPrefix,
+        window,
+        live?.member ?? "",
+        hold.token,
+        hold.lockMs,
+      ],
     )) as unknown[];
     const kind = String(reply[0]);
     if (kind !== "new" && kind !== "resume") return null;
@@ -164,7 +211,7 @@ export class TurnProcessor {
   // run
 
   /** Returns the mailbox length after the turn (> 0: re-enqueue), or ≤ 0 when there is nothing to do. */
-  private async runTaken(job: Job, token: string, sessionKey: string, taken: Taken): Promise<number> {
+  private async runTaken(hold: DrainHold, sessionKey: string, taken: Taken): Promise<number> {
     const { entries, attempt } = taken;
     const flag = entries.find((e) => e.flag === "aborted" || e.flag === "timeout")?.flag as
       | Outcome
@@ -173,27 +220,26 @@ export class TurnProcessor {
       // Committed with its follow-ups before the worker died: finish that commit, never re-run.
       const raw = await this.ctx.redis.hget(this.ctx.keys.active(sessionKey), "final");
       const committed = raw ? parseStored(committedSchema, raw) : null;
-      if (committed)
-        return this.commit(job, token, sessionKey, entries, committed.result, undefined, committed);
+      if (committed) return this.commit(hold, sessionKey, entries, committed.result, undefined, committed);
       if (raw)
         this.ctx.logger.error({ sessionKey }, "bullmq pipeline: committed outcome unreadable; re-running");
     }
     if (attempt > this.ctx.tuning.maxTurnAttempts) {
       const error = `turn abandoned after ${attempt - 1} attempts (its worker stopped each time)`;
       this.ctx.logger.error({ runIds: entries.map((e) => e.runId), sessionKey }, `bullmq pipeline: ${error}`);
-      return this.commit(job, token, sessionKey, entries, { status: "error", error });
+      return this.commit(hold, sessionKey, entries, { status: "error", error });
     }
-    if (flag) return this.commit(job, token, sessionKey, entries, { status: flag });
+    if (flag) return this.commit(hold, sessionKey, entries, { status: flag });
     if (taken.kind === "resume") {
       const recs = await Promise.all(entries.map((e) => this.ctx.runs.get(e.runId)));
       if (recs.every((r) => r && FINAL_RUN_STATUSES.has(r.status))) {
         // The outcome reached the RunStore but the ack was lost: do not run the turn again.
-        return this.commit(job, token, sessionKey, entries, null, recs as RunRecord[]);
+        return this.commit(hold, sessionKey, entries, null, recs as RunRecord[]);
       }
     }
     const runnable = entries.filter((e): e is Entry & { env: Envelope } => e.env !== null);
     if (runnable.length === 0) {
-      return this.commit(job, token, sessionKey, entries, {
+      return this.commit(hold, sessionKey, entries, {
         status: "error",
         error: "turn request unreadable",
       });
@@ -205,7 +251,7 @@ export class TurnProcessor {
 
     const active: ActiveTurn = {
       runIds: entries.map((e) => e.runId),
-      jobId: job.id ?? "",
+      jobId: hold.id,
       ac: new AbortController(),
       steering: [],
       shutdown: false,
@@ -226,7 +272,7 @@ export class TurnProcessor {
         stillOwner: async () =>
           !active.shutdown &&
           !active.lostLock &&
-          (await this.ctx.redis.get(this.ctx.keys.lock(active.jobId))) === token,
+          (await this.ctx.redis.get(this.ctx.keys.lock(active.jobId))) === hold.token,
         takeSteering: () => active.steering.splice(0),
       };
       let result = await this.callHandler(this.turnJob(runnable, attempt), ctx);
@@ -235,8 +281,8 @@ export class TurnProcessor {
       if (active.shutdown) {
         // Not finalised: back to the queue at once; the next worker resumes it with attempt + 1.
         this.stats.handedBack++;
-        await job.moveToWait(token);
-        throw new WaitingError();
+        await hold.handBack();
+        return -1;
       }
       if (active.lostLock) {
         this.stats.fenced++;
@@ -248,7 +294,7 @@ export class TurnProcessor {
       }
       if (active.outcome) result = { ...result, status: active.outcome };
       const unreadable = entries.filter((e) => e.env === null);
-      return await this.commit(job, token, sessionKey, [...runnable, ...unreadable], result);
+      return await this.commit(hold, sessionKey, [...runnable, ...unreadable], result);
     } finally {
       timer?.cancel();
       active.done = true;
@@ -314,8 +360,7 @@ export class TurnProcessor {
    * Returns the mailbox length left, or -1 when the write was refused.
    */
   private async commit(
-    job: Job,
-    token: string,
+    hold: DrainHold,
     sessionKey: string,
     entries: Entry[],
     result: TurnResult | null,
@@ -324,7 +369,7 @@ export class TurnProcessor {
   ): Promise<number> {
     const { keys, scripts, logger, tuning, instanceId } = this.ctx;
     const runIds = entries.map((e) => e.runId);
-    const jobId = job.id ?? "";
+    const { id: jobId, token } = hold;
     const [owner, flag] = (await scripts.run(
       checkOwner,
       [keys.lock(jobId)],
@@ -372,6 +417,7 @@ export class TurnProcessor {
           tuning.runRetentionMs,
           eventMessage(instanceId, "run.finished", records),
           keys.cancelPrefix,
+          hold.lockMs > 0 ? "1" : "",
           ...runIds,
         ],
       ),

@@ -6,6 +6,7 @@ import { sweepSession } from "../../redis/commands/pipeline.js";
 import { settleWithin } from "../../retry/index.js";
 import type { BackgroundProcessor } from "./background.js";
 import type { DriverContext } from "./context.js";
+import { DirectTurns, Slots } from "./direct.js";
 import { drainDedupId, QUEUE_NAME } from "./keys.js";
 import { relayQuietly } from "./outbox.js";
 import type { TurnProcessor } from "./turns.js";
@@ -15,7 +16,8 @@ import type { TurnProcessor } from "./turns.js";
  * options, and the sweeper that re-drives mailboxes left without a drain job.
  *
  * One queue carries every job: `drain` (a session's turns), `bg` (background jobs) and `sweep`
- * (the Job Scheduler's tick), so `concurrency` caps them together, as in the local driver.
+ * (the Job Scheduler's tick), so `concurrency` caps them together, as in the local driver — with
+ * the turns this process runs directly (direct.ts): both take one of the same `Slots`.
  */
 
 /** Makes sure a drain job exists for the session (deduplicated; stored as "next" while one is active). */
@@ -58,15 +60,33 @@ export async function sweepDirty(ctx: DriverContext): Promise<void> {
 export class WorkerHost {
   private worker: Worker | null = null;
   private connection: Redis | null = null;
-  /** Every job this worker runs, so stop() can wait for them. */
+  /** Every job and direct turn this process runs, so stop() can wait for them. */
   private readonly inflight = new Set<Promise<unknown>>();
+  private readonly slots: Slots;
+  private readonly direct: DirectTurns | null;
 
   constructor(
     private readonly ctx: DriverContext,
     private readonly createConnection: () => Redis,
     private readonly turns: TurnProcessor,
     private readonly bg: BackgroundProcessor,
-  ) {}
+  ) {
+    this.slots = new Slots(ctx.tuning.concurrency);
+    this.direct = ctx.tuning.directTurns
+      ? new DirectTurns(
+          ctx,
+          turns,
+          this.slots,
+          (sessionKey) => addDrain(ctx.queue, sessionKey),
+          (run) => this.track(run),
+        )
+      : null;
+  }
+
+  /** Runs the session's next turn in this process now, if a slot is free (see direct.ts). */
+  runDirect(sessionKey: string): boolean {
+    return this.worker !== null && (this.direct?.tryRun(sessionKey) ?? false);
+  }
 
   async start(): Promise<void> {
     const { ctx } = this;
@@ -103,7 +123,7 @@ export class WorkerHost {
     });
     await ctx.queue.upsertJobScheduler(
       "sweep",
-      { every: tuning.sweepIntervalMs },
+      { every: tuning.sweepIntervalMs ?? tuning.stalledIntervalMs },
       { name: "sweep", data: {}, opts: { removeOnComplete: true, removeOnFail: { count: 100 } } },
     );
     worker
@@ -136,16 +156,29 @@ export class WorkerHost {
       }
       await closeWorker(worker, logger, this.inflight.size > 0);
     }
+    this.direct?.stop();
     const connection = this.connection;
     if (connection) await closeClient(connection);
   }
 
   private process(job: Job, token: string): Promise<void> {
-    const p = this.dispatch(job, token);
+    return this.track(this.inSlot(job, token));
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
     this.inflight.add(p);
     const done = () => this.inflight.delete(p);
     p.then(done, done);
     return p;
+  }
+
+  private async inSlot(job: Job, token: string): Promise<void> {
+    await this.slots.take();
+    try {
+      return await this.dispatch(job, token);
+    } finally {
+      this.slots.give();
+    }
   }
 
   private async dispatch(job: Job, token: string): Promise<void> {

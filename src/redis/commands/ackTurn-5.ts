@@ -4,7 +4,8 @@ import type { ScriptDef } from "../scripts.js";
  * ackTurn-5: the turn's outcome is in the RunStore; retire it — only if this worker still holds
  * the job's lock (fencing: a worker that lost its lock must not clear its successor's turn).
  * KEYS: lock, act, mailbox, bus, sched. ARGV: token, runPrefix, retentionMs, event message
- * ("" = none), cancelPrefix, runId1, runId2, … (their cancel flags are dropped: the runs are final).
+ * ("" = none), cancelPrefix, drop lock ("1": a direct turn's lock, which no BullMQ job removes),
+ * runId1, runId2, … (their cancel flags are dropped: the runs are final).
  * Returns the mailbox length (> 0: the drain job must re-enqueue itself; 0: `sched` is cleared and
  * the job ends), or -1 when not owner.
  */
@@ -14,7 +15,8 @@ export const ackTurn: ScriptDef = {
   lua: `
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call("DEL", KEYS[2])
-for i = 6, #ARGV do
+if ARGV[6] == "1" then redis.call("DEL", KEYS[1]) end
+for i = 7, #ARGV do
   redis.call("HSET", ARGV[2] .. ARGV[i], "st", "d")
   redis.call("HDEL", ARGV[2] .. ARGV[i], "env")
   redis.call("PEXPIRE", ARGV[2] .. ARGV[i], ARGV[3])

@@ -11,12 +11,23 @@ import { ackTurn } from "./ackTurn-5.js";
 import { cancelRun } from "./cancelRun-3.js";
 import { checkOwner } from "./checkOwner-1.js";
 import { commitTurn } from "./commitTurn-3.js";
+import { extendLock } from "./extendLock-1.js";
 import { extendTurn } from "./extendTurn-2.js";
 import { submitTurn } from "./submitTurn-4.js";
 import { sweepSession } from "./sweepSession-3.js";
 import { takeTurn } from "./takeTurn-4.js";
 
-export { ackTurn, cancelRun, checkOwner, commitTurn, extendTurn, submitTurn, sweepSession, takeTurn };
+export {
+  ackTurn,
+  cancelRun,
+  checkOwner,
+  commitTurn,
+  extendLock,
+  extendTurn,
+  submitTurn,
+  sweepSession,
+  takeTurn,
+};
 
 export const PIPELINE_SCRIPTS: readonly ScriptDef[] = [
   submitTurn,
@@ -27,4 +38,5 @@ export const PIPELINE_SCRIPTS: readonly ScriptDef[] = [
   ackTurn,
   cancelRun,
   sweepSession,
+  extendLock,
 ];

@@ -3,7 +3,10 @@ import type { ScriptDef } from "../scripts.js";
 /**
  * takeTurn-4: the drain job of a session takes its next turn.
  * KEYS: act, mailbox, sched, live audience. ARGV: jobId, runPrefix, cancelPrefix, jobPrefix,
- * peekWindow, audience member ("": do not count).
+ * peekWindow, audience member ("": do not count), lock token, lock ms.
+ * - Lock ms > 0: the taker is not a BullMQ job but a process running the turn directly
+ *   (direct.ts); a turn taken sets the lock key `jobPrefix .. jobId .. ":lock"` to the token for
+ *   that long, as BullMQ does for a job, so the fences and the busy check below treat both alike.
  * - A turn already in `act` (its worker crashed, stalled or handed it back) is resumed with
  *   attempt + 1 — unless another live drain job (its lock key exists) owns it: "busy".
  * - Else the mailbox head is popped into `act` (attempt 1) and marked taken; an empty mailbox
@@ -44,6 +47,9 @@ else
   redis.call("HSET", act, "ids", cjson.encode(ids), "attempt", 1, "job", ARGV[1])
   redis.call("HSET", ARGV[2] .. id, "st", "a")
   kind = "new"
+end
+if tonumber(ARGV[8]) > 0 then
+  redis.call("SET", ARGV[4] .. ARGV[1] .. ":lock", ARGV[7], "PX", ARGV[8])
 end
 local audience = -1
 if ARGV[6] ~= "" then

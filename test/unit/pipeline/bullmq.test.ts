@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
 import { Bus } from "../../../src/pipeline/bullmq/bus.js";
@@ -379,6 +379,110 @@ describeRedis("bullmq pipeline", () => {
       await p.wait(next.runId, 10_000);
       expect(await p.wait("doomed", 10_000)).toMatchObject({ status: "timeout" });
       expect(jobs.map((j) => j.runId)).toEqual([next.runId]);
+    });
+
+    // direct turns (src/pipeline/bullmq/direct.ts)
+
+    /** Every direct lock key left in Redis. */
+    const directLocks = (connection: Redis, keys: PipelineKeys) =>
+      connection.keys(`${keys.jobPrefix.replace(/[{}]/g, "\\$&")}direct-*:lock`);
+
+    it("runs a turn it accepts for an idle session itself, under its own lock, which goes with the ack; a message left after it goes to a drain job", async () => {
+      const { make, connection, keys } = env();
+      const p = make();
+      const gate = latch();
+      const seen: Array<[string, number]> = [];
+      let locksDuring: string[] = [];
+      await p.start({
+        turn: async (job) => {
+          seen.push([job.messages[0]!.text, job.attempt]);
+          if (job.messages[0]!.text === "first") {
+            locksDuring = await directLocks(connection, keys);
+            await gate.promise;
+          }
+          return { status: "ok", reply: `r:${job.messages[0]!.text}` };
+        },
+        background: async () => {},
+      });
+      const first = await p.submitTurn(msg("s", "first"));
+      // A second message while the turn runs waits in the mailbox; after the ack a drain job takes it.
+      const second = await p.submitTurn(msg("s", "second"));
+      await vi.waitFor(() => expect(seen).toHaveLength(1));
+      // The turn is held by this process's direct id, not by a BullMQ job.
+      expect(await connection.hget(keys.active("s"), "job")).toMatch(/^direct-/);
+      gate.open();
+      expect(await p.wait(first.runId, 10_000)).toMatchObject({ status: "ok", reply: "r:first" });
+      expect(await p.wait(second.runId, 10_000)).toMatchObject({ status: "ok", reply: "r:second" });
+      expect(seen).toEqual([
+        ["first", 1],
+        ["second", 1],
+      ]);
+      expect(p.stats()).toMatchObject({ turns: 2, direct: 1 });
+      expect(locksDuring).toHaveLength(1);
+      expect(await directLocks(connection, keys)).toEqual([]);
+    });
+
+    it("with directTurns false every turn goes through a drain job", async () => {
+      const { make } = env();
+      const p = make({ directTurns: false });
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const rec = await p.submitTurn(msg("s", "queued"));
+      expect(await p.wait(rec.runId, 10_000)).toMatchObject({ status: "ok" });
+      expect(jobs).toHaveLength(1);
+      expect(p.stats()).toMatchObject({ turns: 1, direct: 0 });
+    });
+
+    it("a direct turn whose process stops mid-turn is handed back and resumed by another instance with attempt 2", async () => {
+      const { make, connection, keys } = env();
+      const p1 = make();
+      const started = latch();
+      await p1.start({
+        turn: async (_job, ctx) => {
+          started.open();
+          await new Promise<void>((r) => ctx.signal.addEventListener("abort", () => r(), { once: true }));
+          return { status: "ok", reply: "never committed" };
+        },
+        background: async () => {},
+      });
+      const rec = await p1.submitTurn(msg("s", "handed back"));
+      await started.promise;
+      await p1.stop(0);
+      expect(p1.stats()).toMatchObject({ direct: 1, handedBack: 1 });
+      // Handed over at once: no lock keeps the next drain job away.
+      expect(await directLocks(connection, keys)).toEqual([]);
+      const p2 = make({ directTurns: false });
+      const { jobs, handlers } = recorder();
+      await p2.start(handlers);
+      expect(await p2.wait(rec.runId, 10_000)).toMatchObject({ status: "ok", reply: "r:handed back" });
+      expect(jobs.map((j) => j.attempt)).toEqual([2]);
+    });
+
+    it("a direct turn whose lock is lost is aborted, its write refused, and the turn resumed after the sweep", async () => {
+      const { make, connection, keys } = env({ lockDurationMs: 600 });
+      const p = make();
+      const attempts: number[] = [];
+      let firstOwner: boolean | null = null;
+      await p.start({
+        turn: async (job, ctx) => {
+          attempts.push(job.attempt);
+          if (job.attempt === 1) {
+            const [lock] = await directLocks(connection, keys);
+            if (lock) await connection.del(lock); // what an expiry does to a stalled process
+            await new Promise<void>((r) => ctx.signal.addEventListener("abort", () => r(), { once: true }));
+            firstOwner = await ctx.stillOwner();
+          }
+          return { status: "ok", reply: `attempt ${job.attempt}` };
+        },
+        background: async () => {},
+      });
+      const rec = await p.submitTurn(msg("s", "fenced"));
+      expect(await p.wait(rec.runId, 15_000)).toMatchObject({ status: "ok", reply: "attempt 2" });
+      expect(attempts).toEqual([1, 2]);
+      // The renewal finds the lock gone: the first attempt is aborted, no longer owner, and refused.
+      await vi.waitFor(() => expect(p.stats()).toMatchObject({ direct: 1, fenced: 1, resumed: 1 }), 5_000);
+      expect(firstOwner).toBe(false);
+      expect(await p.wait(rec.runId, 0)).toMatchObject({ reply: "attempt 2" });
     });
 
     it("keeps one drain job per session however many messages wait", async () => {

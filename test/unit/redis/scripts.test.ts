@@ -65,7 +65,7 @@ describeRedis("takeTurn-4 counts the turn's live audience", () => {
       const reply = (await runner.run(
         takeTurn,
         [`${p}:act:s`, `${p}:mb:s`, `${p}:sched:s`, audienceKey],
-        ["job1", `${p}:run:`, `${p}:cancel:`, `${p}:pipeline:`, 0, member],
+        ["job1", `${p}:run:`, `${p}:cancel:`, `${p}:pipeline:`, 0, member, "", 0],
       )) as unknown[];
       await client.del(`${p}:act:s`);
       expect(reply.slice(0, 4)).toEqual(["new", 1, expect.any(Number), 1]);
