@@ -5,10 +5,13 @@ import type { DriverContext } from "./context.js";
 import type { DrainHold, TurnProcessor } from "./turns.js";
 
 /**
- * Direct turns: a process that runs jobs and accepts a turn for a session nobody drains
- * (`submitTurn-4` answered 1) runs that turn itself, at once, instead of adding a drain job for
- * some worker to fetch — when one of its slots is free. The turn is the same turn: taken from the
- * mailbox by `takeTurn-4`, fenced and committed by the same scripts (turns.ts). Only its lock is
+ * Direct turns: a process that runs jobs and accepts a turn takes the session's next turn itself,
+ * at once, when one of its slots is free — its takeTurn goes out right behind the submit, in the
+ * same round trip — instead of leaving it to a drain job for some worker to fetch. The take finds
+ * nothing when a turn of the session is in flight (that turn's drain then sees the message); when
+ * it took nothing and the submit says nobody drains the session, the caller adds a drain job. The
+ * turn is the same turn: taken from the mailbox by `takeTurn-4`, fenced and committed by the same
+ * scripts (turns.ts). Only its lock is
  * its own: takeTurn sets `keys.lock(<direct id>)` (the key BullMQ would use for a job of that id)
  * for `lockDurationMs`, this class renews it every half of that while the turn runs, and
  * `ackTurn-5` deletes it. So nothing changes for anyone else:
@@ -70,16 +73,26 @@ export class DirectTurns {
     private readonly track: (run: Promise<void>) => void,
   ) {}
 
-  /** Starts the session's turn here when a slot is free; false: the caller adds a drain job. */
-  tryRun(sessionKey: string): boolean {
-    if (this.ctx.stopping() || !this.slots.tryTake()) return false;
+  /**
+   * Takes the session's next turn here when a slot is free. Its takeTurn is written at once, so
+   * called right after the submit it rides the same round trip. Resolves true once a turn is taken
+   * (it then runs here), false when the take found none (the session's turn is in flight elsewhere,
+   * or the mailbox is empty) or failed. null: no free slot, nothing was tried.
+   */
+  tryRun(sessionKey: string): Promise<boolean> | null {
+    if (this.ctx.stopping() || !this.slots.tryTake()) return null;
     const id = `direct-${this.ctx.instanceId}-${++this.seq}`;
-    const run = this.run(sessionKey, id).finally(() => {
+    let took!: (yes: boolean) => void;
+    const taken = new Promise<boolean>((resolve) => {
+      took = resolve;
+    });
+    const run = this.run(sessionKey, id, () => took(true)).finally(() => {
+      took(false);
       this.held.delete(id);
       this.slots.give();
     });
     this.track(run);
-    return true;
+    return taken;
   }
 
   /** No more renewals (after stop waited for the turns: the locks of any left expire). */
@@ -89,12 +102,15 @@ export class DirectTurns {
     this.held.clear();
   }
 
-  private async run(sessionKey: string, id: string): Promise<void> {
+  private async run(sessionKey: string, id: string, took: () => void): Promise<void> {
     const hold: DrainHold = {
       id,
       token: this.token,
       lockMs: this.ctx.tuning.lockDurationMs,
-      taken: () => this.keep(id),
+      taken: () => {
+        this.keep(id);
+        took();
+      },
       next: () => this.addDrain(sessionKey),
       handBack: () => this.handOver(sessionKey, id),
     };

@@ -239,6 +239,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     const rec = queuedRecord(runId, req, createdAt);
     const put = this.runs.put(rec);
     put.catch(() => undefined); // awaited below, in session order
+    let direct = null as Promise<boolean> | null;
     const accepted = await this.inSessionOrder(req.sessionKey, async () => {
       await put;
       const envelope = JSON.stringify({ req, createdAt });
@@ -247,13 +248,15 @@ class BullmqPipelineImpl implements BullmqPipeline {
       const generation = this.bus.listening();
       if (generation !== null) this.waiters.expect(runId, generation);
       try {
-        return Number(
-          await this.scripts.run(
-            submitTurn,
-            [keys.run(runId), keys.mailbox(req.sessionKey), keys.dirty, keys.scheduled(req.sessionKey)],
-            [runId, req.sessionKey, envelope],
-          ),
+        const submitted = this.scripts.run(
+          submitTurn,
+          [keys.run(runId), keys.mailbox(req.sessionKey), keys.dirty, keys.scheduled(req.sessionKey)],
+          [runId, req.sessionKey, envelope],
         );
+        // Right behind the submit on the connection (one round trip for both): with a free slot
+        // this process takes the session's next turn itself (direct.ts).
+        direct = this.host?.runDirect(req.sessionKey) ?? null;
+        return Number(await submitted);
       } catch (err) {
         this.waiters.forget(runId);
         throw err;
@@ -263,9 +266,9 @@ class BullmqPipelineImpl implements BullmqPipeline {
       this.waiters.forget(runId);
       return (await this.runs.get(runId)) ?? rec;
     }
-    // 2: a drain job is already scheduled for this session and will see the message. 1: this
-    // process runs the turn itself if it can (direct.ts), else a drain job is added.
-    if (accepted === 1 && !this.host?.runDirect(req.sessionKey)) await addDrain(this.queue, req.sessionKey);
+    // 2: a drain job is already scheduled for this session and will see the message. 1: nobody
+    // drains the session: unless this process took the turn itself, a drain job is added.
+    if (accepted === 1 && !(await direct)) await addDrain(this.queue, req.sessionKey);
     return { ...rec };
   }
 

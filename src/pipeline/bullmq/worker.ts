@@ -83,9 +83,9 @@ export class WorkerHost {
       : null;
   }
 
-  /** Runs the session's next turn in this process now, if a slot is free (see direct.ts). */
-  runDirect(sessionKey: string): boolean {
-    return this.worker !== null && (this.direct?.tryRun(sessionKey) ?? false);
+  /** Takes the session's next turn in this process now, if a slot is free (see direct.ts `tryRun`). */
+  runDirect(sessionKey: string): Promise<boolean> | null {
+    return this.worker === null ? null : (this.direct?.tryRun(sessionKey) ?? null);
   }
 
   async start(): Promise<void> {

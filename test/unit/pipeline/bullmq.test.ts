@@ -422,6 +422,19 @@ describeRedis("bullmq pipeline", () => {
       expect(await directLocks(connection, keys)).toEqual([]);
     });
 
+    it("a submit and its direct take that both meet a flushed script cache still run the turn, without waiting for the sweep", async () => {
+      const { make, connection } = env({ sweepIntervalMs: 600_000 });
+      const p = make();
+      const { jobs, handlers } = recorder();
+      await p.start(handlers);
+      const warm = await p.submitTurn(msg("s", "warm"));
+      await p.wait(warm.runId, 10_000);
+      await connection.script("FLUSH"); // what a Redis restart does: every EVALSHA answers NOSCRIPT
+      const rec = await p.submitTurn(msg("s", "after the flush"));
+      expect(await p.wait(rec.runId, 10_000)).toMatchObject({ status: "ok", reply: "r:after the flush" });
+      expect(jobs.map((j) => j.messages[0]!.text)).toEqual(["warm", "after the flush"]);
+    });
+
     it("with directTurns false every turn goes through a drain job", async () => {
       const { make } = env();
       const p = make({ directTurns: false });
