@@ -11,10 +11,9 @@ import type { DrainHold, TurnProcessor } from "./turns.js";
  * nothing when a turn of the session is in flight (that turn's drain then sees the message); when
  * it took nothing and the submit says nobody drains the session, the caller adds a drain job. The
  * turn is the same turn: taken from the mailbox by `takeTurn-4`, fenced and committed by the same
- * scripts (turns.ts). Only its lock is
- * its own: takeTurn sets `keys.lock(<direct id>)` (the key BullMQ would use for a job of that id)
- * for `lockDurationMs`, this class renews it every half of that while the turn runs, and
- * `ackTurn-5` deletes it. So nothing changes for anyone else:
+ * scripts (turns.ts). Only its lock is its own: takeTurn sets `keys.lock(<direct id>)` (the key
+ * BullMQ would use for a job of that id) for `lockDurationMs`, this class renews it every half of
+ * that while the turn runs, and `ackTurn-5` deletes it. So nothing changes for anyone else:
  * - while the turn runs, a drain job of the session finds it "busy", as with a job's lock;
  * - if this process dies, the lock expires and the sweeper's drain job resumes the turn with
  *   attempt + 1 (after about lockDurationMs + sweepIntervalMs);

@@ -23,7 +23,7 @@ import { Bus, Waiters } from "./bus.js";
 import { type DriverContext, eventMessage, type LiveAudience } from "./context.js";
 import { backgroundJobId, PipelineKeys, QUEUE_NAME } from "./keys.js";
 import { type BullmqTuning, type BullmqTuningInput, type BusMessage, bullmqOptionsSchema } from "./schema.js";
-import { TurnProcessor } from "./turns.js";
+import { TurnProcessor, type TurnStats } from "./turns.js";
 import { addDrain, WorkerHost } from "./worker.js";
 
 /**
@@ -64,7 +64,7 @@ export interface BullmqPipeline extends Pipeline {
   /** SCAN pattern of every key this pipeline writes (tests, doctor). */
   keyPattern(): string;
   /** Counters of this process (health/metrics and tests). */
-  stats(): { turns: number; resumed: number; fenced: number; handedBack: number; direct: number };
+  stats(): TurnStats;
 }
 
 export function createBullmqPipeline(opts: BullmqPipelineOptions): BullmqPipeline {
@@ -484,7 +484,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     return this.keys.pattern();
   }
 
-  stats(): { turns: number; resumed: number; fenced: number; handedBack: number; direct: number } {
+  stats(): TurnStats {
     return { ...this.turns.stats };
   }
 }

@@ -91,8 +91,9 @@ export const bullmqOptionsSchema = z.object({
   /** false: this process only enqueues/waits/cancels; `start()` runs no worker (gateway-only role). */
   processJobs: z.boolean().default(true),
   /**
-   * A process that runs jobs runs a turn it accepts for an idle session itself, when it has a free
-   * slot, instead of adding a drain job (direct.ts). false: every turn goes through BullMQ.
+   * A process that runs jobs takes the session's next turn itself when it accepts a message, has a
+   * free slot and no turn of the session is in flight (direct.ts). false: every turn goes through
+   * BullMQ.
    */
   directTurns: z.boolean().default(true),
   /**

@@ -73,6 +73,15 @@ function jobHold(job: Job, token: string): DrainHold {
   };
 }
 
+/** Counters of this process's turns; `direct`: taken directly (direct.ts), not by a drain job. */
+export interface TurnStats {
+  turns: number;
+  resumed: number;
+  fenced: number;
+  handedBack: number;
+  direct: number;
+}
+
 export interface ActiveTurn {
   runIds: string[];
   jobId: string;
@@ -110,8 +119,7 @@ export class TurnProcessor {
   readonly byJob = new Map<string, ActiveTurn>();
   /** Cancels/steering that arrived (over the bus) before their turn registered here. */
   private readonly early = new Map<string, { at: number; reason?: Outcome; steering: string[] }>();
-  /** `direct`: turns this process took directly (direct.ts), not from a drain job. */
-  readonly stats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0, direct: 0 };
+  readonly stats: TurnStats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0, direct: 0 };
 
   constructor(private readonly ctx: DriverContext) {}
 
