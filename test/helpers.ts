@@ -13,7 +13,10 @@ export function tempDir(prefix = "sb-test-"): { dir: string; cleanup: () => void
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A built module's path (`npm test` builds dist/ first), for a script run in a fresh node. */
+/**
+ * A built module's path as a JS string literal (quoted, escaped), to paste into the source of a
+ * script run in a fresh node (`npm test` builds dist/ first).
+ */
 export function distModule(rel: string): string {
   return JSON.stringify(path.resolve(import.meta.dirname, "../dist/src", rel));
 }
