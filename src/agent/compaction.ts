@@ -106,17 +106,25 @@ export function contextOfTail(tail: TranscriptMessage[], limit: number): Session
 
 /**
  * The session context from bounded tail reads. Without a compaction in the first read, a larger
- * read is tried only when the session has compacted before (`compactionCount`).
+ * read is tried only when the session has compacted before (`compactionCount`). `afterAppend`:
+ * the caller has just appended to the transcript (ReadTailOptions).
  */
 export async function loadSessionContext(
   transcripts: TranscriptStore,
   ref: TranscriptRef,
   entry: Pick<SessionEntry, "compactionCount">,
-  limits: readonly number[] = COMPACTION_SEARCH_LIMITS,
+  opts: { afterAppend?: boolean; limits?: readonly number[] } = {},
 ): Promise<SessionContext> {
+  const limits = opts.limits ?? COMPACTION_SEARCH_LIMITS;
+  const afterAppend = opts.afterAppend === true;
   const first = limits[0] ?? 400;
   // Read-only: nothing built from a session context mutates its messages (no copies needed).
-  const tail = await transcripts.readTail(ref, { limit: first, includeTools: true, readOnly: true });
+  const tail = await transcripts.readTail(ref, {
+    limit: first,
+    includeTools: true,
+    readOnly: true,
+    afterAppend,
+  });
   let ctx = contextOfTail(tail, first);
   const compactions = entry.compactionCount ?? 0;
   if (ctx.compaction || !ctx.truncated || !compactions) return ctx;
@@ -126,7 +134,7 @@ export async function loadSessionContext(
   const seen = ctx.messages === tail ? beyondTail(key, compactions, ctx, tail, first) : null;
   if (seen) return seen;
   for (const limit of limits.slice(1)) {
-    const wider = await transcripts.readTail(ref, { limit, includeTools: true, readOnly: true });
+    const wider = await transcripts.readTail(ref, { limit, includeTools: true, readOnly: true, afterAppend });
     const found = contextOfTail(wider, limit);
     if (found.compaction) {
       lineBeyondTail.set(key, {

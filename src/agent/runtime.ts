@@ -289,7 +289,8 @@ export class AgentRuntime {
     // the model sees what the first attempt saw, so a deterministic model repeats itself
     // and every append is a no-op.
     const load = async () => {
-      const c = await loadSessionContext(services.store.transcripts, ref, state.entry);
+      // every step appended first (the inbound messages, steering, tool results, a compaction)
+      const c = await loadSessionContext(services.store.transcripts, ref, state.entry, { afterAppend: true });
       const messages = windowAt(c.messages, job.runId, step);
       return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
     };

@@ -171,6 +171,13 @@ export interface ReadTailOptions {
    * its own objects instead of copies (the runtime's window read, every model step).
    */
   readOnly?: boolean;
+  /**
+   * The caller appended to this transcript just before (a turn reading its window after writing
+   * its inbound messages or tool results): a store whose cached tail that append's reply brought
+   * up to date may answer from it without asking its backend again. The read then sees the
+   * transcript as of that append (what other processes append after it, the next read sees).
+   */
+  afterAppend?: boolean;
 }
 
 /**

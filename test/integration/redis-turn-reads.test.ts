@@ -1,5 +1,7 @@
+import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterEach, expect, it } from "vitest";
+import { appendTranscript, streamTail } from "../../src/redis/commands/store.js";
 import { RedisKeys } from "../../src/store/redis/index.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
@@ -12,7 +14,9 @@ import { describeRedis, dropPrefix } from "../redis.js";
  * when it starts; the run record never: the caller waiting for it (chat.send) pushed the run while
  * its bus listened, so it learns of the finish from the bus without a first read. The patches
  * after those reads (the session's usage, the run's running and final status) write against what
- * this process read or wrote, under the revision check, without reading again.
+ * this process read or wrote, under the revision check, without reading again. The window read
+ * after the inbound message's append asks Redis nothing: that append's reply brought the cached
+ * tail up to date (with what other processes had appended).
  */
 
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
@@ -52,7 +56,9 @@ const readsOf = (seen: string[][], key: string) =>
   seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === key).length;
 
 describeRedis("round trips of a turn on redis + bullmq", () => {
-  it("reads the session twice and the run record never", { timeout: 30_000 }, async () => {
+  it("reads the session twice, the run record never, and the window from the tail its append brought up to date", {
+    timeout: 30_000,
+  }, async () => {
     const prefix = randomPrefix("reads");
     cleanups.push(() => dropPrefix(prefix));
     const t: TestApp = await startTestApp({
@@ -75,6 +81,11 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     expect(seen.some((args) => args.includes(keys.run(runId)))).toBe(true);
     expect(reads(keys.session(sessionKey))).toBe(2);
     expect(reads(keys.run(runId))).toBe(0);
+    const tailSha = createHash("sha1").update(streamTail.lua).digest("hex");
+    const appendSha = createHash("sha1").update(appendTranscript.lua).digest("hex");
+    const scriptCalls = (sha: string) => seen.filter(([cmd, s]) => /^evalsha$/i.test(cmd ?? "") && s === sha);
+    expect(scriptCalls(appendSha)).toHaveLength(2); // the message and the reply
+    expect(scriptCalls(tailSha)).toEqual([]);
     // and what the patches wrote is the turn's outcome
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });

@@ -33,6 +33,13 @@ export interface RedisTranscriptStoreOptions {
 interface StreamMark {
   lastId: string;
   len: number;
+  /** Appends of this process to the stream whose reply has not come. */
+  pending: number;
+  /**
+   * The newest append of this process to the stream brought the tail up to date in its reply
+   * (nothing pending): a read `afterAppend` is answered from the cache without a round trip.
+   */
+  confirmed: boolean;
 }
 
 /**
@@ -42,9 +49,12 @@ interface StreamMark {
  * - append: one script (SADD the id to `<stream>:ids`, XADD only when it was new — an
  *   existing id is a no-op). Commands on one connection run in the order they are issued and
  *   `append` issues its script call synchronously, so appends keep call order. "Durable" means
- *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF).
+ *   acknowledged by Redis; surviving a Redis restart is Redis's persistence setting (AOF). When
+ *   the stream's tail is cached, the same script returns what other processes appended since
+ *   (and the stream's length), so the cached tail takes them and the new message at once.
  * - readTail: from the tail cache when it can answer (see README: one script fetches only the
- *   entries added since, checked against XLEN); else XREVRANGE … COUNT from the newest entry
+ *   entries added since, checked against XLEN; none when the read comes `afterAppend` and that
+ *   append's reply brought the tail up to date); else XREVRANGE … COUNT from the newest entry
  *   backwards; when tools are filtered out it keeps paging backwards (pages ×2, up to MAX_PAGE)
  *   until `limit` messages or the start. It never reads a whole stream.
  * - count: XLEN (every message; the tools filter applies to readTail only).
@@ -73,19 +83,70 @@ export class RedisTranscriptStore implements TranscriptStore {
     return this.o.keys.transcript(ref.agentId, ref.sessionId);
   }
 
-  /** One script (appendTranscript-2): the id check and the XADD are one step. */
+  /**
+   * One script (appendTranscript-2): the id check and the XADD are one step. A cached tail
+   * passes where it stands, and the reply brings it up to date (`taken`).
+   */
   append(ref: TranscriptRef, message: TranscriptMessage): Promise<boolean> {
     try {
       assertOpen(this.closed, "transcripts");
       checkMessage(message);
-      const keys = [this.locate(ref), this.o.keys.transcriptIds(ref.agentId, ref.sessionId)];
+      const key = this.locate(ref);
+      const keys = [key, this.o.keys.transcriptIds(ref.agentId, ref.sessionId)];
+      const json = JSON.stringify(message);
+      const mark = this.tails?.meta(key);
       // no await before the script call: that is what keeps concurrent appends in call order
+      if (!mark)
+        return this.o.scripts.run(appendTranscript, keys, [message.id, message.role, json]).then(isOne);
+      const at = { lastId: mark.lastId, len: mark.len };
+      mark.pending++;
+      mark.confirmed = false;
       return this.o.scripts
-        .run(appendTranscript, keys, [message.id, message.role, JSON.stringify(message)])
-        .then((r) => r === 1);
+        .run(appendTranscript, keys, [message.id, message.role, json, at.lastId, MAX_PAGE])
+        .then(
+          (reply) => {
+            // in the same callback as `taken`: another append's reply may be handled in between
+            mark.pending--;
+            if (Array.isArray(reply)) this.taken(key, mark, at, reply, json);
+            return isOne(reply) || (Array.isArray(reply) && reply[0] === 1);
+          },
+          (err: unknown) => {
+            mark.pending--;
+            throw err;
+          },
+        );
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * An append's reply to a cached tail: the entries other processes appended after `at` and the
+   * new message join the tail, when it still stands where the append found it and the stream's
+   * length agrees (else it is left for the next read to check).
+   */
+  private taken(
+    key: string,
+    mark: StreamMark,
+    at: Omit<StreamMark, "pending" | "confirmed">,
+    reply: unknown[],
+    json: string,
+  ): void {
+    const tails = this.tails!;
+    const [, id, page, len] = reply;
+    if (typeof id !== "string" || !Array.isArray(page) || typeof len !== "number") return;
+    if (tails.meta(key) !== mark || mark.lastId !== at.lastId || mark.len !== at.len) return;
+    if (page.length >= MAX_PAGE || len !== at.len + page.length + 1) return;
+    for (const [eid, fields] of page as Array<[string, string[]]>) {
+      const text = field(fields, "m");
+      const m = this.parse(key, eid, text);
+      if (m) tails.append(key, m, text!.length);
+    }
+    if (tails.meta(key) !== mark) return; // the tail was dropped (over its bounds)
+    tails.append(key, JSON.parse(json) as TranscriptMessage, json.length);
+    mark.lastId = id;
+    mark.len = len;
+    if (mark.pending === 0) mark.confirmed = true;
   }
 
   /**
@@ -134,6 +195,11 @@ export class RedisTranscriptStore implements TranscriptStore {
     const includeTools = opts.includeTools === true;
     if (this.tails) {
       const readOnly = opts.readOnly === true;
+      const mark = this.tails.meta(key);
+      if (opts.afterAppend && mark?.confirmed && mark.pending === 0) {
+        const hit = this.tails.read(key, limit, includeTools, readOnly);
+        if (hit) return hit;
+      }
       const fromCache = await this.serial.run(key, async () => {
         const cached = await this.readCached(key, limit, includeTools, readOnly);
         if (cached || !includeTools || limit > MAX_PAGE) return cached;
@@ -177,7 +243,10 @@ export class RedisTranscriptStore implements TranscriptStore {
     const tails = this.tails!;
     const mark = tails.meta(key);
     if (!mark) return null;
-    const [fresh, len] = await this.readPage(key, "after", mark.lastId, MAX_PAGE);
+    const { lastId } = mark;
+    const [fresh, len] = await this.readPage(key, "after", lastId, MAX_PAGE);
+    // (an append's reply may have moved the tail on meanwhile: then `fresh` overlaps it)
+    if (tails.meta(key) !== mark || mark.lastId !== lastId) return null;
     if (fresh.length >= MAX_PAGE || len !== mark.len + fresh.length) {
       tails.delete(key);
       return null;
@@ -209,7 +278,7 @@ export class RedisTranscriptStore implements TranscriptStore {
       sizes.push(text!.length);
     }
     const out = readOnly ? msgs.slice() : msgs.map(cloneJson);
-    const mark: StreamMark = { lastId: page[0]?.[0] ?? "0-0", len };
+    const mark: StreamMark = { lastId: page[0]?.[0] ?? "0-0", len, pending: 0, confirmed: false };
     this.tails!.set(key, msgs, sizes, page.length < limit, mark);
     return out;
   }
@@ -291,6 +360,8 @@ export class RedisTranscriptStore implements TranscriptStore {
     return null;
   }
 }
+
+const isOne = (reply: unknown): boolean => reply === 1;
 
 function entryFields(m: TranscriptMessage): [string, string, string, string] {
   return ["r", m.role, "m", JSON.stringify(m)];

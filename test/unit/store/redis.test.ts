@@ -505,6 +505,90 @@ describeRedis("redis store", () => {
     expect((await a.transcripts.readTail(ref, { limit: 1, includeTools: true }))[0]!.content).toBe("c-n1");
   });
 
+  it("an append to a cached tail brings it up to date in its reply: the read right after it (afterAppend) asks Redis nothing", async () => {
+    const prefix = randomPrefix("redis");
+    const cA = client();
+    const a = await open({ client: cA, prefix });
+    const b = await open({ prefix });
+    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
+    await a.transcripts.appendBatch(
+      ref,
+      Array.from({ length: 10 }, (_, i) => msg(`m${i}`, "user")),
+    );
+    const read = async (afterAppend: boolean) =>
+      (await a.transcripts.readTail(ref, { limit: 4, includeTools: true, readOnly: true, afterAppend })).map(
+        (m) => m.id,
+      );
+    expect(await read(false)).toEqual(["m6", "m7", "m8", "m9"]); // the tail is cached now
+    const sent: string[] = [];
+    const realSend = cA.sendCommand.bind(cA);
+    const spy = vi.spyOn(cA, "sendCommand").mockImplementation(((
+      cmd: { name: string },
+      ...rest: unknown[]
+    ) => {
+      sent.push(cmd.name);
+      return (realSend as (...x: unknown[]) => unknown)(cmd, ...rest);
+    }) as never);
+    try {
+      // another process appends; then this one: its append's reply carries b1, b2 along
+      await b.transcripts.append(ref, msg("b1", "assistant"));
+      await b.transcripts.append(ref, msg("b2", "user"));
+      expect(await a.transcripts.append(ref, msg("a1", "user"))).toBe(true);
+      expect(sent).toEqual(["evalsha"]);
+      expect(await read(true)).toEqual(["m9", "b1", "b2", "a1"]);
+      expect(sent).toEqual(["evalsha"]); // no round trip for the read
+      // a read not right after an append checks with Redis: one script
+      expect(await read(false)).toEqual(["m9", "b1", "b2", "a1"]);
+      expect(sent).toHaveLength(2);
+
+      // what another process appends after this one's append: a read afterAppend is as of that
+      // append; the next plain read sees it (and so does the next append's reply)
+      await b.transcripts.append(ref, msg("b3", "user"));
+      expect(await read(false)).toEqual(["b1", "b2", "a1", "b3"]);
+      await b.transcripts.append(ref, msg("b4", "user"));
+      await a.transcripts.append(ref, msg("a2", "user"));
+      sent.length = 0;
+      expect(await read(true)).toEqual(["a1", "b3", "b4", "a2"]);
+      expect(sent).toEqual([]);
+
+      // appends in flight together: the read after them waits for neither and misses none
+      await Promise.all([
+        a.transcripts.append(ref, msg("a3", "user")),
+        a.transcripts.append(ref, msg("a4", "user")),
+      ]);
+      expect(await read(true)).toEqual(["b4", "a2", "a3", "a4"]);
+      // a read racing an append on the same stream: both land, the next reads agree
+      const [racing] = await Promise.all([read(false), a.transcripts.append(ref, msg("a5", "user"))]);
+      expect([
+        ["b4", "a2", "a3", "a4"],
+        ["a2", "a3", "a4", "a5"],
+      ]).toContainEqual(racing); // before or after the append
+      expect(await read(false)).toEqual(["a2", "a3", "a4", "a5"]);
+      await a.transcripts.append(ref, msg("a6", "user"));
+      expect(await read(true)).toEqual(["a3", "a4", "a5", "a6"]);
+
+      // an append of a known id adds nothing and confirms nothing: the read after it asks Redis
+      await b.transcripts.append(ref, msg("b5", "user"));
+      expect(await a.transcripts.append(ref, msg("a6", "user"))).toBe(false);
+      sent.length = 0;
+      expect(await read(true)).toEqual(["a4", "a5", "a6", "b5"]);
+      expect(sent).toEqual(["evalsha"]);
+
+      // archived elsewhere and started again: the append's reply does not fit the tail (length),
+      // so nothing of the old stream is served
+      await b.transcripts.archive(ref, "archived");
+      await b.transcripts.append(ref, msg("n1", "user"));
+      await a.transcripts.append(ref, msg("n2", "user"));
+      expect(await read(true)).toEqual(["n1", "n2"]);
+    } finally {
+      spy.mockRestore();
+    }
+    // the cache hands out copies unless read-only, also of a message it took from an append
+    const got = await a.transcripts.readTail(ref, { limit: 1, includeTools: true, afterAppend: true });
+    got[0]!.content = "changed";
+    expect((await a.transcripts.readTail(ref, { limit: 1, includeTools: true }))[0]!.content).toBe("c-n2");
+  });
+
   it("cached and uncached reads agree over random appends, reads and archives from three processes", async () => {
     const prefix = randomPrefix("redis");
     const cached = [await open({ prefix }), await open({ prefix, tailCacheChars: 600 })]; // the second one keeps ~6 messages
@@ -522,6 +606,18 @@ describeRedis("redis store", () => {
       if (r < 0.5) {
         const w = writers[Math.floor(random() * writers.length)]!;
         await w.transcripts.append(ref, msg(`x${i}`, roles[Math.floor(random() * 4)]!));
+        if (random() < 0.5) {
+          // the writer reads right after its own append, as a turn reads its window
+          const limit = 1 + Math.floor(random() * 30);
+          const want = (await plain.transcripts.readTail(ref, { limit, includeTools: true })).map(
+            (m) => m.id,
+          );
+          const got = await w.transcripts.readTail(ref, { limit, includeTools: true, afterAppend: true });
+          expect(
+            got.map((m) => m.id),
+            `op ${i}: afterAppend, limit ${limit}`,
+          ).toEqual(want);
+        }
       } else if (r < 0.52) {
         await writers[Math.floor(random() * writers.length)]!.transcripts.archive(ref, "archived", {
           at: T0 + i,
