@@ -74,6 +74,11 @@ interface TurnState {
   lastContext: number;
   reply: string;
   yielded: boolean;
+  /**
+   * The final answer's append, still in flight: the session's patch goes out beside it (one
+   * round trip for both on redis) and the turn ends when both have.
+   */
+  finalAppend?: Promise<unknown>;
 }
 
 function addUsage(a: Usage, b: Usage): Usage {
@@ -235,7 +240,7 @@ export class AgentRuntime {
     const { res, priced } = await this.#callModel(turn, state, plan);
 
     if (res.text || res.toolCalls.length === 0) {
-      await this.append(ref, key, {
+      const appended = this.append(ref, key, {
         id: stepId(job.runId, step, "a"),
         role: "assistant",
         content: res.text,
@@ -244,8 +249,13 @@ export class AgentRuntime {
         model: turn.modelRef,
       });
       state.reply = res.text;
+      if (res.toolCalls.length === 0) {
+        appended.catch(() => undefined); // awaited by #finish
+        state.finalAppend = appended;
+        return "done";
+      }
+      await appended;
     }
-    if (res.toolCalls.length === 0) return "done";
     if (step >= turn.maxSteps) {
       return {
         status: "error",
@@ -388,13 +398,8 @@ export class AgentRuntime {
   async #finish(turn: Turn, state: TurnState, outcome: TurnOutcome | null): Promise<TurnOutcome> {
     const { services } = this;
     const { entry, usage, reply, lastPrompt } = state;
-    const final: TurnOutcome = outcome ?? { status: "ok", reply };
-    if (final.status === "ok") final.reply = reply;
-    final.usage = usage;
-    final.model = turn.modelRef;
-    if (state.yielded) final.yielded = true;
-
-    const updated = await services.store.sessions.patch(entry.key, {
+    const aborted = (o: TurnOutcome | null) => o?.status === "aborted" || o?.status === "timeout";
+    const patched = services.store.sessions.patch(entry.key, {
       updatedAt: services.now(),
       lastModel: turn.modelRef,
       // contextTokens: the last prompt's real size (issue 17); totalTokens: input + output (SEMANTICS §5).
@@ -404,9 +409,24 @@ export class AgentRuntime {
       inputTokens: (entry.inputTokens ?? 0) + usage.input,
       outputTokens: (entry.outputTokens ?? 0) + usage.output,
       costUsd: (entry.costUsd ?? 0) + (usage.cost ?? 0),
-      abortedLastRun: final.status === "aborted" || final.status === "timeout",
+      abortedLastRun: aborted(outcome),
       systemSent: true,
     });
+    patched.catch(() => undefined); // awaited below, after the append
+    let failed: TurnOutcome | null = null;
+    try {
+      await state.finalAppend;
+    } catch (err) {
+      failed = this.#failed(err, turn.ctx, entry.key, turn.job.runId);
+    }
+    const final: TurnOutcome = failed ?? outcome ?? { status: "ok", reply };
+    if (final.status === "ok") final.reply = reply;
+    final.usage = usage;
+    final.model = turn.modelRef;
+    if (state.yielded) final.yielded = true;
+    let updated = await patched;
+    // the answer's append failed on an aborted turn (the patch went out before that was known)
+    if (aborted(failed)) updated = await services.store.sessions.patch(entry.key, { abortedLastRun: true });
     if (updated) services.bus.emit("session.updated", { entry: updated });
     return final;
   }

@@ -284,3 +284,73 @@ describe("lanes through the runtime", () => {
     }
   });
 });
+
+describe("the end of a turn", () => {
+  const scripted = {
+    models: {
+      default: "s/echo",
+      providers: { s: { kind: "scripted" as const, rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+    },
+  };
+
+  it("the session's patch goes out while the answer's append is still in flight (one round trip for both)", async () => {
+    const t = await startTestApp(scripted);
+    try {
+      const { transcripts, sessions } = t.app.services.store;
+      const order: string[] = [];
+      let patchSent!: () => void;
+      const patchSeen = new Promise<void>((r) => {
+        patchSent = r;
+      });
+      const append = transcripts.append.bind(transcripts);
+      transcripts.append = async (ref, m) => {
+        const done = await append(ref, m);
+        if (m.role === "assistant") {
+          // held until the patch is sent (at most 2 s: a turn that waits for the append first goes on)
+          await Promise.race([patchSeen, new Promise((r) => setTimeout(r, 2000))]);
+          order.push("append done");
+        }
+        return done;
+      };
+      const patch = sessions.patch.bind(sessions);
+      sessions.patch = (key, p) => {
+        order.push("patch sent");
+        patchSent();
+        return patch(key, p);
+      };
+      const r = await t.rpc("chat.send", { sessionKey: "agent:main:end", message: "hi", timeoutSeconds: 20 });
+      expect(r.result).toMatchObject({ status: "ok", reply: "re: hi" });
+      expect(order).toEqual(["patch sent", "append done"]);
+      const entry = await sessions.get("agent:main:end");
+      expect(entry?.lastModel).toBe("s/echo");
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("an answer whose append fails ends the run as an error naming the cause; the gateway keeps serving", async () => {
+    const t = await startTestApp(scripted);
+    try {
+      const { transcripts } = t.app.services.store;
+      const append = transcripts.append.bind(transcripts);
+      let fail = true;
+      transcripts.append = async (ref, m) => {
+        if (m.role === "assistant" && fail) {
+          fail = false;
+          throw new Error("disk on fire");
+        }
+        return append(ref, m);
+      };
+      const r = await t.rpc("chat.send", { sessionKey: "agent:main:end2", message: "a", timeoutSeconds: 20 });
+      expect(r.result).toMatchObject({ status: "error", error: expect.stringMatching(/disk on fire/) });
+      const again = await t.rpc("chat.send", {
+        sessionKey: "agent:main:end2",
+        message: "b",
+        timeoutSeconds: 20,
+      });
+      expect(again.result).toMatchObject({ status: "ok", reply: "re: b" });
+    } finally {
+      await t.stop();
+    }
+  });
+});
