@@ -54,14 +54,27 @@ export function createJobHandlers(
   runtime: AgentRuntime,
   registry: HandlerRegistry,
 ): JobHandlers {
+  /** The session reads prepareTurn started, by job (dropped with a job that never runs). */
+  const prepared = new WeakMap<TurnJob, Promise<SessionEntry | null>>();
   return {
+    prepareTurn(job) {
+      const read = services.store.sessions.get(job.sessionKey);
+      read.catch(() => undefined); // a failed read is read again by the turn
+      prepared.set(job, read);
+      for (const hook of registry.beforeTurn) hook(job);
+    },
     async turn(job, ctx) {
       const stopTyping = await startTyping(services, job.runId, job.sessionKey, job.deliver);
       let side: ChatSide | undefined;
       let outcome: TurnOutcome;
       try {
-        // one read of the session serves the chat side and the runtime
-        const entry = await ensureSession(services, job.sessionKey, { agentId: job.agentId });
+        // one read of the session serves the chat side and the runtime (started by prepareTurn
+        // when the pipeline prepared the turn; a session that is not there yet is created here)
+        const early = prepared.get(job);
+        prepared.delete(job);
+        const entry =
+          (await early?.catch(() => null)) ??
+          (await ensureSession(services, job.sessionKey, { agentId: job.agentId }));
         side = await chatSide(services, job, entry);
         outcome = await runtime.runTurn(job, ctx, side.streaming, entry);
       } catch (err) {

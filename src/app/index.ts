@@ -94,7 +94,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   };
   const tools = new ToolRegistry(allTools());
   const runtime = new AgentRuntime(services, tools);
-  const handlers: HandlerRegistry = { afterTurn: [], background: {} };
+  const handlers: HandlerRegistry = { beforeTurn: [], afterTurn: [], background: {} };
   // Follow-up flows of the session tools: reply-back loop + announce (a2a), completion announces, archive.
   installSendFlow(services, handlers);
   installSpawnFlow(services, handlers);

@@ -4,7 +4,13 @@ import { z } from "zod";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import { ANNOUNCE_SKIP, defineJobKind, type HandlerRegistry, handleJobKind } from "../pipeline/handlers.js";
-import { type BackgroundJob, type FollowUp, type JobContext, RetryLaterError } from "../pipeline/types.js";
+import {
+  type BackgroundJob,
+  type FollowUp,
+  type JobContext,
+  RetryLaterError,
+  type TurnJob,
+} from "../pipeline/types.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
 import {
@@ -446,15 +452,30 @@ async function handleWake(services: Services, job: { sessionKey: string; runId: 
 // ─── wiring ──────────────────────────────────────────────────────────────────────────────────
 
 export function installSpawnFlow(services: Services, registry: HandlerRegistry): void {
+  /**
+   * The session's yield flag, read when the turn was prepared: only a turn of the session sets it
+   * (sessions_yield), and this one's turns run one at a time, so what the read found is what the
+   * hook would read — except a flag cleared meanwhile (a wake or an announce), cleared again harmlessly.
+   */
+  const flags = new WeakMap<TurnJob, Promise<{ runId?: string } | null>>();
+  registry.beforeTurn.push(function spawnFlagRead(job) {
+    const read = services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
+    read.catch(() => undefined); // the hook reads again
+    flags.set(job, read);
+  });
   registry.afterTurn.push(async function spawnFollowUps(job, outcome) {
     const followUps: FollowUp[] = [];
+    const early = flags.get(job);
+    flags.delete(job); // a retried hook reads again
     if (outcome.yielded) {
       const data = { sessionKey: job.sessionKey, runId: job.runId };
       followUps.push(wakeKind.followUp(`wake:${job.runId}`, data));
     } else {
       // A later turn that did not yield means the session moved on: completions no longer wake it.
       // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
-      const flag = await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
+      const flag = early
+        ? await early
+        : await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
       if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
     }
     // A sub-agent's run: its announce (which also records the outcome on the child entry).

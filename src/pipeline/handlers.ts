@@ -29,9 +29,17 @@ export const NO_REPLY = "NO_REPLY";
  * the cron run log), since a re-run after a crash calls it again.
  */
 export type AfterTurnHook = (job: TurnJob, outcome: TurnOutcome) => Promise<FollowUp[]>;
+/**
+ * Called when the pipeline prepares a turn (JobHandlers.prepareTurn): a flow may start a read its
+ * after-turn hook needs, keyed by the job object (the hook gets the same one), so that it rides
+ * beside the turn's first round trip. It writes nothing; its hook reads again when it was not
+ * called (a pipeline that does not prepare) or its read failed.
+ */
+export type BeforeTurnHook = (job: TurnJob) => void;
 export type BackgroundHandler = (job: BackgroundJob, ctx: JobContext) => Promise<void>;
 
 export interface HandlerRegistry {
+  beforeTurn: BeforeTurnHook[];
   afterTurn: AfterTurnHook[];
   background: Partial<Record<BackgroundJob["kind"], BackgroundHandler>>;
 }

@@ -122,6 +122,14 @@ export interface JobContext {
 }
 
 export interface JobHandlers {
+  /**
+   * Optional, and optionally called: a pipeline whose marking of the runs as running is a round
+   * trip (bullmq) calls it with the turn's job right before that write, and `turn` with the same
+   * job once the runs are running. The handler may start the reads its turn begins with, so that
+   * they ride beside the write; it writes nothing and throws nothing here. When the write fails,
+   * no `turn` follows: what was started is dropped with the job.
+   */
+  prepareTurn?(job: TurnJob): void;
   turn(job: TurnJob, ctx: JobContext): Promise<TurnResult>;
   background(job: BackgroundJob, ctx: JobContext): Promise<void>;
 }

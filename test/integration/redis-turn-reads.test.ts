@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterEach, expect, it } from "vitest";
-import { appendTranscript, streamTail } from "../../src/redis/commands/store.js";
+import { appendTranscript, putRun, streamTail } from "../../src/redis/commands/store.js";
 import { RedisKeys } from "../../src/store/redis/index.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
@@ -87,6 +87,51 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     expect(scriptCalls(appendSha)).toHaveLength(2); // the message and the reply
     expect(scriptCalls(tailSha)).toEqual([]);
     // and what the patches wrote is the turn's outcome
+    const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
+    expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+  });
+
+  it("the turn's first reads (its session, the yield flag) go out before the write that marks its run running", {
+    timeout: 30_000,
+  }, async () => {
+    const prefix = randomPrefix("reads-p");
+    cleanups.push(() => dropPrefix(prefix));
+    const t: TestApp = await startTestApp({
+      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+    });
+    cleanups.push(() => t.stop());
+    const sessionKey = "agent:main:reads-p";
+    const send = sender(t, sessionKey);
+    await send("first");
+    // an earlier turn yielded: this one, which does not, clears its flag (with what it read early)
+    await t.app.services.store.kv.set("subagents.yielded", sessionKey, { runId: "an-earlier-run" });
+    const { value: runId, seen: all } = await commandsDuring(() => send("second"));
+    const seen = all.slice(); // (the monitor goes on seeing this test's own reads)
+    expect(await t.app.services.store.kv.get("subagents.yielded", sessionKey)).toBeNull();
+    const keys = new RedisKeys(prefix);
+    const putRunSha = createHash("sha1").update(putRun.lua).digest("hex");
+    // one connection carries them all, in the order they were sent
+    const order = seen.flatMap(([cmd, a, ...rest]) => {
+      if (/^hmget$/i.test(cmd ?? "") && a === keys.session(sessionKey)) return ["session read"];
+      if (/^hget$/i.test(cmd ?? "") && a === keys.kv("subagents.yielded")) return ["flag read"];
+      if (/^evalsha$/i.test(cmd ?? "") && a === putRunSha && rest.includes(keys.run(runId)))
+        return ["run write"];
+      return [];
+    });
+    // accepted (read, queued) → the turn's reads → running → final
+    expect(order).toEqual([
+      "session read",
+      "run write",
+      "session read",
+      "flag read",
+      "run write",
+      "run write",
+    ]);
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
   });

@@ -252,6 +252,13 @@ export class TurnProcessor {
         error: "turn request unreadable",
       });
     }
+    const job = this.turnJob(runnable, attempt);
+    // the handler's first reads go out beside the write that marks the runs running
+    try {
+      this.ctx.handlers()?.prepareTurn?.(job);
+    } catch (err) {
+      this.ctx.logger.warn({ err: errorMessage(err), sessionKey }, "bullmq pipeline: prepareTurn threw");
+    }
     const startedAt = this.ctx.now();
     const started = await Promise.all(runnable.map((e) => this.markRunning(e.runId, e.env, startedAt)));
     // run.started is told to this process only; other processes learn of runs when they finish.
@@ -283,7 +290,7 @@ export class TurnProcessor {
           (await this.ctx.redis.get(this.ctx.keys.lock(active.jobId))) === hold.token,
         takeSteering: () => active.steering.splice(0),
       };
-      let result = await this.callHandler(this.turnJob(runnable, attempt), ctx);
+      let result = await this.callHandler(job, ctx);
       timer?.cancel();
       active.done = true;
       if (active.shutdown) {

@@ -27,7 +27,7 @@ describe("typed job kinds", () => {
   });
 
   it("hands the handler parsed data, and fails malformed data for good, naming the field", async () => {
-    const registry: HandlerRegistry = { afterTurn: [], background: {} };
+    const registry: HandlerRegistry = { beforeTurn: [], afterTurn: [], background: {} };
     const seen: unknown[] = [];
     handleJobKind(registry, kind, async (data) => {
       seen.push(data);
