@@ -353,4 +353,26 @@ describe("the end of a turn", () => {
       await t.stop();
     }
   });
+
+  it("an answer whose append fails after the run was cancelled: the run ends aborted and the session says so", async () => {
+    const t = await startTestApp(scripted);
+    try {
+      const { transcripts, sessions } = t.app.services.store;
+      const append = transcripts.append.bind(transcripts);
+      transcripts.append = async (ref, m) => {
+        if (m.role === "assistant" && m.runId) {
+          await t.app.services.pipeline.cancel(m.runId, "aborted");
+          throw new Error("append interrupted");
+        }
+        return append(ref, m);
+      };
+      const r = await t.rpc("chat.send", { sessionKey: "agent:main:end3", message: "a", timeoutSeconds: 20 });
+      expect(r.result).toMatchObject({ status: "error" });
+      const run = await t.rpc<{ status: string }>("agent.wait", { runId: r.result.runId, timeoutMs: 1000 });
+      expect(run.result?.status).toBe("aborted");
+      expect((await sessions.get("agent:main:end3"))?.abortedLastRun).toBe(true);
+    } finally {
+      await t.stop();
+    }
+  });
 });
