@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
-import { afterEach, expect, it } from "vitest";
+import { afterEach, expect, it, vi } from "vitest";
+import { ackTurn } from "../../src/redis/commands/pipeline.js";
 import { appendTranscript, putRun, streamTail } from "../../src/redis/commands/store.js";
+import { ScriptRunner } from "../../src/redis/scripts.js";
 import { RedisKeys } from "../../src/store/redis/index.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
@@ -134,6 +136,55 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     ]);
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+  });
+
+  it("chat.send answers once the run's final record is written, not a round trip later when the ack comes back", {
+    timeout: 30_000,
+  }, async () => {
+    const prefix = randomPrefix("reads-a");
+    cleanups.push(() => dropPrefix(prefix));
+    const t: TestApp = await startTestApp({
+      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+    });
+    cleanups.push(() => t.stop());
+    const send = sender(t, "agent:main:reads-a");
+    await send("first");
+    const order: string[] = [];
+    let answered!: () => void;
+    const answer = new Promise<void>((r) => {
+      answered = r;
+    });
+    const run = ScriptRunner.prototype.run;
+    const spy = vi.spyOn(ScriptRunner.prototype, "run").mockImplementation(async function (
+      this: ScriptRunner,
+      def,
+      keys,
+      args,
+    ) {
+      if (def === ackTurn) {
+        // the ack's reply is held until chat.send answered (at most 2 s: one that waits for it goes on)
+        const reply = await run.call(this, def, keys, args);
+        await Promise.race([answer, new Promise((r) => setTimeout(r, 2000))]);
+        order.push("ack's reply");
+        return reply;
+      }
+      return run.call(this, def, keys, args);
+    });
+    cleanups.push(() => spy.mockRestore());
+    const runId = await send("second");
+    order.push("chat.send answered");
+    answered();
+    await vi.waitFor(() => expect(order).toHaveLength(2));
+    expect(order).toEqual(["chat.send answered", "ack's reply"]);
+    // and the turn was acked: the session takes its next turn at once
+    const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
+    expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
+    await send("third");
   });
 
   it("a worker that runs a turn another process accepted marks it running without reading the run record", {

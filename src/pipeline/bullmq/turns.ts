@@ -27,8 +27,9 @@ import {
  * its lock was replaced and must not write), (1b) when the turn caused follow-ups, the
  * transactional outbox: ONE fenced script (`commitTurn-3`) writes the outcome onto `act` and
  * pushes the follow-ups onto `{tag}:outbox` — from here the outcome and its follow-ups are
- * durable together, (2) final run records to the RunStore, (3) ack script, again fenced: clears
- * `act`, marks the runs done, publishes run.finished, (4) the relay submits this turn's follow-ups
+ * durable together, (2) final run records to the RunStore — from here this process's waiters and
+ * listeners have them (run.finished), while (3) goes out: the ack script, again fenced, clears
+ * `act`, marks the runs done, publishes run.finished to the others, (4) the relay submits this turn's follow-ups
  * (outbox.ts). A crash between (1b) and (3) leaves `act` with its outcome: the next drain applies
  * it (no re-run) and relays; a crash after (3) leaves the entries to the sweep. A crash between
  * (2) and (3) without follow-ups: the next drain finds the records final and only acks.
@@ -416,37 +417,39 @@ export class TurnProcessor {
       }
       records = await this.writeFinals(sessionKey, entries, res);
     }
-    const left = Number(
-      await scripts.run(
-        ackTurn,
-        [
-          keys.lock(jobId),
-          keys.active(sessionKey),
-          keys.mailbox(sessionKey),
-          keys.bus,
-          keys.scheduled(sessionKey),
-        ],
-        [
-          token,
-          keys.runPrefix,
-          tuning.runRetentionMs,
-          eventMessage(instanceId, "run.finished", records),
-          keys.cancelPrefix,
-          hold.lockMs > 0 ? "1" : "",
-          ...runIds,
-        ],
-      ),
+    const acked = scripts.run(
+      ackTurn,
+      [
+        keys.lock(jobId),
+        keys.active(sessionKey),
+        keys.mailbox(sessionKey),
+        keys.bus,
+        keys.scheduled(sessionKey),
+      ],
+      [
+        token,
+        keys.runPrefix,
+        tuning.runRetentionMs,
+        eventMessage(instanceId, "run.finished", records),
+        keys.cancelPrefix,
+        hold.lockMs > 0 ? "1" : "",
+        ...runIds,
+      ],
     );
+    // The records are final in the RunStore: this process's listeners and waiters have them now,
+    // not a round trip later (an ack that is lost or refused is done again by the next drain,
+    // which finds the records final, only acks, and tells run.finished once more).
+    for (const run of records) {
+      this.ctx.emit({ type: "run.finished", run });
+      this.ctx.settle(run);
+    }
+    const left = Number(await acked);
     if (left < 0) {
       this.stats.fenced++;
       logger.warn(
         { runIds, jobId },
         "bullmq pipeline: lost the job lock while committing; the new owner re-checks",
       );
-    }
-    for (const run of records) {
-      this.ctx.emit({ type: "run.finished", run });
-      this.ctx.settle(run);
     }
     // Committed follow-ups are in the outbox whatever happens next; relay them now.
     if (outbox.length > 0) await relayQuietly(this.ctx, outbox);
