@@ -119,6 +119,9 @@ async function createPipeline(
     stalledIntervalMs: queue.stalledIntervalMs,
     // a worker exists to run jobs; a gateway runs them too unless queue.runTurns says not to
     processJobs: role === "worker" || queue.runTurns,
+    // one shared client per URL: the redis store on the queue's URL writes on this connection
+    runsShareConnection:
+      loaded.config.storage.driver === "redis" && loaded.config.storage.redisUrl === queue.redisUrl,
     ...(live ? { live } : {}),
   });
 }

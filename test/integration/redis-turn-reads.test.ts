@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterEach, expect, it, vi } from "vitest";
-import { ackTurn } from "../../src/redis/commands/pipeline.js";
+import { ackTurn, submitTurn } from "../../src/redis/commands/pipeline.js";
 import { appendTranscript, putRun, streamTail } from "../../src/redis/commands/store.js";
 import { ScriptRunner } from "../../src/redis/scripts.js";
 import { RedisKeys } from "../../src/store/redis/index.js";
@@ -185,6 +185,65 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     const rec = await t.rpc<{ status: string; reply?: string }>("runs.get", { runId });
     expect(rec.result).toMatchObject({ status: "ok", reply: "re: second" });
     await send("third");
+  });
+
+  it("with the store on the queue's Redis, a message's queued record and its push go out together; a record write that fails does not lose the turn", {
+    timeout: 30_000,
+  }, async () => {
+    const prefix = randomPrefix("reads-q");
+    cleanups.push(() => dropPrefix(prefix));
+    const t: TestApp = await startTestApp({
+      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
+      models: {
+        default: "s/echo",
+        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+      },
+    });
+    cleanups.push(() => t.stop());
+    const send = sender(t, "agent:main:reads-q");
+    await send("first");
+    const order: string[] = [];
+    let pushed!: () => void;
+    const push = new Promise<void>((r) => {
+      pushed = r;
+    });
+    let failQueued = false;
+    const run = ScriptRunner.prototype.run;
+    const spy = vi.spyOn(ScriptRunner.prototype, "run").mockImplementation(async function (
+      this: ScriptRunner,
+      def,
+      keys,
+      args,
+    ) {
+      if (def === submitTurn) {
+        order.push("push sent");
+        pushed();
+      }
+      const queued = def === putRun && args.some((a) => String(a).includes('"status":"queued"'));
+      if (!queued) return run.call(this, def, keys, args);
+      // the queued record's reply is held until the push was sent (at most 2 s)
+      const fail = failQueued;
+      failQueued = false; // only the record's first write
+      const reply = fail
+        ? Promise.reject(new Error("record write refused"))
+        : run.call(this, def, keys, args);
+      reply.catch(() => undefined);
+      await Promise.race([push, new Promise((r) => setTimeout(r, 2000))]);
+      order.push("record written");
+      return reply;
+    });
+    cleanups.push(() => spy.mockRestore());
+    await send("second");
+    expect(order).toEqual(["push sent", "record written"]);
+
+    // the record's write fails, the push succeeds: the turn is accepted and runs; its record is
+    // written whole when it starts
+    failQueued = true;
+    const runId = await send("third");
+    const rec = await t.app.services.store.runs.get(runId);
+    expect(rec).toMatchObject({ status: "ok", reply: "re: third", sessionKey: "agent:main:reads-q" });
+    expect(rec?.createdAt).toEqual(expect.any(Number));
   });
 
   it("a worker that runs a turn another process accepted marks it running without reading the run record", {

@@ -220,7 +220,10 @@ class BullmqPipelineImpl implements BullmqPipeline {
   /**
    * Durable before it resolves: the `queued` record is in the RunStore, then one script stores the
    * request and pushes it into the mailbox (so a worker never takes a run without its record), then
-   * the drain job is added unless one is already scheduled. Pushes of one session keep this
+   * the drain job is added unless one is already scheduled. When the RunStore writes on this
+   * connection (`runsShareConnection`) the record's write and the push go out together: Redis runs
+   * them in that order; a push that succeeded after a record write that failed still counts (the
+   * turn is in the mailbox: the worker writes the record whole when it marks the run running). Pushes of one session keep this
    * process's call order. A producer that dies between the push and the add leaves the mailbox to
    * the sweeper.
    * Known limits: two processes submitting the same explicit runId at the same instant may both
@@ -240,8 +243,9 @@ class BullmqPipelineImpl implements BullmqPipeline {
     const put = this.runs.put(rec);
     put.catch(() => undefined); // awaited below, in session order
     let direct = null as Promise<boolean> | null;
+    const together = this.tuning.runsShareConnection;
     const accepted = await this.inSessionOrder(req.sessionKey, async () => {
-      await put;
+      if (!together) await put;
       const envelope = JSON.stringify({ req, createdAt });
       const { keys } = this;
       // Before the push: from here on, the run's finish reaches this process's waiters.
@@ -256,7 +260,16 @@ class BullmqPipelineImpl implements BullmqPipeline {
         // Right behind the submit on the connection (one round trip for both): with a free slot
         // this process takes the session's next turn itself (direct.ts).
         direct = this.host?.runDirect(req.sessionKey) ?? null;
-        return Number(await submitted);
+        const n = Number(await submitted);
+        if (together)
+          await put.catch((err: unknown) => {
+            if (n === 0) return; // a duplicate: its record is read below
+            this.logger.warn(
+              { err: errorMessage(err), runId },
+              "bullmq pipeline: the queued record was not written; the turn is accepted and its record is written when it starts",
+            );
+          });
+        return n;
       } catch (err) {
         this.waiters.forget(runId);
         throw err;

@@ -97,6 +97,12 @@ export const bullmqOptionsSchema = z.object({
    */
   directTurns: z.boolean().default(true),
   /**
+   * The RunStore writes over this pipeline's own connection (the redis store on the same URL):
+   * a record written before a script is in Redis before the script runs, so a message's `queued`
+   * record and its push go out together (one round trip) instead of one after the other.
+   */
+  runsShareConnection: z.boolean().default(false),
+  /**
    * How often (BullMQ Job Scheduler) non-empty mailboxes without a drain job are re-driven; also
    * how soon after its lock expired a direct turn whose process died is resumed. Defaults to
    * stalledIntervalMs: as soon after its lock expired as a stalled BullMQ job would be resumed.
