@@ -223,9 +223,9 @@ class BullmqPipelineImpl implements BullmqPipeline {
    * the drain job is added unless one is already scheduled. When the RunStore writes on this
    * connection (`runsShareConnection`) the record's write and the push go out together: Redis runs
    * them in that order; a push that succeeded after a record write that failed still counts (the
-   * turn is in the mailbox: the worker writes the record whole when it marks the run running). Pushes of one session keep this
-   * process's call order. A producer that dies between the push and the add leaves the mailbox to
-   * the sweeper.
+   * turn is in the mailbox: the worker writes the record whole when it marks the run running).
+   * Pushes of one session keep this process's call order. A producer that dies between the push
+   * and the add leaves the mailbox to the sweeper.
    * Known limits: two processes submitting the same explicit runId at the same instant may both
    * write the `queued` record (only one is queued and run); a submit that fails after the record
    * was written leaves a `queued` record behind (a retry with the same runId completes it).

@@ -30,9 +30,10 @@ import {
  * durable together, (2) final run records to the RunStore — from here this process's waiters and
  * listeners have them (run.finished), while (3) goes out: the ack script, again fenced, clears
  * `act`, marks the runs done, publishes run.finished to the others, (4) the relay submits this
- * turn's follow-ups (outbox.ts). A crash between (1b) and (3) leaves `act` with its outcome: the next drain applies
- * it (no re-run) and relays; a crash after (3) leaves the entries to the sweep. A crash between
- * (2) and (3) without follow-ups: the next drain finds the records final and only acks.
+ * turn's follow-ups (outbox.ts). A crash between (1b) and (3) leaves `act` with its outcome: the
+ * next drain applies it (no re-run) and relays; a crash after (3) leaves the entries to the sweep.
+ * A crash between (2) and (3) without follow-ups: the next drain finds the records final and only
+ * acks.
  * The RunStore is a separate store, so (1)→(2) is not one atomic step: a worker that loses its lock
  * in the few milliseconds between them can still write. That window is the limit of the fence.
  */
