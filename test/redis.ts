@@ -3,6 +3,7 @@
  * answers they are skipped with one clear line — except under CI=true, where a missing Redis
  * fails the run. Every suite uses its own key prefix (`randomPrefix()`) and removes its keys.
  */
+import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { describe } from "vitest";
 import { REDIS_URL } from "./helpers.js";
@@ -53,6 +54,50 @@ export function describeRedis(name: string, fn: () => void): void {
 /** A client for tests (the test creates and quits it, as the composition root would). */
 export function newRedisClient(): Redis {
   return new Redis(REDIS_URL, { maxRetriesPerRequest: 3 });
+}
+
+/**
+ * MONITOR on a plain socket: `onCommand` gets every command Redis runs from now on (its arguments,
+ * and its source: the client's address, or "lua" inside a script). Not ioredis's monitor(): under
+ * load its "OK" and the first lines can arrive in one read, before it counts as monitoring, and
+ * it then throws "Command queue state error". Resolves once MONITOR is on; returns the stop.
+ */
+export async function startMonitor(onCommand: (args: string[], source: string) => void): Promise<() => void> {
+  const url = new URL(REDIS_URL);
+  const sock = connect(Number(url.port || 6379), url.hostname);
+  sock.setEncoding("utf8"); // MONITOR escapes every non-printable byte (\xNN)
+  let buf = "";
+  let on = false;
+  await new Promise<void>((resolve, reject) => {
+    sock.once("error", reject);
+    sock.on("data", (chunk: string) => {
+      buf += chunk;
+      for (let i = buf.indexOf("\r\n"); i >= 0; i = buf.indexOf("\r\n")) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (!on) {
+          if (line !== "+OK") return reject(new Error(`MONITOR: ${line}`));
+          on = true;
+          resolve();
+          continue;
+        }
+        // +<time> [<db> <address>|lua] "cmd" "arg" …
+        const m = /^\+\S+ \[\d+ ([^\]]+)\] (.*)$/.exec(line);
+        if (!m) continue;
+        const args = [...m[2]!.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((a) => unescapeMonitor(a[1]!));
+        onCommand(args, m[1]!);
+      }
+    });
+    sock.write("MONITOR\r\n");
+  });
+  return () => sock.destroy();
+}
+
+function unescapeMonitor(s: string): string {
+  return s.replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
+    if (e.length === 3) return String.fromCharCode(Number.parseInt(e.slice(1), 16));
+    return ({ n: "\n", r: "\r", t: "\t", a: "\x07", b: "\b" } as Record<string, string>)[e] ?? e;
+  });
 }
 
 /** Deletes every key matching a SCAN pattern (SCAN MATCH + UNLINK); returns how many. */

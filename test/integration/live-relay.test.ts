@@ -4,7 +4,7 @@ import { WebSocket } from "ws";
 import { PipelineKeys } from "../../src/pipeline/bullmq/keys.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { eventually, REDIS_URL, randomPrefix } from "../helpers.js";
-import { describeRedis, dropPrefix } from "../redis.js";
+import { describeRedis, dropPrefix, startMonitor } from "../redis.js";
 
 /**
  * On bullmq a turn may run in a worker process: its live events (streamed text, typing, transcript
@@ -89,21 +89,20 @@ describeRedis("live events travel only while a /ws client can watch", () => {
   const keys = new PipelineKeys(`${prefix}:queue`);
   let gateway: TestApp;
   let worker: Awaited<ReturnType<typeof startTestWorker>>;
-  let monitor: Redis;
+  let stopMonitor: (() => void) | undefined;
   const published: string[] = [];
 
   beforeAll(async () => {
     // the gateway runs no turns: every turn runs in the worker, so its events need the relay
     gateway = await startTestApp({ ...cfg, queue: { ...cfg.queue, runTurns: false } }, { listen: true });
     worker = await startTestWorker(cfg);
-    monitor = await new Redis(REDIS_URL).monitor();
-    monitor.on("monitor", (_time: string, args: string[]) => {
+    stopMonitor = await startMonitor((args) => {
       if (String(args[0]).toLowerCase() === "publish" && args[1] === keys.live) published.push(args[2] ?? "");
     });
   }, 30_000);
 
   afterAll(async () => {
-    monitor?.disconnect();
+    stopMonitor?.();
     await worker?.stop();
     await gateway?.stop();
     await dropPrefix(prefix);

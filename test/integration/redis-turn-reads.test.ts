@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { Redis } from "ioredis";
 import { afterEach, expect, it, vi } from "vitest";
 import { ackTurn, submitTurn } from "../../src/redis/commands/pipeline.js";
 import { appendTranscript, putRun, streamTail } from "../../src/redis/commands/store.js";
@@ -7,7 +6,7 @@ import { ScriptRunner } from "../../src/redis/scripts.js";
 import { RedisKeys } from "../../src/store/redis/index.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
-import { describeRedis, dropPrefix } from "../redis.js";
+import { describeRedis, dropPrefix, startMonitor } from "../redis.js";
 
 /**
  * Issue 18: on redis + bullmq every round trip of a turn is latency, and a turn read its session
@@ -41,12 +40,11 @@ function sender(app: TestApp, sessionKey: string) {
 
 /** The commands clients (not scripts) send while `fn` runs, as MONITOR saw them. */
 async function commandsDuring<T>(fn: () => Promise<T>): Promise<{ value: T; seen: string[][] }> {
-  const monitor = await new Redis(REDIS_URL).monitor();
-  cleanups.push(() => monitor.disconnect());
   const seen: string[][] = [];
-  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+  const stop = await startMonitor((args, source) => {
     if (source !== "lua") seen.push(args);
   });
+  cleanups.push(stop);
   await new Promise((r) => setTimeout(r, 50)); // MONITOR is on before the turn
   const value = await fn();
   await new Promise((r) => setTimeout(r, 200)); // the turn's last commands reach the monitor
@@ -85,7 +83,10 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     expect(reads(keys.run(runId))).toBe(0);
     const tailSha = createHash("sha1").update(streamTail.lua).digest("hex");
     const appendSha = createHash("sha1").update(appendTranscript.lua).digest("hex");
-    const scriptCalls = (sha: string) => seen.filter(([cmd, s]) => /^evalsha$/i.test(cmd ?? "") && s === sha);
+    // (MONITOR sees every client: other test files' scripts run beside this one)
+    const mine = `{${prefix}}:`;
+    const scriptCalls = (sha: string) =>
+      seen.filter(([cmd, s, , key]) => /^evalsha$/i.test(cmd ?? "") && s === sha && key?.startsWith(mine));
     expect(scriptCalls(appendSha)).toHaveLength(2); // the message and the reply
     expect(scriptCalls(tailSha)).toEqual([]);
     // and what the patches wrote is the turn's outcome
