@@ -30,6 +30,11 @@ export class Bus {
     private readonly onMessage: (msg: BusMessage) => void,
     /** Called after a reconnect: messages may have been missed meanwhile. */
     private readonly onReconnect: () => void,
+    /**
+     * Messages beginning with this are this process's own run events (`eventPrefix`): it told its
+     * listeners already, so they are dropped unparsed (a run record's JSON per turn).
+     */
+    private readonly ownPrefix?: string,
   ) {}
 
   /** Resolves once subscribed; a failed attempt is retried by the next call. */
@@ -72,6 +77,7 @@ export class Bus {
     });
     sub.on("message", (channel: string, raw: string) => {
       if (channel !== this.channel) return;
+      if (this.ownPrefix !== undefined && raw.startsWith(this.ownPrefix)) return;
       const msg = parseStored(busMessageSchema, raw);
       if (!msg) {
         this.logger.warn({ channel }, "bullmq pipeline: unreadable bus message ignored");

@@ -46,5 +46,10 @@ export interface DriverContext {
 }
 
 export function eventMessage(instanceId: string, type: RunEvent["type"], runs: RunRecord[]): string {
-  return JSON.stringify({ t: "ev", from: instanceId, type, runs });
+  return `${eventPrefix(instanceId)}${JSON.stringify({ type, runs }).slice(1)}`;
+}
+
+/** How every `eventMessage` of `instanceId` begins (its own bus drops them unparsed). */
+export function eventPrefix(instanceId: string): string {
+  return `{"t":"ev","from":${JSON.stringify(instanceId)},`;
 }

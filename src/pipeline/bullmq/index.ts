@@ -20,7 +20,7 @@ import {
 } from "../types.js";
 import { BackgroundProcessor, backgroundJobOptions } from "./background.js";
 import { Bus, Waiters } from "./bus.js";
-import { type DriverContext, eventMessage, type LiveAudience } from "./context.js";
+import { type DriverContext, eventMessage, eventPrefix, type LiveAudience } from "./context.js";
 import { backgroundJobId, PipelineKeys, QUEUE_NAME } from "./keys.js";
 import { type BullmqTuning, type BullmqTuningInput, type BusMessage, bullmqOptionsSchema } from "./schema.js";
 import { TurnProcessor, type TurnStats } from "./turns.js";
@@ -152,6 +152,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
       logger,
       (msg) => this.onBusMessage(msg),
       () => this.recheckWaiters(),
+      eventPrefix(this.instanceId),
     );
   }
 

@@ -3,6 +3,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { SwitchboardError } from "../../../src/errors.js";
 import { silentLogger } from "../../../src/log.js";
 import { Bus } from "../../../src/pipeline/bullmq/bus.js";
+import { eventMessage, eventPrefix } from "../../../src/pipeline/bullmq/context.js";
 import {
   type BullmqPipeline,
   type BullmqPipelineOptions,
@@ -276,6 +277,29 @@ describeRedis("bullmq pipeline", () => {
       expect(got[0]).toBe("heard");
       await bus.close();
       expect(bus.listening()).toBeNull();
+    });
+
+    it("the bus drops this process's own run events unparsed and hands on everyone else's", async () => {
+      const { keys, connection } = env();
+      const got: string[] = [];
+      const bus = new Bus(
+        blocking,
+        keys.bus,
+        silentLogger(),
+        (m) => got.push(`${m.t}:${m.from}`),
+        () => undefined,
+        eventPrefix("me"),
+      );
+      cleanups.push(() => bus.close());
+      await bus.ensure();
+      const rec = { runId: "r1", sessionKey: "s", agentId: "main", status: "ok" as const, createdAt: 1 };
+      await connection.publish(keys.bus, eventMessage("me", "run.finished", [rec]));
+      await connection.publish(keys.bus, `${eventPrefix("me")}not json at all`);
+      await connection.publish(keys.bus, JSON.stringify({ t: "steer", from: "me", runId: "r1", text: "x" }));
+      await connection.publish(keys.bus, eventMessage("other", "run.finished", [rec]));
+      await vi.waitFor(() => expect(got).toContain("ev:other"));
+      // its own steer is not a run event: parsed and handed on (the pipeline ignores it by `from`)
+      expect(got).toEqual(["steer:me", "ev:other"]);
     });
 
     it("cancels and steers a run that executes in another instance", async () => {
