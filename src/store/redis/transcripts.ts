@@ -137,11 +137,7 @@ export class RedisTranscriptStore implements TranscriptStore {
     if (typeof id !== "string" || !Array.isArray(page) || typeof len !== "number") return;
     if (tails.meta(key) !== mark || mark.lastId !== at.lastId || mark.len !== at.len) return;
     if (page.length >= MAX_PAGE || len !== at.len + page.length + 1) return;
-    for (const [eid, fields] of page as Array<[string, string[]]>) {
-      const text = field(fields, "m");
-      const m = this.parse(key, eid, text);
-      if (m) tails.append(key, m, text!.length);
-    }
+    this.cacheEntries(key, page as Array<[string, string[]]>);
     if (tails.meta(key) !== mark) return; // the tail was dropped (over its bounds)
     tails.append(key, JSON.parse(json) as TranscriptMessage, json.length);
     mark.lastId = id;
@@ -251,14 +247,19 @@ export class RedisTranscriptStore implements TranscriptStore {
       tails.delete(key);
       return null;
     }
-    for (const [id, fields] of fresh) {
-      const text = field(fields, "m");
-      const m = this.parse(key, id, text);
-      if (m) tails.append(key, m, text!.length);
-    }
+    this.cacheEntries(key, fresh);
     if (fresh.length > 0) mark.lastId = fresh[fresh.length - 1]![0];
     mark.len = len;
     return tails.read(key, limit, includeTools, readOnly);
+  }
+
+  /** Stream entries the cached tail of `key` gains (unreadable ones are reported and skipped). */
+  private cacheEntries(key: string, entries: Array<[string, string[]]>): void {
+    for (const [id, fields] of entries) {
+      const text = field(fields, "m");
+      const m = this.parse(key, id, text);
+      if (m) this.tails!.append(key, m, text!.length);
+    }
   }
 
   /**
