@@ -55,21 +55,43 @@ async function commandsDuring<T>(fn: () => Promise<T>): Promise<{ value: T; seen
 const readsOf = (seen: string[][], key: string) =>
   seen.filter(([cmd, k]) => /^(hget|hmget|hgetall)$/i.test(cmd ?? "") && k === key).length;
 
+/** redis + bullmq with the scripted echo model, under a prefix of its own (dropped after the test). */
+function echoConfig(tag: string) {
+  const prefix = randomPrefix(tag);
+  cleanups.push(() => dropPrefix(prefix));
+  const cfg = {
+    storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+    queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix: `${prefix}q` },
+    models: {
+      default: "s/echo",
+      providers: { s: { kind: "scripted" as const, rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
+    },
+  };
+  return { prefix, cfg };
+}
+
+/** A gateway (that also runs turns) on `echoConfig(tag)`, stopped after the test. */
+async function startEcho(tag: string): Promise<{ t: TestApp; prefix: string }> {
+  const { prefix, cfg } = echoConfig(tag);
+  const t = await startTestApp(cfg);
+  cleanups.push(() => t.stop());
+  return { t, prefix };
+}
+
+/** A latch a held reply waits for: at most 2 s, so a build that waits on the reply first goes on. */
+function latchOf(): { open: () => void; wait: () => Promise<unknown> } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { open, wait: () => Promise.race([opened, new Promise((r) => setTimeout(r, 2000))]) };
+}
+
 describeRedis("round trips of a turn on redis + bullmq", () => {
   it("reads the session twice, the run record never, and the window from the tail its append brought up to date", {
     timeout: 30_000,
   }, async () => {
-    const prefix = randomPrefix("reads");
-    cleanups.push(() => dropPrefix(prefix));
-    const t: TestApp = await startTestApp({
-      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
-      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
-      models: {
-        default: "s/echo",
-        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
-      },
-    });
-    cleanups.push(() => t.stop());
+    const { t, prefix } = await startEcho("reads");
     const sessionKey = "agent:main:reads";
     const send = sender(t, sessionKey);
     await send("first"); // creates the session
@@ -97,17 +119,7 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
   it("the turn's first reads (its session, the yield flag) go out before the write that marks its run running", {
     timeout: 30_000,
   }, async () => {
-    const prefix = randomPrefix("reads-p");
-    cleanups.push(() => dropPrefix(prefix));
-    const t: TestApp = await startTestApp({
-      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
-      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
-      models: {
-        default: "s/echo",
-        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
-      },
-    });
-    cleanups.push(() => t.stop());
+    const { t, prefix } = await startEcho("reads-p");
     const sessionKey = "agent:main:reads-p";
     const send = sender(t, sessionKey);
     await send("first");
@@ -142,24 +154,11 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
   it("chat.send answers once the run's final record is written, not a round trip later when the ack comes back", {
     timeout: 30_000,
   }, async () => {
-    const prefix = randomPrefix("reads-a");
-    cleanups.push(() => dropPrefix(prefix));
-    const t: TestApp = await startTestApp({
-      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
-      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
-      models: {
-        default: "s/echo",
-        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
-      },
-    });
-    cleanups.push(() => t.stop());
+    const { t, prefix } = await startEcho("reads-a");
     const send = sender(t, "agent:main:reads-a");
     await send("first");
     const order: string[] = [];
-    let answered!: () => void;
-    const answer = new Promise<void>((r) => {
-      answered = r;
-    });
+    const answered = latchOf();
     const run = ScriptRunner.prototype.run;
     const spy = vi.spyOn(ScriptRunner.prototype, "run").mockImplementation(async function (
       this: ScriptRunner,
@@ -168,9 +167,9 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
       args,
     ) {
       if (def === ackTurn) {
-        // the ack's reply is held until chat.send answered (at most 2 s: one that waits for it goes on)
+        // the ack's reply is held until chat.send answered
         const reply = await run.call(this, def, keys, args);
-        await Promise.race([answer, new Promise((r) => setTimeout(r, 2000))]);
+        await answered.wait();
         order.push("ack's reply");
         return reply;
       }
@@ -179,7 +178,7 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     cleanups.push(() => spy.mockRestore());
     const runId = await send("second");
     order.push("chat.send answered");
-    answered();
+    answered.open();
     await vi.waitFor(() => expect(order).toHaveLength(2));
     expect(order).toEqual(["chat.send answered", "ack's reply"]);
     // and the turn was acked: the session takes its next turn at once
@@ -191,24 +190,11 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
   it("with the store on the queue's Redis, a message's queued record and its push go out together; a record write that fails does not lose the turn", {
     timeout: 30_000,
   }, async () => {
-    const prefix = randomPrefix("reads-q");
-    cleanups.push(() => dropPrefix(prefix));
-    const t: TestApp = await startTestApp({
-      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
-      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix: `${prefix}q` },
-      models: {
-        default: "s/echo",
-        providers: { s: { kind: "scripted", rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
-      },
-    });
-    cleanups.push(() => t.stop());
+    const { t, prefix } = await startEcho("reads-q");
     const send = sender(t, "agent:main:reads-q");
     await send("first");
     const order: string[] = [];
-    let pushed!: () => void;
-    const push = new Promise<void>((r) => {
-      pushed = r;
-    });
+    const pushed = latchOf();
     let failQueued = false;
     const run = ScriptRunner.prototype.run;
     const spy = vi.spyOn(ScriptRunner.prototype, "run").mockImplementation(async function (
@@ -219,18 +205,18 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
     ) {
       if (def === submitTurn) {
         order.push("push sent");
-        pushed();
+        pushed.open();
       }
       const queued = def === putRun && args.some((a) => String(a).includes('"status":"queued"'));
       if (!queued) return run.call(this, def, keys, args);
-      // the queued record's reply is held until the push was sent (at most 2 s)
+      // the queued record's reply is held until the push was sent
       const fail = failQueued;
       failQueued = false; // only the record's first write
       const reply = fail
         ? Promise.reject(new Error("record write refused"))
         : run.call(this, def, keys, args);
       reply.catch(() => undefined);
-      await Promise.race([push, new Promise((r) => setTimeout(r, 2000))]);
+      await pushed.wait();
       order.push("record written");
       return reply;
     });
@@ -250,16 +236,7 @@ describeRedis("round trips of a turn on redis + bullmq", () => {
   it("a worker that runs a turn another process accepted marks it running without reading the run record", {
     timeout: 30_000,
   }, async () => {
-    const prefix = randomPrefix("reads-w");
-    cleanups.push(() => dropPrefix(prefix));
-    const cfg = {
-      storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
-      queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix: `${prefix}q` },
-      models: {
-        default: "s/echo",
-        providers: { s: { kind: "scripted" as const, rules: [{ match: "^(.*)$", reply: "re: $1" }] } },
-      },
-    };
+    const { prefix, cfg } = echoConfig("reads-w");
     const gateway = await startTestApp({ ...cfg, queue: { ...cfg.queue, runTurns: false } });
     cleanups.push(() => gateway.stop());
     const worker = await startTestWorker(cfg);
