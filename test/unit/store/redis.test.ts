@@ -417,6 +417,20 @@ describeRedis("redis store", () => {
     return { id, sessionId: "s1", role, content: `c-${id}`, timestamp: T0 };
   }
 
+  /** Two stores on one prefix (two processes): `a` on client `cA`, with `n` messages m0… appended. */
+  async function twoProcesses(n: number) {
+    const prefix = randomPrefix("redis");
+    const cA = client();
+    const a = await open({ client: cA, prefix });
+    const b = await open({ prefix });
+    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
+    await a.transcripts.appendBatch(
+      ref,
+      Array.from({ length: n }, (_, i) => msg(`m${i}`, "user")),
+    );
+    return { cA, a, b, ref };
+  }
+
   it("readTail reads only from the end of a long stream (tail cache off)", async () => {
     const c = client();
     const s = await open({ client: c, tailCacheChars: 0 });
@@ -451,15 +465,7 @@ describeRedis("redis store", () => {
   });
 
   it("a cached tail fetches only what was added since, by any process, and is dropped when the stream is not the one cached", async () => {
-    const prefix = randomPrefix("redis");
-    const cA = client();
-    const a = await open({ client: cA, prefix });
-    const b = await open({ prefix });
-    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
-    await a.transcripts.appendBatch(
-      ref,
-      Array.from({ length: 50 }, (_, i) => msg(`m${i}`, "user")),
-    );
+    const { cA, a, b, ref } = await twoProcesses(50);
     const ids = async (limit: number) =>
       (await a.transcripts.readTail(ref, { limit, includeTools: true })).map((m) => m.id);
     expect(await ids(10)).toEqual(Array.from({ length: 10 }, (_, i) => `m${40 + i}`));
@@ -506,15 +512,7 @@ describeRedis("redis store", () => {
   });
 
   it("an append to a cached tail brings it up to date in its reply: the read right after it (afterAppend) asks Redis nothing", async () => {
-    const prefix = randomPrefix("redis");
-    const cA = client();
-    const a = await open({ client: cA, prefix });
-    const b = await open({ prefix });
-    const ref: TranscriptRef = { agentId: "main", sessionId: randomUUID() };
-    await a.transcripts.appendBatch(
-      ref,
-      Array.from({ length: 10 }, (_, i) => msg(`m${i}`, "user")),
-    );
+    const { cA, a, b, ref } = await twoProcesses(10);
     const read = async (afterAppend: boolean) =>
       (await a.transcripts.readTail(ref, { limit: 4, includeTools: true, readOnly: true, afterAppend })).map(
         (m) => m.id,
