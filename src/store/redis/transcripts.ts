@@ -97,7 +97,7 @@ export class RedisTranscriptStore implements TranscriptStore {
       const mark = this.tails?.meta(key);
       // no await before the script call: that is what keeps concurrent appends in call order
       if (!mark)
-        return this.o.scripts.run(appendTranscript, keys, [message.id, message.role, json]).then(isOne);
+        return this.o.scripts.run(appendTranscript, keys, [message.id, message.role, json]).then(appended);
       const at = { lastId: mark.lastId, len: mark.len };
       mark.pending++;
       mark.confirmed = false;
@@ -108,7 +108,7 @@ export class RedisTranscriptStore implements TranscriptStore {
             // in the same callback as `taken`: another append's reply may be handled in between
             mark.pending--;
             if (Array.isArray(reply)) this.taken(key, mark, at, reply, json);
-            return isOne(reply) || (Array.isArray(reply) && reply[0] === 1);
+            return appended(reply);
           },
           (err: unknown) => {
             mark.pending--;
@@ -362,7 +362,8 @@ export class RedisTranscriptStore implements TranscriptStore {
   }
 }
 
-const isOne = (reply: unknown): boolean => reply === 1;
+/** appendTranscript-2 appended (1, or `{ 1, … }` with a cached tail's mark), rather than found the id (0). */
+const appended = (reply: unknown): boolean => (Array.isArray(reply) ? reply[0] : reply) === 1;
 
 function entryFields(m: TranscriptMessage): [string, string, string, string] {
   return ["r", m.role, "m", JSON.stringify(m)];
