@@ -103,7 +103,9 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   services.cron = cron;
   installCronFlow(services, handlers, cron);
   installHookFlow(services, handlers);
-  pipeline.onRunEvent((e) => bus.emit(e.type, { run: e.run }));
+  // Run events reach the gateway's clients (/ws, dashboards); a worker has no one to tell, and
+  // listening would make every finished turn wake it (bullmq: `{tag}:bus:runs`).
+  if (opts.role === "gateway") pipeline.onRunEvent((e) => bus.emit(e.type, { run: e.run }));
 
   const router: Router = createRouter(services);
   const gateway = opts.role === "gateway";

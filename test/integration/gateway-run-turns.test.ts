@@ -1,9 +1,10 @@
 import { afterEach, expect, it } from "vitest";
 import { checkDriverChoice } from "../../src/app/drivers.js";
 import { parseConfig } from "../../src/config/index.js";
+import { PipelineKeys } from "../../src/pipeline/bullmq/keys.js";
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
-import { describeRedis, dropPrefix } from "../redis.js";
+import { describeRedis, dropPrefix, newRedisClient } from "../redis.js";
 
 /**
  * `queue.runTurns: false`: a gateway that only accepts, streams and delivers, while
@@ -58,6 +59,22 @@ describeRedis("queue.runTurns: false keeps turns off the gateway", () => {
     const on = await startTestApp(cfg());
     stops.push(() => on.stop());
     expect((await send(on, "agent:main:here", 20)).result?.status).toBe("ok");
+  });
+
+  it("a worker hears cancel and steer but not run events: a turn's finish wakes only the gateways", async () => {
+    const shared = cfg();
+    const gateway = await startTestApp(shared);
+    stops.push(() => gateway.stop());
+    const worker = await startTestWorker(shared);
+    stops.push(() => worker.stop());
+    expect((await send(gateway, "agent:main:quiet-worker", 20)).result?.status).toBe("ok");
+    const keys = new PipelineKeys(`${shared.queue.prefix}:queue`);
+    const redis = newRedisClient();
+    stops.push(async () => void (await redis.quit()));
+    const listeners = async (channel: string) =>
+      ((await redis.call("PUBSUB", "NUMSUB", channel)) as [string, number])[1];
+    expect(await listeners(keys.bus)).toBe(2);
+    expect(await listeners(keys.runEvents)).toBe(1);
   });
 
   it("is refused with the local queue, naming the key", () => {

@@ -5,27 +5,38 @@ import { closeClient } from "../../redis/close.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
 import { type BusMessage, busMessageSchema, parseStored } from "./schema.js";
 
+/** The bus's two channels (keys.ts): cancel/steer, and run events. */
+export interface BusChannels {
+  control: string;
+  runs: string;
+}
+
 /**
  * The pipeline's pub/sub side: one subscriber connection (from `createBlockingConnection`, owned and
- * closed here) on `{tag}:bus`, created on first need (wait, onRunEvent, start).
+ * closed here), created on first need. `ensure` subscribes to `{tag}:bus` (cancel and steer: every
+ * started pipeline listens); `ensureRuns` to `{tag}:bus:runs` as well (run events: only a process
+ * with run listeners or waiters asks, so a finished turn wakes no worker that would drop it).
  * Pub/sub is at-most-once, so nothing relies on it alone: waiters subscribe BEFORE reading the run
  * record, re-read records after a reconnect, and read again when they time out; cancels also leave
  * a persistent flag that the worker checks.
  *
- * `listening()` tells whether no message can have been missed since the last confirmed subscribe:
- * it is the connection's generation while the subscription stands, null while it is down or being
- * re-established. Every lost connection starts a new generation.
+ * `listening()` tells whether no run event can have been missed since the last confirmed subscribe:
+ * it is the connection's generation while the run-events subscription stands, null while it is
+ * down, being re-established, or was never asked for. Every lost connection starts a new generation.
  */
 export class Bus {
   private sub: Redis | null = null;
   private ready: Promise<void> | null = null;
+  private runsReady: Promise<void> | null = null;
   private closed = false;
   private generation = 0;
   private subscribed = false;
+  /** The generation in which the run-events subscription was last confirmed. */
+  private runsGeneration: number | null = null;
 
   constructor(
     private readonly create: () => Redis,
-    private readonly channel: string,
+    private readonly channels: BusChannels,
     private readonly logger: Logger,
     private readonly onMessage: (msg: BusMessage) => void,
     /** Called after a reconnect: messages may have been missed meanwhile. */
@@ -37,17 +48,38 @@ export class Bus {
     private readonly ownPrefix?: string,
   ) {}
 
-  /** Resolves once subscribed; a failed attempt is retried by the next call. */
+  /** Resolves once subscribed to cancel/steer; a failed attempt is retried by the next call. */
   ensure(): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.ready ??= this.connect().catch((err: unknown) => {
       this.ready = null;
+      this.runsReady = null;
       const sub = this.sub;
       this.sub = null;
       sub?.disconnect();
       throw err;
     });
     return this.ready;
+  }
+
+  /** `ensure`, and resolves once run events are heard too (from then on, for good). */
+  ensureRuns(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.runsReady ??= this.ensure()
+      .then(() => this.subscribeRuns())
+      .catch((err: unknown) => {
+        this.runsReady = null;
+        throw err;
+      });
+    return this.runsReady;
+  }
+
+  private async subscribeRuns(): Promise<void> {
+    const sub = this.sub;
+    if (!sub) throw new Error("bullmq pipeline: the bus connection is gone");
+    const generation = this.generation;
+    await sub.subscribe(this.channels.runs);
+    if (this.generation === generation && this.sub === sub) this.runsGeneration = generation;
   }
 
   private async connect(): Promise<void> {
@@ -66,9 +98,13 @@ export class Bus {
         this.onReconnect();
         // ioredis re-subscribes on its own; listening again only once Redis confirmed it
         const generation = this.generation;
-        sub.subscribe(this.channel).then(
+        const runs = this.runsReady !== null;
+        const channels = runs ? [this.channels.control, this.channels.runs] : [this.channels.control];
+        sub.subscribe(...channels).then(
           () => {
-            if (this.generation === generation && this.sub === sub) this.subscribed = true;
+            if (this.generation !== generation || this.sub !== sub) return;
+            this.subscribed = true;
+            if (runs) this.runsGeneration = generation;
           },
           () => undefined,
         );
@@ -76,7 +112,7 @@ export class Bus {
       readyOnce = true;
     });
     sub.on("message", (channel: string, raw: string) => {
-      if (channel !== this.channel) return;
+      if (channel !== this.channels.control && channel !== this.channels.runs) return;
       if (this.ownPrefix !== undefined && raw.startsWith(this.ownPrefix)) return;
       const msg = parseStored(busMessageSchema, raw);
       if (!msg) {
@@ -86,20 +122,23 @@ export class Bus {
       this.onMessage(msg);
     });
     const generation = this.generation;
-    await sub.subscribe(this.channel);
+    await sub.subscribe(this.channels.control);
     readyOnce = true;
     if (this.generation === generation) this.subscribed = true;
   }
 
-  /** The current generation while subscribed with nothing missed since; null otherwise. */
+  /** The current generation while run events are heard with nothing missed since; null otherwise. */
   listening(): number | null {
-    return this.subscribed && !this.closed ? this.generation : null;
+    return this.subscribed && !this.closed && this.runsGeneration === this.generation
+      ? this.generation
+      : null;
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.subscribed = false;
     await this.ready?.catch(() => undefined);
+    await this.runsReady?.catch(() => undefined);
     const sub = this.sub;
     this.sub = null;
     if (!sub) return;

@@ -148,7 +148,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     this.bg = new BackgroundProcessor(this.ctx);
     this.bus = new Bus(
       createBlocking,
-      this.keys.bus,
+      { control: this.keys.bus, runs: this.keys.runEvents },
       logger,
       (msg) => this.onBusMessage(msg),
       () => this.recheckWaiters(),
@@ -167,7 +167,8 @@ class BullmqPipelineImpl implements BullmqPipeline {
     this.assertOpen();
     this.handlers = handlers;
     try {
-      await this.bus.ensure();
+      // cancel and steer always; run events when someone here listens (a gateway's clients)
+      await (this.listeners.size > 0 ? this.bus.ensureRuns() : this.bus.ensure());
       if (this.tuning.processJobs) {
         this.host = new WorkerHost(this.ctx, this.createBlocking, this.turns, this.bg);
         await this.host.start();
@@ -345,7 +346,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
 
   private async subscribedWithin(ms: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const subscribed = this.bus.ensure().catch((err: unknown) => {
+    const subscribed = this.bus.ensureRuns().catch((err: unknown) => {
       this.logger.warn(
         { err: errorMessage(err) },
         "bullmq pipeline: cannot subscribe; wait reads at its deadline",
@@ -375,7 +376,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
     if (res === "removed") {
       const rec = await this.runs.patch(runId, { status: reason, endedAt: this.now() });
       if (rec) {
-        await this.redis.publish(this.keys.bus, eventMessage(this.instanceId, "run.finished", [rec]));
+        await this.redis.publish(this.keys.runEvents, eventMessage(this.instanceId, "run.finished", [rec]));
         this.emit({ type: "run.finished", run: rec });
         this.waiters.settle(rec);
       }
@@ -419,7 +420,7 @@ class BullmqPipelineImpl implements BullmqPipeline {
   onRunEvent(listener: (event: RunEvent) => void): () => void {
     this.listeners.add(listener);
     if (this.state !== "stopping" && this.state !== "stopped") {
-      this.bus.ensure().catch((err: unknown) => {
+      this.bus.ensureRuns().catch((err: unknown) => {
         this.logger.warn({ err: errorMessage(err) }, "bullmq pipeline: cannot subscribe to run events");
       });
     }

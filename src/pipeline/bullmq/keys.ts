@@ -13,7 +13,9 @@
  *   {sb}:cancel:<runId>       persistent cancel flag for a running run (value: reason), with TTL
  *   {sb}:dirty                set of sessions whose mailbox or turn may need a drain (sweeper)
  *   {sb}:outbox               list of committed follow-ups (JSON) not yet relayed (outbox.ts)
- *   {sb}:bus                  pub/sub channel: run events, cancel and steer broadcasts
+ *   {sb}:bus                  pub/sub channel: cancel and steer broadcasts (every process listens)
+ *   {sb}:bus:runs             pub/sub channel: run events (run.finished), heard only by processes
+ *                             that want them (waiters, run listeners), so a turn wakes no idle worker
  *   {sb}:live                 pub/sub channel: live events between processes (src/app/live-relay.ts)
  *   {sb}:live:audience        zset of gateways with /ws clients (member: relay id, score: expiry ms)
  */
@@ -31,6 +33,7 @@ export class PipelineKeys {
   readonly dirty: string;
   readonly outbox: string;
   readonly bus: string;
+  readonly runEvents: string;
   readonly live: string;
   readonly liveAudience: string;
   readonly runPrefix: string;
@@ -43,6 +46,7 @@ export class PipelineKeys {
     this.dirty = `${this.tag}:dirty`;
     this.outbox = `${this.tag}:outbox`;
     this.bus = `${this.tag}:bus`;
+    this.runEvents = `${this.tag}:bus:runs`;
     this.live = `${this.tag}:live`;
     this.liveAudience = `${this.tag}:live:audience`;
     this.runPrefix = `${this.tag}:run:`;

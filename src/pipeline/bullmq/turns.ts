@@ -424,7 +424,7 @@ export class TurnProcessor {
         keys.lock(jobId),
         keys.active(sessionKey),
         keys.mailbox(sessionKey),
-        keys.bus,
+        keys.runEvents,
         keys.scheduled(sessionKey),
       ],
       [

@@ -3,7 +3,7 @@ import type { ScriptDef } from "../scripts.js";
 /**
  * ackTurn-5: the turn's outcome is in the RunStore; retire it — only if this worker still holds
  * the job's lock (fencing: a worker that lost its lock must not clear its successor's turn).
- * KEYS: lock, act, mailbox, bus, sched. ARGV: token, runPrefix, retentionMs, event message
+ * KEYS: lock, act, mailbox, run-events channel, sched. ARGV: token, runPrefix, retentionMs, event message
  * ("" = none), cancelPrefix, drop lock ("1": a direct turn's lock, which no BullMQ job removes),
  * runId1, runId2, … (their cancel flags are dropped: the runs are final).
  * Returns the mailbox length (> 0: the drain job must re-enqueue itself; 0: `sched` is cleared and

@@ -199,11 +199,12 @@ describeRedis("bullmq pipeline", () => {
         },
         background: async () => {},
       });
-      await gateway.start({ turn: async () => ({ status: "error" }), background: async () => {} });
       const finishedB = latch();
+      // a listener before start (as the app registers its own): start then hears run events
       gateway.onRunEvent((e) => {
         if (e.type === "run.finished" && e.run.sessionKey === "s-b") finishedB.open();
       });
+      await gateway.start({ turn: async () => ({ status: "error" }), background: async () => {} });
 
       // a: pushed while listening, waited for while it runs: its finish arrives over the bus
       const a = await gateway.submitTurn(msg("s-a", "a"));
@@ -246,7 +247,7 @@ describeRedis("bullmq pipeline", () => {
           subs.push(c);
           return c;
         },
-        keys.bus,
+        { control: keys.bus, runs: keys.runEvents },
         silentLogger(),
         (m) => {
           if (m.t === "steer") got.push(m.text);
@@ -256,6 +257,8 @@ describeRedis("bullmq pipeline", () => {
       cleanups.push(() => bus.close());
       expect(bus.listening()).toBeNull(); // not subscribed yet
       await bus.ensure();
+      expect(bus.listening()).toBeNull(); // cancel and steer only: run events may be missed
+      await bus.ensureRuns();
       const first = bus.listening();
       expect(first).not.toBeNull();
       const sub = subs[0]!;
@@ -284,23 +287,56 @@ describeRedis("bullmq pipeline", () => {
       const got: string[] = [];
       const bus = new Bus(
         blocking,
-        keys.bus,
+        { control: keys.bus, runs: keys.runEvents },
         silentLogger(),
         (m) => got.push(`${m.t}:${m.from}`),
         () => undefined,
         eventPrefix("me"),
       );
       cleanups.push(() => bus.close());
-      await bus.ensure();
+      await bus.ensureRuns();
       const rec = { runId: "r1", sessionKey: "s", agentId: "main", status: "ok" as const, createdAt: 1 };
-      await connection.publish(keys.bus, eventMessage("me", "run.finished", [rec]));
-      await connection.publish(keys.bus, `${eventPrefix("me")}not json at all`);
+      await connection.publish(keys.runEvents, eventMessage("me", "run.finished", [rec]));
+      await connection.publish(keys.runEvents, `${eventPrefix("me")}not json at all`);
       await connection.publish(keys.bus, JSON.stringify({ t: "steer", from: "me", runId: "r1", text: "x" }));
-      await connection.publish(keys.bus, eventMessage("other", "run.finished", [rec]));
+      await connection.publish(keys.runEvents, eventMessage("other", "run.finished", [rec]));
       await vi.waitFor(() => expect(got).toContain("ev:other"));
       // its own steer is not a run event: parsed and handed on (the pipeline ignores it by `from`)
       expect(got).toEqual(["steer:me", "ev:other"]);
     });
+
+    it("run events reach only the instances that want them: a finished turn wakes no worker that has no waiter", async () => {
+      const { make, keys, connection } = env();
+      const listeners = async (channel: string) =>
+        ((await connection.call("PUBSUB", "NUMSUB", channel)) as [string, number])[1];
+      const gateway = make({ processJobs: false });
+      const worker = make();
+      const waiter = make({ processJobs: false });
+      const gate = latch();
+      const started = latch();
+      gateway.onRunEvent(() => undefined); // as the app's gateway does, for its clients
+      await gateway.start(recorder().handlers);
+      await worker.start({
+        turn: async () => {
+          started.open();
+          await gate.promise;
+          return { status: "ok", reply: "done" };
+        },
+        background: async () => {},
+      });
+      await waiter.start(recorder().handlers);
+      expect(await listeners(keys.bus)).toBe(3); // everyone hears cancel and steer
+      expect(await listeners(keys.runEvents)).toBe(1); // run events: the gateway alone
+
+      const rec = await gateway.submitTurn(msg("s", "hello"));
+      await started.promise;
+      // a wait subscribes its instance first; the finish published by the worker then settles it
+      // (its deadline is far past the test's timeout: only the event can end it in time)
+      const waited = waiter.wait(rec.runId, 120_000);
+      await vi.waitFor(async () => expect(await listeners(keys.runEvents)).toBe(2));
+      gate.open();
+      expect(await waited).toMatchObject({ status: "ok", reply: "done" });
+    }, 15_000);
 
     it("cancels and steers a run that executes in another instance", async () => {
       const { make } = env();
