@@ -251,6 +251,7 @@ describeRedis("bullmq pipeline", () => {
         silentLogger(),
         (m) => {
           if (m.t === "steer") got.push(m.text);
+          if (m.t === "ev") got.push(`ev:${m.runs[0]?.runId}`);
         },
         () => reconnects++,
       );
@@ -271,13 +272,18 @@ describeRedis("bullmq pipeline", () => {
       expect(second).not.toBeNull();
       expect(second).not.toBe(first);
       expect(reconnects).toBe(1);
-      // and it hears what is published now
+      // and it hears what is published now, on both channels
       const steer = JSON.stringify({ t: "steer", from: "other", runId: "r", text: "heard" });
-      for (let i = 0; i < 300 && got.length === 0; i++) {
-        if (i % 50 === 0) await connection.publish(keys.bus, steer);
+      const rec = { runId: "r2", sessionKey: "s", agentId: "main", status: "ok" as const, createdAt: 1 };
+      for (let i = 0; i < 300 && got.length < 2; i++) {
+        if (i % 50 === 0) {
+          got.length = 0;
+          await connection.publish(keys.bus, steer);
+          await connection.publish(keys.runEvents, eventMessage("other", "run.finished", [rec]));
+        }
         await new Promise((r) => setTimeout(r, 10));
       }
-      expect(got[0]).toBe("heard");
+      expect(got).toEqual(["heard", "ev:r2"]);
       await bus.close();
       expect(bus.listening()).toBeNull();
     });
