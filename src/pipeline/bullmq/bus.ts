@@ -29,8 +29,8 @@ export class Bus {
   private ready: Promise<void> | null = null;
   private runsReady: Promise<void> | null = null;
   private closed = false;
+  /** Bumped by every lost connection. */
   private generation = 0;
-  private subscribed = false;
   /** The generation in which the run-events subscription was last confirmed. */
   private runsGeneration: number | null = null;
 
@@ -53,7 +53,6 @@ export class Bus {
     if (this.closed) return Promise.resolve();
     this.ready ??= this.connect().catch((err: unknown) => {
       this.ready = null;
-      this.runsReady = null;
       const sub = this.sub;
       this.sub = null;
       sub?.disconnect();
@@ -91,23 +90,12 @@ export class Bus {
     );
     sub.on("close", () => {
       this.generation++;
-      this.subscribed = false;
     });
     sub.on("ready", () => {
       if (readyOnce) {
         this.onReconnect();
-        // ioredis re-subscribes on its own; listening again only once Redis confirmed it
-        const generation = this.generation;
-        const runs = this.runsReady !== null;
-        const channels = runs ? [this.channels.control, this.channels.runs] : [this.channels.control];
-        sub.subscribe(...channels).then(
-          () => {
-            if (this.generation !== generation || this.sub !== sub) return;
-            this.subscribed = true;
-            if (runs) this.runsGeneration = generation;
-          },
-          () => undefined,
-        );
+        // ioredis re-subscribes on its own; run events count as heard again once Redis confirmed it
+        if (this.runsReady) this.subscribeRuns().catch(() => undefined);
       }
       readyOnce = true;
     });
@@ -121,22 +109,17 @@ export class Bus {
       }
       this.onMessage(msg);
     });
-    const generation = this.generation;
     await sub.subscribe(this.channels.control);
     readyOnce = true;
-    if (this.generation === generation) this.subscribed = true;
   }
 
   /** The current generation while run events are heard with nothing missed since; null otherwise. */
   listening(): number | null {
-    return this.subscribed && !this.closed && this.runsGeneration === this.generation
-      ? this.generation
-      : null;
+    return !this.closed && this.runsGeneration === this.generation ? this.generation : null;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    this.subscribed = false;
     await this.ready?.catch(() => undefined);
     await this.runsReady?.catch(() => undefined);
     const sub = this.sub;
