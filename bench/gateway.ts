@@ -7,7 +7,8 @@
  * (the floor), 100 sequential turns to one session, 30 turns with a new key each, 16- and 64-client
  * throughput, the gateway's CPU per turn from /proc/<pid>/stat (in the sequential phase also its
  * main thread's, from /proc/<pid>/task/<pid>/stat: the rest is V8's background compiler and GC,
- * and libuv's pool) and its RSS. The same on redis +
+ * and libuv's pool) and its RSS; on local, the 64-client phase once more with `queue.concurrency: 64`
+ * (the default 8 is what caps that phase). The same on redis +
  * bullmq with one and two worker processes (their CPU is added to the gateway's), and with one worker
  * running every turn (`queue.runTurns: false` on the gateway). Yardsticks from the
  * same run: a bare Node relay and a bare BullMQ relay (bench/bare-relay.ts) through the same phases,
@@ -488,6 +489,8 @@ interface Setup {
   storage: Record<string, unknown>;
   queue: Record<string, unknown>;
   workers: number;
+  /** Only the 64-client phase, against the default setup's figure (a tuning comparison). */
+  loadedOnly?: { against: string };
 }
 
 /**
@@ -568,6 +571,11 @@ async function runSetup(
   try {
     await waitHealthy(url, gw, process.env.BENCH_GATEWAY_WRAP ? 300_000 : 20_000);
     await warmUp(url);
+    if (setup.loadedOnly) {
+      await loaded(url, pids, setup.name, 64, seconds, ` (against ${setup.loadedOnly.against}'s above)`);
+      out(`${setup.name}: RSS gateway ${fmt(rssMb(gw.pid ?? 0), 0)} MB`);
+      return null;
+    }
     const figures: Figures = {
       seq: await sequential(
         url,
@@ -676,8 +684,19 @@ export async function run(): Promise<void> {
     const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
     const prefix = `sbbench${process.pid}`;
     const setups: Setup[] = [];
-    if (drivers.includes("local"))
+    if (drivers.includes("local")) {
       setups.push({ name: "fs+local", storage: { driver: "fs" }, queue: { driver: "local" }, workers: 0 });
+      // The default queue.concurrency (8) caps the 64-client phase: turns wait for a slot while
+      // the model answers, not for CPU. The same phase with 64 slots shows what the cap costs.
+      if (clientCounts().includes(64))
+        setups.push({
+          name: "fs+local, queue.concurrency 64",
+          storage: { driver: "fs" },
+          queue: { driver: "local", concurrency: 64 },
+          workers: 0,
+          loadedOnly: { against: "fs+local" },
+        });
+    }
     if (drivers.includes("bullmq")) {
       for (const workers of [1, 2]) {
         setups.push({

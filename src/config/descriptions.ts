@@ -32,7 +32,8 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "queue.driver": "local: in-process, journaled to stateDir. bullmq: BullMQ on Redis, for workers.",
   "queue.redisUrl": "Redis URL for the bullmq driver.",
   "queue.prefix": "Prefix of the BullMQ queues.",
-  "queue.concurrency": "Turns run in parallel per process (turns of one session never overlap).",
+  "queue.concurrency":
+    "Turns run in parallel per process (turns of one session never overlap). A turn holds its slot while the model answers: raise it when many conversations are in flight at once (docs/operations.md, Throughput).",
   "queue.lockDurationMs":
     "BullMQ lock duration; a crashed worker's turn is picked up after about lockDurationMs + stalledIntervalMs.",
   "queue.stalledIntervalMs": "How often BullMQ looks for stalled jobs.",
