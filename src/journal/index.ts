@@ -143,6 +143,13 @@ export class Journal<R> {
   private appendsSinceSnapshot = 0;
   private pending: Pending[] = [];
   private flushing: Promise<void> | null = null;
+  /** Queued records that want a write of their own: all but those of `noteJsonLater`. */
+  private eager = 0;
+  /** Records of `noteJsonLater` wait in `pending` for the next batch. */
+  private later = false;
+  private laterMs = 0;
+  /** Writes them if no batch took them along in time. */
+  private laterTimer: NodeJS.Timeout | null = null;
   /** The flush loop is swapping the live log (no write may start). */
   private rotating = false;
   private rotateWaiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
@@ -335,7 +342,42 @@ export class Journal<R> {
   private noteText(text: string, records: number, apply: (offset: number) => void): void {
     if (this.closed) return;
     this.pending.push({ text, records, awaited: false, apply, resolve: noop, reject: noop });
+    this.eager++;
     this.kick();
+  }
+
+  /**
+   * `noteJson` that starts no write of its own: the record rides with the next batch (the next
+   * append's write, a rotation, `close`) or is written `withinMs` later at the latest. For a
+   * record whose loss after a crash is harmless, written often enough that a write(2) of its
+   * own per record shows in the CPU per turn (the local queue's turn `start` and `done`). A
+   * crash inside that window loses it, as an OS crash loses a `note`.
+   */
+  noteJsonLater(json: string, withinMs: number): void {
+    if (this.closed) return;
+    this.pending.push({
+      text: `${json}\n`,
+      records: 1,
+      awaited: false,
+      apply: noop,
+      resolve: noop,
+      reject: noop,
+    });
+    this.later = true;
+    this.laterMs = withinMs;
+    if (!this.flushing) this.armLater(); // a running loop arms it when it stops
+  }
+
+  /** Writes the waiting `noteJsonLater` records in `laterMs`, unless a batch takes them first. */
+  private armLater(): void {
+    if (this.laterTimer) return;
+    this.laterTimer = setTimeout(() => {
+      this.laterTimer = null;
+      if (!this.later || this.closed) return;
+      this.eager++; // counts as a record that wants its write
+      this.kick();
+    }, this.laterMs);
+    this.laterTimer.unref();
   }
 
   stats(): JournalStats {
@@ -373,6 +415,7 @@ export class Journal<R> {
     if (this.closed) return Promise.reject(closedError(this.opts.name));
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ text, records, awaited: true, apply, resolve, reject });
+      this.eager++;
       this.kick();
     });
   }
@@ -398,11 +441,13 @@ export class Journal<R> {
           }
           continue;
         }
-        if (this.pending.length === 0) {
+        if (this.eager === 0) {
           // Cleared in the same synchronous step as this last check (a rotation still waiting
           // here is kicked when the running snapshot ends): anything queued from now on starts
-          // a new loop, anything queued before was seen. A gap would strand it forever.
+          // a new loop, anything queued before was seen. A gap would strand it forever. Records
+          // of `noteJsonLater` left behind wait for the next batch, or their timer.
           this.flushing = null;
+          if (this.later) this.armLater();
           return;
         }
         const written = this.writePending();
@@ -421,6 +466,8 @@ export class Journal<R> {
    */
   private writePending(): boolean | Promise<boolean> {
     const batch = this.pending.splice(0);
+    this.eager = 0;
+    this.later = false;
     const text = batch.map((b) => b.text).join("");
     const start = this.out!.size;
     try {
@@ -624,6 +671,12 @@ export class Journal<R> {
   /** Waits for queued writes, abandons a running snapshot (its logs stay), closes. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.laterTimer) clearTimeout(this.laterTimer);
+    this.laterTimer = null;
+    if (this.later) {
+      this.eager++; // the records of `noteJsonLater` still waiting are written now
+      this.kick();
+    }
     while (this.flushing) await this.flushing;
     this.closed = true;
     this.aborting = true;

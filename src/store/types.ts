@@ -264,6 +264,13 @@ export interface RunStore {
    * writer in between is never overwritten).
    */
   patch(runId: string, patch: Partial<RunRecord>, assumed?: RunRecord): Promise<RunRecord | null>;
+  /**
+   * Optional: `patch` for a change whose loss in a crash is harmless, such as a run marked
+   * running (the queue re-runs a turn it has no outcome for, whatever its record says). Applied
+   * at once (`get` and `listBySession` see it) and written with the store's next write or within
+   * a second; resolves without waiting for the disk. Callers fall back to `patch`.
+   */
+  patchSoon?(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null>;
   listBySession(sessionKey: string, limit: number): Promise<RunRecord[]>;
   close(): Promise<void>;
 }

@@ -74,7 +74,7 @@ export class TurnRunner {
     const active: ActiveTurn = { ac: new AbortController(), steering: [], shutdown: false };
     for (const id of runIds) this.active.set(id, active);
     // Not awaited: if it is lost in a crash the re-run only under-reports `attempt`.
-    this.d.journal()?.note({ t: "start", runIds });
+    this.d.journal()?.note({ t: "start", runIds }, true);
     let timer: Deadline | undefined;
     try {
       const startedAt = this.d.now();
@@ -166,7 +166,7 @@ export class TurnRunner {
       }),
     );
     // Not awaited: if it is lost in a crash, replay finds the final RunStore record and skips it.
-    this.d.journal()?.note({ t: "done", runIds: entries.map((e) => e.runId) });
+    this.d.journal()?.note({ t: "done", runIds: entries.map((e) => e.runId) }, true);
     for (const run of finals) this.d.onFinished(run);
   }
 
@@ -192,7 +192,10 @@ export class TurnRunner {
   }
 
   private async markRunning(e: LaneEntry, startedAt: number): Promise<RunRecord> {
-    const rec = await this.d.runs.patch(e.runId, { status: "running", startedAt });
+    // Not waited for on disk where the store allows: lost in a crash, the turn is re-run anyway.
+    const runs = this.d.runs;
+    const patch: Partial<RunRecord> = { status: "running", startedAt };
+    const rec = await (runs.patchSoon ? runs.patchSoon(e.runId, patch) : runs.patch(e.runId, patch));
     if (rec) return rec;
     // Journaled but the record never landed (crash between the two writes): recreate it.
     const full: RunRecord = { ...queuedRecord(e.runId, e.req, e.createdAt), status: "running", startedAt };

@@ -8,6 +8,9 @@ import type { WarningSink } from "../warnings.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };
 
+/** The longest a `patchSoon` line waits for a batch to ride with. */
+const SOON_MS = 1000;
+
 export interface FsRunStoreOptions {
   dir: string;
   logger: Logger;
@@ -72,6 +75,23 @@ export class FsRunStore implements RunStore {
       const stored: NormalizedRun = { run: merged as unknown as RunRecord, json: JSON.stringify(merged) };
       await this.write(stored);
       return cloneRun(stored.run);
+    });
+  }
+
+  /**
+   * The record changes in memory now and its line waits for the runs log's next batch (a turn's
+   * final record, a second at most): a turn's "running" costs no write(2) of its own.
+   */
+  patchSoon(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
+    return this.serial.run(runId, async () => {
+      const cur = this.runs.get(runId);
+      if (!cur) return null;
+      const merged = mergePatch(cur, patch, RUN_IDENTITY);
+      assertRecord(runProblem(merged), "patch");
+      const run = merged as unknown as RunRecord;
+      this.set(run);
+      this.journal.noteJsonLater(`{"op":"put","run":${JSON.stringify(run)}}`, SOON_MS);
+      return cloneRun(run);
     });
   }
 

@@ -147,6 +147,61 @@ describe("shared Journal: fsync, note, stats", () => {
     await again.j.close();
   });
 
+  it("noteJsonLater starts no write: it rides with the next append's batch (and its fdatasync)", async () => {
+    const d = dir();
+    const { j, put } = await openMap(d, { fsync: true });
+    await put("first", 1);
+    expect(j.stats()).toMatchObject({ writes: 1, syncs: 1 });
+    j.noteJsonLater(JSON.stringify({ k: "start", v: 2 }), 60_000);
+    j.noteJsonLater(JSON.stringify({ k: "done", v: 3 }), 60_000);
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(j.stats().writes).toBe(1); // nothing written for the notes alone
+    expect(readFileSync(j.livePath, "utf8")).not.toContain("start");
+    await put("next", 4);
+    expect(j.stats()).toMatchObject({ writes: 2, syncs: 1 + 1 });
+    expect(lines(j.livePath).slice(1)).toEqual([
+      '{"k":"first","v":1}',
+      '{"k":"start","v":2}',
+      '{"k":"done","v":3}',
+      '{"k":"next","v":4}',
+    ]);
+    await j.close();
+  });
+
+  it("noteJsonLater is written alone once its time is up, and by close before that", async () => {
+    const d = dir();
+    const { j } = await openMap(d);
+    j.noteJsonLater(JSON.stringify({ k: "alone", v: 1 }), 20);
+    expect(j.stats().writes).toBe(0);
+    for (let i = 0; i < 200 && j.stats().writes === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(j.stats().writes).toBe(1);
+    expect(lines(j.livePath).slice(1)).toEqual(['{"k":"alone","v":1}']);
+
+    j.noteJsonLater(JSON.stringify({ k: "at-close", v: 2 }), 60_000);
+    await j.close(); // does not wait a minute, does not drop it
+    expect(lines(j.livePath).slice(1)).toEqual(['{"k":"alone","v":1}', '{"k":"at-close","v":2}']);
+    const again = await openMap(d);
+    expect(again.state.get("at-close")).toBe(2);
+    await again.j.close();
+  });
+
+  it("noteJsonLater before a compaction lands in the rotated log, never twice", async () => {
+    const d = dir();
+    const { j, put, state } = await openMap(d);
+    await put("a", 1);
+    state.set("later", 9); // an owner that applies when noting (the local queue)
+    j.noteJsonLater(JSON.stringify({ k: "later", v: 9 }), 60_000);
+    await j.compact();
+    await put("b", 2);
+    await j.close();
+    const live = lines(j.livePath).slice(1);
+    expect(live).toEqual(['{"k":"b","v":2}']);
+    expect(lines(j.snapshotPath).filter((l) => l.includes("later"))).toHaveLength(1);
+    const again = await openMap(d);
+    expect(Object.fromEntries(again.state)).toEqual({ a: 1, later: 9, b: 2 });
+    await again.j.close();
+  });
+
   it("a note in a failed batch is logged once and never becomes an unhandled rejection", async () => {
     const d = dir();
     const { logger, errors } = errorLogger();

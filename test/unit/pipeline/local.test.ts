@@ -160,6 +160,41 @@ describe("local pipeline driver", () => {
     expect((await runs.get("r1"))?.reply).toBe("kept");
   });
 
+  it("a sequential turn costs the journal one write: its start and done ride with the next turn's append", async () => {
+    const { dir, make } = env();
+    const p = make();
+    // the model call: the turn's records are written in phases of their own, as in a gateway
+    const model = () => new Promise<void>((r) => setTimeout(r, 1));
+    await p.start({
+      turn: async (job) => {
+        await model();
+        return { status: "ok", reply: `r:${job.messages[0]!.text}` };
+      },
+      background: async () => {},
+    });
+    const first = await p.submitTurn(msg("s", "warm"));
+    await p.wait(first.runId, 5000);
+    const before = p.journalStats();
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const rec = await p.submitTurn(msg("s", `turn ${i}`));
+      ids.push(rec.runId);
+      expect((await p.wait(rec.runId, 5000))?.status).toBe("ok");
+    }
+    const after = p.journalStats();
+    // 3 a turn (turn, start, done) before; now the turn's append carries the last one's two notes
+    expect(after.writes - before.writes).toBeLessThanOrEqual(21);
+    expect(after.syncs - before.syncs).toBe(20);
+    await p.stop(1000); // writes the last turn's start and done instead of dropping them
+    const records = journalRecords(dir);
+    for (const id of [first.runId, ...ids]) {
+      expect(records.filter((r) => r.t === "turn" && r.runId === id)).toHaveLength(1);
+      expect(records.some((r) => r.t === "done" && (r as { runIds?: string[] }).runIds?.includes(id))).toBe(
+        true,
+      );
+    }
+  });
+
   it("compacts the journal in the background and keeps every live entry", async () => {
     const { dir, make } = env({ compactEveryAppends: 100 });
     const p = make();

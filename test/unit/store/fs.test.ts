@@ -613,6 +613,34 @@ describe("fs store: runs, outbox, kinds, closing", () => {
     expect(await ids(s)).toEqual(["r4", "r3", "r2", "live"]);
   });
 
+  it("patchSoon shows at once and writes no line of its own: it rides with the runs log's next write, or close", async () => {
+    const dir = newDir();
+    let s = await open(dir);
+    const run = { runId: "r", sessionKey: "k", agentId: "main", status: "queued" as const, createdAt: T0 };
+    await s.runs.put(run);
+    const log = path.join(dir, "runs", "runs.jsonl");
+    const linesOf = () => readFileSync(log, "utf8").trim().split("\n").slice(1);
+    expect(linesOf()).toHaveLength(1);
+    const marked = await s.runs.patchSoon?.("r", { status: "running", startedAt: T0 + 1 });
+    expect(marked).toMatchObject({ status: "running", startedAt: T0 + 1 });
+    expect((await s.runs.get("r"))?.status).toBe("running");
+    expect((await s.runs.listBySession("k", 5))[0]?.status).toBe("running");
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(linesOf()).toHaveLength(1); // not written yet
+    await s.runs.patch("r", { status: "ok", endedAt: T0 + 2 });
+    expect(linesOf().map((l) => (JSON.parse(l) as { run: { status: string } }).run.status)).toEqual([
+      "queued",
+      "running",
+      "ok",
+    ]);
+    expect(await s.runs.patchSoon?.("missing", { status: "running" })).toBeNull();
+
+    await s.runs.put({ ...run, runId: "r2" });
+    await s.runs.patchSoon?.("r2", { status: "running", startedAt: T0 + 3 });
+    s = await reopen(s); // close writes it
+    expect(await s.runs.get("r2")).toMatchObject({ status: "running", startedAt: T0 + 3 });
+  });
+
   it("forgets an outbox record ttlMs after its claim, also across restarts", async () => {
     const dir = newDir();
     let now = T0;
