@@ -108,6 +108,8 @@ export interface JournalOptions<R> {
   snapshotWritten?: (written: { file: string; gen: number; records: R[]; offsets: number[] }) => void;
   /** Compute each appended record's byte offset in the live log (passed to `apply`). */
   locate?: boolean;
+  /** How long a `noteJsonLater` record waits for a batch to ride with (default 1000 ms). */
+  laterMs?: number;
   /** Number of live records, to scale the compaction threshold with the state. */
   size: () => number;
 }
@@ -143,12 +145,12 @@ export class Journal<R> {
   private appendsSinceSnapshot = 0;
   private pending: Pending[] = [];
   private flushing: Promise<void> | null = null;
-  /** Queued records that want a write of their own: all but those of `noteJsonLater`. */
-  private eager = 0;
-  /** Records of `noteJsonLater` wait in `pending` for the next batch. */
-  private later = false;
-  private laterMs = 0;
-  /** Writes them if no batch took them along in time. */
+  /**
+   * `pending` holds a record that wants a write (anything but `noteJsonLater`'s), or their
+   * timer or `close` asks for one. Without it, the flush loop leaves `pending` for the next batch.
+   */
+  private wantsWrite = false;
+  /** Writes `noteJsonLater` records that no batch took along within `laterMs`. */
   private laterTimer: NodeJS.Timeout | null = null;
   /** The flush loop is swapping the live log (no write may start). */
   private rotating = false;
@@ -342,18 +344,18 @@ export class Journal<R> {
   private noteText(text: string, records: number, apply: (offset: number) => void): void {
     if (this.closed) return;
     this.pending.push({ text, records, awaited: false, apply, resolve: noop, reject: noop });
-    this.eager++;
+    this.wantsWrite = true;
     this.kick();
   }
 
   /**
    * `noteJson` that starts no write of its own: the record rides with the next batch (the next
-   * append's write, a rotation, `close`) or is written `withinMs` later at the latest. For a
-   * record whose loss after a crash is harmless, written often enough that a write(2) of its
-   * own per record shows in the CPU per turn (the local queue's turn `start` and `done`). A
-   * crash inside that window loses it, as an OS crash loses a `note`.
+   * append's write, a rotation, `close`) or is written `laterMs` (1 s by default) later at the
+   * latest. For a record whose loss after a crash is harmless, written often enough that a
+   * write(2) of its own shows in the CPU per turn (the local queue's turn `start` and `done`, a
+   * run marked running). A crash inside that window loses it, as an OS crash loses a `note`.
    */
-  noteJsonLater(json: string, withinMs: number): void {
+  noteJsonLater(json: string): void {
     if (this.closed) return;
     this.pending.push({
       text: `${json}\n`,
@@ -363,21 +365,23 @@ export class Journal<R> {
       resolve: noop,
       reject: noop,
     });
-    this.later = true;
-    this.laterMs = withinMs;
     if (!this.flushing) this.armLater(); // a running loop arms it when it stops
   }
 
-  /** Writes the waiting `noteJsonLater` records in `laterMs`, unless a batch takes them first. */
   private armLater(): void {
     if (this.laterTimer) return;
     this.laterTimer = setTimeout(() => {
       this.laterTimer = null;
-      if (!this.later || this.closed) return;
-      this.eager++; // counts as a record that wants its write
-      this.kick();
-    }, this.laterMs);
+      this.writeWaiting();
+    }, this.opts.laterMs ?? 1000);
     this.laterTimer.unref();
+  }
+
+  /** Starts a write of what waits in `pending` (records of `noteJsonLater`), if anything does. */
+  private writeWaiting(): void {
+    if (this.closed || this.pending.length === 0) return;
+    this.wantsWrite = true;
+    this.kick();
   }
 
   stats(): JournalStats {
@@ -415,7 +419,7 @@ export class Journal<R> {
     if (this.closed) return Promise.reject(closedError(this.opts.name));
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ text, records, awaited: true, apply, resolve, reject });
-      this.eager++;
+      this.wantsWrite = true;
       this.kick();
     });
   }
@@ -441,13 +445,13 @@ export class Journal<R> {
           }
           continue;
         }
-        if (this.eager === 0) {
+        if (!this.wantsWrite) {
           // Cleared in the same synchronous step as this last check (a rotation still waiting
           // here is kicked when the running snapshot ends): anything queued from now on starts
           // a new loop, anything queued before was seen. A gap would strand it forever. Records
           // of `noteJsonLater` left behind wait for the next batch, or their timer.
           this.flushing = null;
-          if (this.later) this.armLater();
+          if (this.pending.length > 0) this.armLater();
           return;
         }
         const written = this.writePending();
@@ -466,8 +470,7 @@ export class Journal<R> {
    */
   private writePending(): boolean | Promise<boolean> {
     const batch = this.pending.splice(0);
-    this.eager = 0;
-    this.later = false;
+    this.wantsWrite = false;
     const text = batch.map((b) => b.text).join("");
     const start = this.out!.size;
     try {
@@ -673,10 +676,7 @@ export class Journal<R> {
     if (this.closed) return;
     if (this.laterTimer) clearTimeout(this.laterTimer);
     this.laterTimer = null;
-    if (this.later) {
-      this.eager++; // the records of `noteJsonLater` still waiting are written now
-      this.kick();
-    }
+    this.writeWaiting();
     while (this.flushing) await this.flushing;
     this.closed = true;
     this.aborting = true;

@@ -50,8 +50,6 @@ export interface JournalStats {
 }
 
 export const JOURNAL_NAME = "journal";
-/** The longest a `note(rec, true)` waits for a batch to ride with before it is written alone. */
-export const NOTE_LATER_MS = 1000;
 export const JOURNAL_FILE = `${JOURNAL_NAME}.jsonl`;
 
 export class QueueJournal {
@@ -114,14 +112,14 @@ export class QueueJournal {
 
   /**
    * Applies the record now and writes it without anyone waiting (see the module comment). With
-   * `later`, the record waits for the next batch (at most NOTE_LATER_MS): a turn's `start` and
+   * `later`, the record waits for the next batch (a second at most): a turn's `start` and
    * `done`, two of a sequential turn's three writes otherwise, ride with the next turn's append.
    */
   note(rec: JournalRecord, later = false): void {
     if (this.closed) return;
     const json = JSON.stringify(rec);
     this.model.apply(rec, json.length + 1);
-    if (later) this.log.noteJsonLater(json, NOTE_LATER_MS);
+    if (later) this.log.noteJsonLater(json);
     else this.log.noteJson(json);
   }
 

@@ -8,9 +8,6 @@ import type { WarningSink } from "../warnings.js";
 
 type RunJournalRecord = { op: "put"; run: RunRecord };
 
-/** The longest a `patchSoon` line waits for a batch to ride with. */
-const SOON_MS = 1000;
-
 export interface FsRunStoreOptions {
   dir: string;
   logger: Logger;
@@ -67,15 +64,7 @@ export class FsRunStore implements RunStore {
   }
 
   patch(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
-    return this.serial.run(runId, async () => {
-      const cur = this.runs.get(runId);
-      if (!cur) return null;
-      const merged = mergePatch(cur, patch, RUN_IDENTITY);
-      assertRecord(runProblem(merged), "patch");
-      const stored: NormalizedRun = { run: merged as unknown as RunRecord, json: JSON.stringify(merged) };
-      await this.write(stored);
-      return cloneRun(stored.run);
-    });
+    return this.change(runId, patch, (stored) => this.write(stored));
   }
 
   /**
@@ -83,15 +72,9 @@ export class FsRunStore implements RunStore {
    * final record, a second at most): a turn's "running" costs no write(2) of its own.
    */
   patchSoon(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
-    return this.serial.run(runId, async () => {
-      const cur = this.runs.get(runId);
-      if (!cur) return null;
-      const merged = mergePatch(cur, patch, RUN_IDENTITY);
-      assertRecord(runProblem(merged), "patch");
-      const run = merged as unknown as RunRecord;
+    return this.change(runId, patch, ({ run, json }) => {
       this.set(run);
-      this.journal.noteJsonLater(`{"op":"put","run":${JSON.stringify(run)}}`, SOON_MS);
-      return cloneRun(run);
+      this.journal.noteJsonLater(lineOf(json));
     });
   }
 
@@ -112,9 +95,25 @@ export class FsRunStore implements RunStore {
     await this.journal.close();
   }
 
+  /** `patch` and `patchSoon`: merge in the run's turn of the serial queue, then `write` it. */
+  private change(
+    runId: string,
+    patch: Partial<RunRecord>,
+    write: (stored: NormalizedRun) => Promise<void> | void,
+  ): Promise<RunRecord | null> {
+    return this.serial.run(runId, async () => {
+      const cur = this.runs.get(runId);
+      if (!cur) return null;
+      const merged = mergePatch(cur, patch, RUN_IDENTITY);
+      assertRecord(runProblem(merged), "patch");
+      const stored: NormalizedRun = { run: merged as unknown as RunRecord, json: JSON.stringify(merged) };
+      await write(stored);
+      return cloneRun(stored.run);
+    });
+  }
+
   private write({ run, json }: NormalizedRun): Promise<void> {
-    // the line is exactly JSON.stringify({ op: "put", run })
-    return this.journal.appendJson(`{"op":"put","run":${json}}`, () => this.set(run));
+    return this.journal.appendJson(lineOf(json), () => this.set(run));
   }
 
   private set(run: RunRecord): void {
@@ -180,6 +179,11 @@ export class FsRunStore implements RunStore {
     }
     return out;
   }
+}
+
+/** A run's journal line: exactly JSON.stringify({ op: "put", run }), from the run's JSON. */
+function lineOf(runJson: string): string {
+  return `{"op":"put","run":${runJson}}`;
 }
 
 function compareRuns(a: RunRecord, b: RunRecord): number {

@@ -152,8 +152,8 @@ describe("shared Journal: fsync, note, stats", () => {
     const { j, put } = await openMap(d, { fsync: true });
     await put("first", 1);
     expect(j.stats()).toMatchObject({ writes: 1, syncs: 1 });
-    j.noteJsonLater(JSON.stringify({ k: "start", v: 2 }), 60_000);
-    j.noteJsonLater(JSON.stringify({ k: "done", v: 3 }), 60_000);
+    j.noteJsonLater(JSON.stringify({ k: "start", v: 2 }));
+    j.noteJsonLater(JSON.stringify({ k: "done", v: 3 }));
     for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
     expect(j.stats().writes).toBe(1); // nothing written for the notes alone
     expect(readFileSync(j.livePath, "utf8")).not.toContain("start");
@@ -170,15 +170,15 @@ describe("shared Journal: fsync, note, stats", () => {
 
   it("noteJsonLater is written alone once its time is up, and by close before that", async () => {
     const d = dir();
-    const { j } = await openMap(d);
-    j.noteJsonLater(JSON.stringify({ k: "alone", v: 1 }), 20);
+    const { j } = await openMap(d, { laterMs: 20 });
+    j.noteJsonLater(JSON.stringify({ k: "alone", v: 1 }));
     expect(j.stats().writes).toBe(0);
     for (let i = 0; i < 200 && j.stats().writes === 0; i++) await new Promise((r) => setTimeout(r, 5));
     expect(j.stats().writes).toBe(1);
     expect(lines(j.livePath).slice(1)).toEqual(['{"k":"alone","v":1}']);
 
-    j.noteJsonLater(JSON.stringify({ k: "at-close", v: 2 }), 60_000);
-    await j.close(); // does not wait a minute, does not drop it
+    j.noteJsonLater(JSON.stringify({ k: "at-close", v: 2 }));
+    await j.close(); // in the same step: close itself writes it, it does not drop it
     expect(lines(j.livePath).slice(1)).toEqual(['{"k":"alone","v":1}', '{"k":"at-close","v":2}']);
     const again = await openMap(d);
     expect(again.state.get("at-close")).toBe(2);
@@ -190,7 +190,7 @@ describe("shared Journal: fsync, note, stats", () => {
     const { j, put, state } = await openMap(d);
     await put("a", 1);
     state.set("later", 9); // an owner that applies when noting (the local queue)
-    j.noteJsonLater(JSON.stringify({ k: "later", v: 9 }), 60_000);
+    j.noteJsonLater(JSON.stringify({ k: "later", v: 9 }));
     await j.compact();
     await put("b", 2);
     await j.close();
