@@ -33,7 +33,7 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "queue.redisUrl": "Redis URL for the bullmq driver.",
   "queue.prefix": "Prefix of the BullMQ queues.",
   "queue.concurrency":
-    "Turns run in parallel per process (turns of one session never overlap). A turn holds its slot while the model answers: raise it when many conversations are in flight at once (docs/operations.md, Throughput).",
+    "Turns run in parallel per process (turns of one session never overlap). A turn holds its slot while the model answers: raise it when many conversations are in flight at once (docs/operations.md, Throughput). On the `local` driver a turn whose handler returned lends its slot to the next turn while it writes its outcome; its session's next turn still waits for that write, and at most this many turns are finishing so at once.",
   "queue.lockDurationMs":
     "BullMQ lock duration; a crashed worker's turn is picked up after about lockDurationMs + stalledIntervalMs.",
   "queue.stalledIntervalMs": "How often BullMQ looks for stalled jobs.",

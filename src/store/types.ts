@@ -271,6 +271,8 @@ export interface RunStore {
    * a second; resolves without waiting for the disk. Callers fall back to `patch`.
    */
   patchSoon?(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null>;
+  /** `put`, seen at once and written like `patchSoon`'s change. Callers fall back to `put`. */
+  putSoon?(run: RunRecord): Promise<void>;
   listBySession(sessionKey: string, limit: number): Promise<RunRecord[]>;
   close(): Promise<void>;
 }

@@ -95,7 +95,10 @@ class LocalPipelineImpl implements LocalPipeline {
   private readonly jobSubmitting = new Map<string, Promise<void>>();
   private readonly inflight = new Set<Promise<void>>();
   private readonly listeners = new Set<(event: RunEvent) => void>();
+  /** Slots taken (turns and background jobs). */
   private running = 0;
+  /** Turns that handed their slot back and are still writing their outcome (see `track`). */
+  private finishing = 0;
   private preferBackground = false;
   private relaying: Promise<void> | null = null;
   private relayAgain = false;
@@ -207,6 +210,8 @@ class LocalPipelineImpl implements LocalPipeline {
     const records = await mapChunked(live, 256, (t) => this.runs.get(t.runId));
     const alreadyFinal: string[] = [];
     const committed: LiveTurn[] = [];
+    /** Runs journaled whose record a crash lost (it rode with a write that never came). */
+    const lost: RunRecord[] = [];
     live.forEach((t, i) => {
       // A `done` record lost in a crash: the RunStore already has the outcome, do not re-run.
       const rec = records[i];
@@ -219,6 +224,7 @@ class LocalPipelineImpl implements LocalPipeline {
         committed.push(t);
         return;
       }
+      if (!rec) lost.push(queuedRecord(t.runId, t.req, t.createdAt));
       const entry: LaneEntry = {
         runId: t.runId,
         req: t.req,
@@ -231,6 +237,8 @@ class LocalPipelineImpl implements LocalPipeline {
       this.lanes.add(entry);
     });
     if (alreadyFinal.length > 0) journal.note({ t: "done", runIds: alreadyFinal });
+    // before anyone can ask for them (a turn's start would recreate them anyway)
+    await mapChunked(lost, 256, (r) => this.runs.put(r));
     for (const j of journal.model.jobs.values()) this.bg.schedule(j.job.id, j.dueAt);
     if (live.length > 0 || journal.model.jobs.size > 0) {
       const turns = live.length - alreadyFinal.length - committed.length;
@@ -350,7 +358,10 @@ class LocalPipelineImpl implements LocalPipeline {
       const rec = queuedRecord(runId, req, createdAt);
       written = true;
       const journaled = journal.append({ t: "turn", runId, createdAt, req });
-      await Promise.all([journaled, this.runs.put(rec)]);
+      // The journal record is the durable one: a "queued" record lost in a crash is put back by
+      // replay, so where the store allows it rides with the store's next write.
+      const put = this.runs.putSoon ? this.runs.putSoon(rec) : this.runs.put(rec);
+      await Promise.all([journaled, put]);
       this.lanes.markDurable(entry);
       this.pump();
       return { ...rec };
@@ -387,16 +398,33 @@ class LocalPipelineImpl implements LocalPipeline {
     }
   }
 
-  private track(work: Promise<void>, after: () => void): void {
+  /**
+   * Runs `work` in a slot. `work` may hand its slot back before it ends (`free`): a turn whose
+   * handler returned only writes its outcome, so the next turn's model call need not wait for that
+   * write. At most `concurrency` such turns may be finishing at once (a slow disk then holds slots
+   * again); `after` (the lane's release) still waits for the end of `work`.
+   */
+  private track(work: (free: () => void) => Promise<void>, after: () => void): void {
     this.running++;
-    const p = work.then(
+    let held = true;
+    let finishing = false;
+    const free = (): void => {
+      if (!held || this.finishing >= this.tuning.concurrency) return;
+      held = false;
+      finishing = true;
+      this.finishing++;
+      this.running--;
+      this.pump();
+    };
+    const p = work(free).then(
       () => undefined,
       (err) => this.logger.error({ err: errorMessage(err) }, "local pipeline: job runner failed"),
     );
     this.inflight.add(p);
     void p.then(() => {
       this.inflight.delete(p);
-      this.running--;
+      if (held) this.running--;
+      if (finishing) this.finishing--;
       after();
       this.pump();
     });
@@ -406,7 +434,10 @@ class LocalPipelineImpl implements LocalPipeline {
     const taken = this.lanes.take();
     if (!taken) return false;
     for (const e of taken.entries) this.queued.delete(e.runId);
-    this.track(this.turns.run(taken.entries), () => this.lanes.release(taken.sessionKey));
+    this.track(
+      (free) => this.turns.run(taken.entries, free),
+      () => this.lanes.release(taken.sessionKey),
+    );
     return true;
   }
 
@@ -416,7 +447,10 @@ class LocalPipelineImpl implements LocalPipeline {
     for (let id = this.bg.take(); id !== null; id = this.bg.take()) {
       const live = journal.model.jobs.get(id);
       if (!live || this.jobs.isRunning(id)) continue;
-      this.track(this.jobs.run(live), () => {});
+      this.track(
+        () => this.jobs.run(live),
+        () => {},
+      );
       return true;
     }
     return false;

@@ -67,7 +67,12 @@ export class TurnRunner {
     }
   }
 
-  async run(entries: LaneEntry[]): Promise<void> {
+  /**
+   * `handlerDone`: called once the handler returned (or failed) and the turn only writes its
+   * outcome; the pipeline then lends the turn's slot to the next one (the lane stays taken until
+   * this resolves).
+   */
+  async run(entries: LaneEntry[], handlerDone: () => void = () => {}): Promise<void> {
     const runIds = entries.map((e) => e.runId);
     const attempt = entries.reduce((m, e) => Math.max(m, e.started), 0) + 1;
     for (const e of entries) e.started = attempt;
@@ -93,6 +98,7 @@ export class TurnRunner {
       // The handler is done: from here steer/cancel no longer reach this turn.
       for (const id of runIds) this.active.delete(id);
       if (active.shutdown) return;
+      handlerDone();
       if (active.outcome) result = { ...result, status: active.outcome };
       await this.finalize(entries, result);
     } catch (err) {

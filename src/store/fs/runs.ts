@@ -58,6 +58,12 @@ export class FsRunStore implements RunStore {
     return this.serial.run(stored.run.runId, () => this.write(stored));
   }
 
+  /** `put`, written like `patchSoon`: an accepted turn's "queued" record costs no write(2) of its own. */
+  async putSoon(run: RunRecord): Promise<void> {
+    const stored = normalizeRun(run, "run");
+    return this.serial.run(stored.run.runId, async () => this.writeSoon(stored));
+  }
+
   async get(runId: string): Promise<RunRecord | null> {
     const r = this.runs.get(runId);
     return r ? cloneRun(r) : null;
@@ -72,10 +78,7 @@ export class FsRunStore implements RunStore {
    * final record, a second at most): a turn's "running" costs no write(2) of its own.
    */
   patchSoon(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
-    return this.change(runId, patch, ({ run, json }) => {
-      this.set(run);
-      this.journal.noteJsonLater(lineOf(json));
-    });
+    return this.change(runId, patch, (stored) => this.writeSoon(stored));
   }
 
   /** Newest-created first. */
@@ -114,6 +117,12 @@ export class FsRunStore implements RunStore {
 
   private write({ run, json }: NormalizedRun): Promise<void> {
     return this.journal.appendJson(lineOf(json), () => this.set(run));
+  }
+
+  /** In memory now; the line rides with the runs log's next batch (or is written within a second). */
+  private writeSoon({ run, json }: NormalizedRun): void {
+    this.set(run);
+    this.journal.noteJsonLater(lineOf(json));
   }
 
   private set(run: RunRecord): void {

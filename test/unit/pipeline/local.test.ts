@@ -195,6 +195,74 @@ describe("local pipeline driver", () => {
     }
   });
 
+  it("a turn writing its outcome lends its slot: the next session's turn runs, the same session's waits, and at most `concurrency` turns finish at once", async () => {
+    // final writes hang until the test lets them go
+    const store = new MemoryRunStore();
+    const release = latch();
+    const finalWrites: string[] = [];
+    const runs: RunStore = {
+      put: (run) => store.put(run),
+      get: (id) => store.get(id),
+      listBySession: (key, opts) => store.listBySession(key, opts),
+      close: () => store.close(),
+      patch: async (id, patch) => {
+        if (patch.status === "ok") {
+          finalWrites.push(id);
+          await release.promise;
+        }
+        return store.patch(id, patch);
+      },
+    };
+    const { make } = env({ runs, concurrency: 1 });
+    const p = make();
+    const started: string[] = [];
+    await p.start({
+      turn: async (job) => {
+        started.push(job.messages[0]!.text);
+        return { status: "ok", reply: "r" };
+      },
+      background: async () => {},
+    });
+    const a1 = await p.submitTurn(msg("a", "a1"));
+    const a2 = await p.submitTurn(msg("a", "a2"));
+    const b1 = await p.submitTurn(msg("b", "b1"));
+    const c1 = await p.submitTurn(msg("c", "c1"));
+    // a1's handler returned and its outcome is being written: its slot runs b1, while a2 (same
+    // session) waits for a1's write; b1 is then writing too, and one finishing turn is the limit
+    // at concurrency 1, so b1 keeps its slot and c1 waits
+    await eventually(() => finalWrites.length === 2);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(started).toEqual(["a1", "b1"]);
+    expect((await p.wait(a1.runId, 10))?.status).toBe("running");
+    release.open();
+    for (const rec of [a1, a2, b1, c1]) expect((await p.wait(rec.runId, 5000))?.status).toBe("ok");
+    expect(started.slice(2).sort()).toEqual(["a2", "c1"]);
+  });
+
+  it("a run record lost in a crash after the accept (it rides with a later write) is put back as queued by the restart", async () => {
+    const { runs, make } = env();
+    // the store never writes the accepted turn's record: as if the crash came before its write
+    const losing: RunStore = {
+      put: (run) => runs.put(run),
+      putSoon: async () => {},
+      get: (id) => runs.get(id),
+      listBySession: (key, opts) => runs.listBySession(key, opts),
+      close: () => runs.close(),
+      patch: (id, patch) => runs.patch(id, patch),
+    };
+    const first = make({ runs: losing });
+    const rec = await first.submitTurn(msg("s", "lost record"));
+    expect(rec.status).toBe("queued");
+    expect(await runs.get(rec.runId)).toBeNull();
+    await first.stop(100);
+    const second = make();
+    expect((await second.queueInfo("s")).pending).toBe(1);
+    expect(await runs.get(rec.runId)).toMatchObject({ status: "queued", sessionKey: "s" });
+    const { handlers } = recorder();
+    await second.start(handlers);
+    expect((await second.wait(rec.runId, 5000))?.status).toBe("ok");
+  });
+
   it("compacts the journal in the background and keeps every live entry", async () => {
     const { dir, make } = env({ compactEveryAppends: 100 });
     const p = make();

@@ -641,6 +641,30 @@ describe("fs store: runs, outbox, kinds, closing", () => {
     expect(await s.runs.get("r2")).toMatchObject({ status: "running", startedAt: T0 + 3 });
   });
 
+  it("putSoon shows at once and writes no line of its own: a queued run, marked running, costs one write with its final record", async () => {
+    const dir = newDir();
+    let s = await open(dir);
+    const log = path.join(dir, "runs", "runs.jsonl");
+    const linesOf = () => readFileSync(log, "utf8").trim().split("\n").slice(1);
+    const run = { runId: "q", sessionKey: "k", agentId: "main", status: "queued" as const, createdAt: T0 };
+    await s.runs.putSoon?.(run);
+    expect(await s.runs.get("q")).toEqual(run);
+    expect((await s.runs.listBySession("k", 5)).map((r) => r.runId)).toEqual(["q"]);
+    await s.runs.patchSoon?.("q", { status: "running", startedAt: T0 + 1 });
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(linesOf()).toHaveLength(0);
+    await expect(s.runs.putSoon?.({ ...run, status: "nope" as "queued" })).rejects.toThrow(/status/);
+    await s.runs.patch("q", { status: "ok", endedAt: T0 + 2 });
+    expect(linesOf().map((l) => (JSON.parse(l) as { run: { status: string } }).run.status)).toEqual([
+      "queued",
+      "running",
+      "ok",
+    ]);
+    await s.runs.putSoon?.({ ...run, runId: "q2" });
+    s = await reopen(s); // close writes it
+    expect(await s.runs.get("q2")).toEqual({ ...run, runId: "q2" });
+  });
+
   it("forgets an outbox record ttlMs after its claim, also across restarts", async () => {
     const dir = newDir();
     let now = T0;
