@@ -68,9 +68,9 @@ export class TurnRunner {
   }
 
   /**
-   * `handlerDone`: called once the handler returned (or failed) and the turn only writes its
-   * outcome; the pipeline then lends the turn's slot to the next one (the lane stays taken until
-   * this resolves).
+   * `handlerDone`: called once the handler returned (with any status) and the turn only writes
+   * its outcome; the pipeline then lends the turn's slot to the next one (the lane stays taken
+   * until this resolves). Not called when `stop` aborted the turn or its run records failed.
    */
   async run(entries: LaneEntry[], handlerDone: () => void = () => {}): Promise<void> {
     const runIds = entries.map((e) => e.runId);
