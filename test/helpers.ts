@@ -100,17 +100,28 @@ export function hangingOnFinalWrite(runs: RunStore): { runs: RunStore; reachedFi
   });
   return {
     reachedFinalWrite,
-    runs: {
-      put: (run) => runs.put(run),
-      get: (id) => runs.get(id),
-      listBySession: (key, opts) => runs.listBySession(key, opts),
-      close: () => runs.close(),
+    runs: runsWith(runs, {
       patch: (id, patch) => {
         if (patch.status !== "ok") return runs.patch(id, patch);
         reached();
         return new Promise(() => {});
       },
-    },
+    }),
+  };
+}
+
+/**
+ * `runs` with some methods replaced (a store that fails, hangs or loses a write on cue). The
+ * optional `patchSoon`/`putSoon` are passed on only when given, so callers use `patch`/`put`.
+ */
+export function runsWith(runs: RunStore, replaced: Partial<RunStore>): RunStore {
+  return {
+    put: (run) => runs.put(run),
+    get: (id) => runs.get(id),
+    listBySession: (key, limit) => runs.listBySession(key, limit),
+    close: () => runs.close(),
+    patch: (id, patch, assumed) => runs.patch(id, patch, assumed),
+    ...replaced,
   };
 }
 

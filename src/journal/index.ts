@@ -341,9 +341,14 @@ export class Journal<R> {
     this.noteText(`${json}\n`, 1, apply);
   }
 
-  private noteText(text: string, records: number, apply: (offset: number) => void): void {
+  /** `later`: start no write (see `noteJsonLater`). */
+  private noteText(text: string, records: number, apply: (offset: number) => void, later = false): void {
     if (this.closed) return;
     this.pending.push({ text, records, awaited: false, apply, resolve: noop, reject: noop });
+    if (later) {
+      if (!this.flushing) this.armLater(); // a running loop arms it when it stops
+      return;
+    }
     this.wantsWrite = true;
     this.kick();
   }
@@ -356,16 +361,7 @@ export class Journal<R> {
    * run marked running). A crash inside that window loses it, as an OS crash loses a `note`.
    */
   noteJsonLater(json: string): void {
-    if (this.closed) return;
-    this.pending.push({
-      text: `${json}\n`,
-      records: 1,
-      awaited: false,
-      apply: noop,
-      resolve: noop,
-      reject: noop,
-    });
-    if (!this.flushing) this.armLater(); // a running loop arms it when it stops
+    this.noteText(`${json}\n`, 1, noop, true);
   }
 
   private armLater(): void {

@@ -407,11 +407,9 @@ class LocalPipelineImpl implements LocalPipeline {
   private track(work: (free: () => void) => Promise<void>, after: () => void): void {
     this.running++;
     let held = true;
-    let finishing = false;
     const free = (): void => {
       if (!held || this.finishing >= this.tuning.concurrency) return;
       held = false;
-      finishing = true;
       this.finishing++;
       this.running--;
       this.pump();
@@ -424,7 +422,7 @@ class LocalPipelineImpl implements LocalPipeline {
     void p.then(() => {
       this.inflight.delete(p);
       if (held) this.running--;
-      if (finishing) this.finishing--;
+      else this.finishing--;
       after();
       this.pump();
     });

@@ -13,7 +13,7 @@ import { backgroundIdOf, backgroundJobId, hashTag, PipelineKeys } from "../../..
 import type { RunStore } from "../../../src/store/types.js";
 import { type Latch, latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
-import { hangingOnFinalWrite, REDIS_URL, randomPrefix } from "../../helpers.js";
+import { hangingOnFinalWrite, REDIS_URL, randomPrefix, runsWith } from "../../helpers.js";
 import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
 
 const blocking = () => new Redis(REDIS_URL, { maxRetriesPerRequest: null });
@@ -712,17 +712,13 @@ describeRedis("bullmq pipeline", () => {
     it("a RunStore write that fails after the outbox commit: the retried drain applies the committed outcome, never a re-run", async () => {
       const { make, runs, connection, keys } = env();
       let failures = 1;
-      const flaky: RunStore = {
-        put: (run) => runs.put(run),
-        get: (id) => runs.get(id),
-        listBySession: (key, o) => runs.listBySession(key, o),
-        close: () => runs.close(),
+      const flaky = runsWith(runs, {
         patch: async (id, patch) => {
           if (patch.status === "ok" && failures-- > 0)
             throw new SwitchboardError("UNAVAILABLE", "store blip");
           return runs.patch(id, patch);
         },
-      };
+      });
       const attempts: number[] = [];
       const jobs: string[] = [];
       let jobRan!: () => void;

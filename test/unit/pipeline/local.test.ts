@@ -9,10 +9,9 @@ import {
   type LocalPipelineOptions,
 } from "../../../src/pipeline/local/index.js";
 import type { JobHandlers, TurnJob } from "../../../src/pipeline/types.js";
-import type { RunStore } from "../../../src/store/types.js";
 import { latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
-import { eventually, hangingOnFinalWrite, tempDir } from "../../helpers.js";
+import { eventually, hangingOnFinalWrite, runsWith, tempDir } from "../../helpers.js";
 
 pipelineContract("local", async ({ mode, concurrency }) => {
   const { dir, cleanup } = tempDir("sb-pipe-");
@@ -200,11 +199,7 @@ describe("local pipeline driver", () => {
     const store = new MemoryRunStore();
     const release = latch();
     const finalWrites: string[] = [];
-    const runs: RunStore = {
-      put: (run) => store.put(run),
-      get: (id) => store.get(id),
-      listBySession: (key, opts) => store.listBySession(key, opts),
-      close: () => store.close(),
+    const runs = runsWith(store, {
       patch: async (id, patch) => {
         if (patch.status === "ok") {
           finalWrites.push(id);
@@ -212,7 +207,7 @@ describe("local pipeline driver", () => {
         }
         return store.patch(id, patch);
       },
-    };
+    });
     const { make } = env({ runs, concurrency: 1 });
     const p = make();
     const started: string[] = [];
@@ -242,14 +237,7 @@ describe("local pipeline driver", () => {
   it("a run record lost in a crash after the accept (it rides with a later write) is put back as queued by the restart", async () => {
     const { runs, make } = env();
     // the store never writes the accepted turn's record: as if the crash came before its write
-    const losing: RunStore = {
-      put: (run) => runs.put(run),
-      putSoon: async () => {},
-      get: (id) => runs.get(id),
-      listBySession: (key, opts) => runs.listBySession(key, opts),
-      close: () => runs.close(),
-      patch: (id, patch) => runs.patch(id, patch),
-    };
+    const losing = runsWith(runs, { putSoon: async () => {} });
     const first = make({ runs: losing });
     const rec = await first.submitTurn(msg("s", "lost record"));
     expect(rec.status).toBe("queued");
@@ -513,16 +501,12 @@ describe("local pipeline driver", () => {
   it("a RunStore write that fails after the commit does not turn the committed outcome into error", async () => {
     const { runs, make } = env();
     let failures = 1;
-    const flaky: RunStore = {
-      put: (run) => runs.put(run),
-      get: (id) => runs.get(id),
-      listBySession: (key, opts) => runs.listBySession(key, opts),
-      close: () => runs.close(),
+    const flaky = runsWith(runs, {
       patch: async (id, patch) => {
         if (patch.status === "ok" && failures-- > 0) throw new SwitchboardError("UNAVAILABLE", "store blip");
         return runs.patch(id, patch);
       },
-    };
+    });
     const ran = latch();
     const jobs: string[] = [];
     const p = make({ runs: flaky });
