@@ -26,7 +26,7 @@ function frameName(n: ProfileNode): string {
 }
 
 /** Self and inclusive microseconds by function, and the profile's total. */
-export function summarize(p: Profile): {
+function summarize(p: Profile): {
   self: Map<string, number>;
   inclusive: Map<string, number>;
   total: number;
