@@ -157,11 +157,12 @@ function hookAuth(token: string, sameAsGateway: boolean, ratePerMinute: number, 
         "UNAUTHORIZED",
         "hooks.token equals the gateway token; set a dedicated hooks.token",
       );
+    // A token in the query string never authenticates (URLs end up in logs): the request has no token.
     if (typeof (req.query as Record<string, unknown>)?.token === "string")
       return fail(
         reply,
-        400,
-        "INVALID_PARAMS",
+        401,
+        "UNAUTHORIZED",
         "token in the query string is refused; send Authorization: Bearer <hooks.token>",
       );
     const given = presentedToken(req);

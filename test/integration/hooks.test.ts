@@ -42,7 +42,11 @@ describe("POST /hooks/agent", () => {
     expect((await post(t, { message: "hi" }, {})).status).toBe(401);
     expect((await post(t, { message: "hi" }, { authorization: `Bearer ${GATEWAY_TOKEN}` })).status).toBe(401);
     expect((await post(t, { message: "hi" }, { authorization: "Bearer wrong" })).status).toBe(401);
-    expect((await post(t, { message: "hi" }, {}, `/hooks/agent?token=${HOOK_TOKEN}`)).status).toBe(400);
+    // A query-string token is no token (API.md §7: 401 without the token; 400 is for a bad body).
+    const query = await post(t, { message: "hi" }, {}, `/hooks/agent?token=${HOOK_TOKEN}`);
+    expect(query.status).toBe(401);
+    expect(query.body.error).toMatchObject({ code: "UNAUTHORIZED" });
+    expect(query.body.error.message).toContain("query string");
     // The hook token is not a gateway token either.
     const addr = t.app.address;
     const rpc = await fetch(`http://${addr?.host}:${addr?.port}/rpc`, {
