@@ -267,6 +267,9 @@ function hookTarget(
   let agentId = body.agentId ?? agents[0]?.id ?? "main";
   if (body.sessionKey !== undefined) {
     key = normalizeKey(body.sessionKey);
+    // `main` (and `global` under session.scope "global") names the agent's main session (SEMANTICS §1).
+    if (key === "main" || (key === "global" && config.session.scope === "global"))
+      key = `agent:${agentId}:main`;
     if (/\s/.test(key) || isReservedKey(key))
       return `body.sessionKey: "${body.sessionKey}" is not a valid session key`;
     if (!hooks.allowAnySessionKey && classifyKind(key) !== "hook")

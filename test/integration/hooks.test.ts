@@ -172,6 +172,10 @@ describe("hooks limits and switches", () => {
     try {
       const r = await post(t, { message: "x", sessionKey: "agent:main:main" });
       expect(r.body).toMatchObject({ status: "accepted", sessionKey: "agent:main:main" });
+      // The literal `main` is the agent's main session (SEMANTICS §1), never a session keyed "main".
+      const m = await post(t, { message: "y", sessionKey: "main", timeoutSeconds: 10 });
+      expect(m.body).toMatchObject({ status: "ok", sessionKey: "agent:main:main" });
+      expect(await t.app.services.store.sessions.get("main")).toBeNull();
     } finally {
       await t.stop();
     }
