@@ -89,6 +89,22 @@ function clampInt(v: number, min: number, max: number): number {
   return Math.min(max, Math.max(min, Math.floor(v)));
 }
 
+/**
+ * The arguments as sessions_list applies them (SEMANTICS §3): filters, `limit` clamped to 1..200 and
+ * `messageLimit` to 0..20 (decimals floored). The `sessions.list` RPC applies them the same way.
+ */
+export function listBounds(args: ListArgs): {
+  filters: SessionListFilters;
+  limit: number;
+  messageLimit: number;
+} {
+  return {
+    filters: toFilters(args),
+    limit: clampInt(args.limit ?? DEFAULT_LIMIT, 1, MAX_LIMIT),
+    messageLimit: clampInt(args.messageLimit ?? 0, 0, MAX_MESSAGE_LIMIT),
+  };
+}
+
 function toFilters(args: ListArgs): SessionListFilters {
   const kinds = [...new Set((args.kinds ?? []).map((k) => k.trim().toLowerCase()))].filter(
     (k): k is SessionKind => (SESSION_KINDS as readonly string[]).includes(k),
@@ -120,7 +136,11 @@ function matches(e: SessionEntry, f: SessionListFilters, now: number): boolean {
   return true;
 }
 
-function storeQuery(f: SessionListFilters, agentId: string | undefined, limit: number): ListSessionsQuery {
+export function storeQuery(
+  f: SessionListFilters,
+  agentId: string | undefined,
+  limit: number,
+): ListSessionsQuery {
   return {
     ...(agentId !== undefined ? { agentId } : {}),
     ...(f.kinds ? { kinds: f.kinds } : {}),
@@ -257,9 +277,8 @@ export const sessionsListTool = defineTool({
     "Use the returned `key` with sessions_history, sessions_send and session_status; your own agent's main session is shown as `main`.",
   schema: () => sessionsListSchema,
   async execute(args, { services, caller }) {
-    const limit = clampInt(args.limit ?? DEFAULT_LIMIT, 1, MAX_LIMIT);
-    const messageLimit = clampInt(args.messageLimit ?? 0, 0, MAX_MESSAGE_LIMIT);
-    const entries = await listVisibleSessions(services, caller, toFilters(args), limit);
+    const { filters, limit, messageLimit } = listBounds(args);
+    const entries = await listVisibleSessions(services, caller, filters, limit);
     const sessions = await mapLimit(entries, READ_CONCURRENCY, async (e) => {
       const row = toRow(e, services.store.transcripts, displayKey(e.key, caller.agentId));
       if (row.spawnedBy !== undefined) row.spawnedBy = displayKey(row.spawnedBy, caller.agentId);

@@ -194,6 +194,31 @@ describe("a conversation over RPC", () => {
     expect(badModel.body.ok).toBe(false);
   });
 
+  it("sessions.list bounds its params as sessions_list does (SEMANTICS §3)", async () => {
+    await rpc("chat.send", { sessionKey: "agent:main:bounds-a", message: "one", timeoutSeconds: 20 });
+    await rpc("chat.send", { sessionKey: "agent:main:bounds-b", message: "two", timeoutSeconds: 20 });
+    // limit is clamped to 1..200 (decimals floored), not refused
+    const zero = await rpc("sessions.list", { limit: 0 });
+    expect(zero.body.ok).toBe(true);
+    expect(zero.body.result.sessions).toHaveLength(1);
+    const frac = await rpc("sessions.list", { limit: 1.7 });
+    expect(frac.body.result.sessions).toHaveLength(1);
+    expect((await rpc("sessions.list", { limit: 10_000 })).body.ok).toBe(true);
+    // messageLimit is 0..20: more is clamped to 20
+    const many = await rpc("sessions.list", { search: "bounds-a", messageLimit: 50 });
+    expect(many.body.ok).toBe(true);
+    expect(many.body.result.sessions[0].messages).toHaveLength(2);
+    // kinds compare case-insensitively; unknown kinds are ignored
+    const kinds = await rpc("sessions.list", { search: "bounds-", kinds: ["MAIN", "bogus"] });
+    expect(kinds.body.result.sessions).toEqual([]);
+    const other = await rpc("sessions.list", { search: "bounds-", kinds: [" Other "] });
+    expect(other.body.result.sessions).toHaveLength(2);
+    // negative numbers stay input errors naming the field
+    const neg = await rpc("sessions.list", { limit: -1 });
+    expect(neg.body.error).toMatchObject({ code: "INVALID_PARAMS" });
+    expect(neg.body.error.message).toContain("limit");
+  });
+
   it("sessions.delete removes the session", async () => {
     await rpc("chat.send", { sessionKey: "agent:main:gone", message: "x", timeoutSeconds: 20 });
     expect((await rpc("sessions.delete", { sessionKey: "agent:main:gone" })).body.result).toEqual({

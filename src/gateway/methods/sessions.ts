@@ -7,12 +7,11 @@ import type { Services } from "../../services.js";
 import { isReservedKey } from "../../sessions/keys.js";
 import { toRow, VERBOSE_LEVELS } from "../../sessions/rows.js";
 import type { SessionPatch } from "../../store/types.js";
+import { listBounds, sessionsListSchema, storeQuery } from "../../tools/sessions-list.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 import { requireSession } from "./common.js";
 
 /** `sessions.*` (API.md §4). Operators see every session. */
-
-const KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
 
 /**
  * The read-only methods (`sessions.list`, `sessions.history`): they need nothing but the store,
@@ -23,55 +22,34 @@ export function registerReadMethods(rpc: RpcDispatcher, services: Pick<Services,
 
   rpc.register(
     "sessions.list",
-    method(
-      z.strictObject({
-        agentId: z.string().optional(),
-        kinds: z.array(z.string()).optional(),
-        limit: z.number().int().min(1).optional(),
-        activeMinutes: z.number().positive().optional(),
-        messageLimit: z.number().int().min(0).max(20).optional(),
-        label: z.string().optional(),
-        search: z.string().optional(),
-        includeDerivedTitles: z.boolean().optional(),
-        includeLastMessage: z.boolean().optional(),
-      }),
-      async (p) => {
-        const kinds = (p.kinds ?? []).filter((k): k is (typeof KINDS)[number] =>
-          (KINDS as readonly string[]).includes(k),
-        );
-        const entries = await store.sessions.list({
-          ...(p.agentId ? { agentId: p.agentId.toLowerCase() } : {}),
-          ...(kinds.length ? { kinds } : {}),
-          ...(p.label !== undefined ? { label: p.label } : {}),
-          ...(p.activeMinutes !== undefined ? { activeMinutes: p.activeMinutes } : {}),
-          ...(p.search ? { search: p.search } : {}),
-          limit: Math.min(200, p.limit ?? 50),
-        });
-        const rows = [];
-        for (const e of entries) {
-          if (isReservedKey(e.key)) continue;
-          const row = toRow(e, store.transcripts);
-          if (p.messageLimit) {
-            const msgs = await store.transcripts.readTail(
-              { agentId: e.agentId, sessionId: e.sessionId },
-              { limit: p.messageLimit, includeTools: false },
-            );
-            row.messages = buildHistoryView(msgs, { includeTools: false }).messages as typeof row.messages;
-          }
-          const ref = { agentId: e.agentId, sessionId: e.sessionId };
-          if (p.includeDerivedTitles) {
-            const title = await derivedTitle(store.transcripts, ref);
-            if (title !== undefined) row.derivedTitle = title;
-          }
-          if (p.includeLastMessage) {
-            const last = await lastMessage(store.transcripts, ref);
-            if (last) row.lastMessage = last;
-          }
-          rows.push(row);
+    // The sessions_list tool's params, bounded the same way (SEMANTICS §3); the operator sees every row.
+    method(sessionsListSchema, async (p) => {
+      const { filters, limit, messageLimit } = listBounds(p);
+      const entries = await store.sessions.list(storeQuery(filters, filters.agentId, limit));
+      const rows = [];
+      for (const e of entries) {
+        if (isReservedKey(e.key)) continue;
+        const row = toRow(e, store.transcripts);
+        if (messageLimit > 0) {
+          const msgs = await store.transcripts.readTail(
+            { agentId: e.agentId, sessionId: e.sessionId },
+            { limit: messageLimit, includeTools: false },
+          );
+          row.messages = buildHistoryView(msgs, { includeTools: false }).messages as typeof row.messages;
         }
-        return { count: rows.length, sessions: rows };
-      },
-    ),
+        const ref = { agentId: e.agentId, sessionId: e.sessionId };
+        if (p.includeDerivedTitles) {
+          const title = await derivedTitle(store.transcripts, ref);
+          if (title !== undefined) row.derivedTitle = title;
+        }
+        if (p.includeLastMessage) {
+          const last = await lastMessage(store.transcripts, ref);
+          if (last) row.lastMessage = last;
+        }
+        rows.push(row);
+      }
+      return { count: rows.length, sessions: rows };
+    }),
   );
 
   rpc.register(
