@@ -252,6 +252,24 @@ describe("WebSocket", () => {
     expect(events).toEqual(
       expect.arrayContaining(["session.updated", "message.appended", "run.started", "run.finished"]),
     );
+    // The data shapes docs/api.md names for each event.
+    const result = (reply as { result: { runId: string; reply: string } }).result;
+    const data = (name: string) =>
+      frames.filter((f) => f.event === name).map((f) => f.data as Record<string, any>);
+    const finished = await eventually(() => data("run.finished").find((d) => d.run?.runId === result.runId));
+    expect(finished.run).toMatchObject({ sessionKey: "agent:main:ws", status: "ok", reply: result.reply });
+    expect(data("run.started").some((d) => d.run?.runId === result.runId)).toBe(true);
+    expect(data("session.updated").some((d) => d.entry?.key === "agent:main:ws")).toBe(true);
+    expect(data("message.appended").find((d) => d.message?.role === "user")).toMatchObject({
+      sessionKey: "agent:main:ws",
+      message: { content: "over ws" },
+    });
+    const deltas = data("run.delta").filter((d) => d.runId === result.runId);
+    expect(deltas.map((d) => d.text).join("")).toBe(result.reply);
+    expect(data("run.typing").find((d) => d.runId === result.runId)).toMatchObject({
+      sessionKey: "agent:main:ws",
+      on: true,
+    });
     ws.send("not json");
     const bad = await eventually(() => frames.find((f) => f.id === null));
     expect(bad.error).toMatchObject({ code: "INVALID_PARAMS" });
