@@ -93,7 +93,10 @@ async function resolveByLabel(
   agentId?: string,
 ): Promise<Resolved> {
   const scope = agentId ? ` among agent "${agentId}"'s sessions` : "";
-  const matches = await services.store.sessions.findByLabel(label, agentId);
+  // Archived sessions are gone from sessions_list (and its label filter): they never match a label.
+  const matches = (await services.store.sessions.findByLabel(label, agentId)).filter(
+    (e) => e.archivedAt === undefined,
+  );
   if (matches.length === 0) {
     return {
       ok: false,
