@@ -1,5 +1,6 @@
 import type { WebchatHistoryItem } from "../../channels/webchat/types.js";
 import { inboundMessageSchema } from "../channels/types.js";
+import { isOperatorProvenance } from "../gateway/chat-send.js";
 import { inboundSessionKey } from "../routing/router.js";
 import type { Services } from "../services.js";
 
@@ -35,7 +36,10 @@ export function webchatHistory(
     for (const m of tail) {
       if (typeof m.content !== "string" || m.content.trim() === "") continue;
       if (m.role === "assistant") out.push({ id: m.id, role: "assistant", text: m.content, at: m.timestamp });
-      else if (m.role === "user" && (!m.provenance || m.provenance.kind === "external_user"))
+      else if (
+        m.role === "user" &&
+        (!m.provenance || (m.provenance.kind === "external_user" && !isOperatorProvenance(m.provenance)))
+      )
         out.push({ id: m.id, role: "user", text: m.content, at: m.timestamp });
     }
     return out.slice(-WEBCHAT_HISTORY_LIMIT);

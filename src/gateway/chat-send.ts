@@ -3,9 +3,23 @@ import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
+import type { Provenance } from "../store/types.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
 export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline">;
+
+/**
+ * How a `chat.send` message is marked as the operator's: a person's message (API.md §6 kinds) with
+ * the operator as sender and no platform channel (a platform's inbound message always names one).
+ */
+export const OPERATOR_PROVENANCE: Provenance = Object.freeze({ kind: "external_user", senderId: "operator" });
+
+/** Whether a transcript line's provenance is the operator's (`chat.send`). */
+export function isOperatorProvenance(p: Provenance | undefined): boolean {
+  return (
+    p?.kind === "external_user" && p.channel === undefined && p.senderId === OPERATOR_PROVENANCE.senderId
+  );
+}
 
 /** `chat.send`: the operator writes into a session (created when the key is new). */
 export async function chatSend(
@@ -54,7 +68,7 @@ export async function chatSend(
     sessionKey: entry.key,
     agentId,
     text: p.message,
-    provenance: { kind: "operator" },
+    provenance: { ...OPERATOR_PROVENANCE },
     deliver: p.deliver ?? false,
     origin: "operator",
   });

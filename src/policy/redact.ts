@@ -103,10 +103,14 @@ const RULES: readonly RedactRule[] = [
     ),
   },
   {
-    // Bearer tokens (Authorization headers and prose); plain words like "Bearer tokens" are not secrets.
-    re: /\b(Bearer\s+)([A-Za-z0-9._~+/-]+=*)/gi,
-    replace: (hit, m, head = "", token = "") => {
-      if (token.length < 8 || (!/\d/.test(token) && token.length < 24) || isPlaceholder(token)) return m;
+    // Bearer tokens: after `Authorization:` always (however short); in prose when token-like (a
+    // digit, or long), so plain words like "Bearer tokens" are not secrets.
+    // (the whole token or nothing: a masked one, `abc123…l012`, is not masked again)
+    re: /\b((?:(authorization)["']?\s*[:=]\s*["']?)?Bearer\s+)([A-Za-z0-9._~+/-]+=*)(?![\w.~+/=…-])/gi,
+    replace: (hit, m, head = "", header, token = "") => {
+      if (isPlaceholder(token)) return m;
+      const tokenLike = /\d/.test(token) ? token.length >= 6 : token.length >= 24;
+      if (header === undefined && !tokenLike) return m;
       hit();
       return `${head}${maskSecret(token)}`;
     },

@@ -123,6 +123,10 @@ export interface SessionStore {
 export type MessageRole = "user" | "assistant" | "toolCall" | "toolResult" | "system" | "compaction";
 
 export interface Provenance {
+  /**
+   * API.md §6 kinds. `operator` is only read: journals written before chat.send marked its
+   * messages `external_user` (gateway/chat-send.ts) may still carry it; nothing writes it now.
+   */
   kind: "external_user" | "inter_session" | "subagent_announce" | "system" | "operator" | "cron" | "hook";
   sourceSessionKey?: string;
   sourceRunId?: string;

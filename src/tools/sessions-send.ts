@@ -26,7 +26,10 @@ import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "
  */
 
 export const MAX_MESSAGE_CHARS = 32_000;
-/** Upper bound of a server-side wait; a tool call should not hold a turn longer than this. */
+/**
+ * Upper bound of a server-side wait; a tool call should not hold a turn longer than this. A larger
+ * `timeoutSeconds` is valid (SEMANTICS §3 only asks ≥ 0) and waits this long, then reports timeout.
+ */
 export const MAX_TIMEOUT_SECONDS = 3600;
 export const DEFAULT_TIMEOUT_SECONDS = 30;
 
@@ -62,7 +65,6 @@ export const sessionsSendArgs = z
     timeoutSeconds: z
       .number()
       .min(0)
-      .max(MAX_TIMEOUT_SECONDS)
       .default(DEFAULT_TIMEOUT_SECONDS)
       .describe(
         "0 = fire-and-forget (returns status accepted at once). Otherwise wait up to this many seconds for the reply (default 30).",
@@ -93,7 +95,10 @@ async function resolveByLabel(
   agentId?: string,
 ): Promise<Resolved> {
   const scope = agentId ? ` among agent "${agentId}"'s sessions` : "";
-  const matches = await services.store.sessions.findByLabel(label, agentId);
+  // Archived sessions are gone from sessions_list (and its label filter): they never match a label.
+  const matches = (await services.store.sessions.findByLabel(label, agentId)).filter(
+    (e) => e.archivedAt === undefined,
+  );
   if (matches.length === 0) {
     return {
       ok: false,
@@ -236,7 +241,8 @@ export const sessionsSendTool = defineTool({
       };
     }
 
-    const rec = await waitForRun(ctx, runId, Math.round(args.timeoutSeconds * 1000));
+    const waitSeconds = Math.min(args.timeoutSeconds, MAX_TIMEOUT_SECONDS);
+    const rec = await waitForRun(ctx, runId, Math.round(waitSeconds * 1000));
     if (rec === "interrupted") {
       return {
         runId,
@@ -251,7 +257,7 @@ export const sessionsSendTool = defineTool({
       return {
         runId,
         status: "timeout",
-        error: `no reply within ${args.timeoutSeconds}s; the run goes on and its reply will not be lost`,
+        error: `no reply within ${waitSeconds}s; the run goes on and its reply will not be lost`,
         sessionKey: shownKey,
       };
     }

@@ -124,6 +124,26 @@ describe("a conversation over RPC", () => {
     expect(hist.body.result.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant"]);
   });
 
+  it("chat.send stores the operator's message with a provenance kind of API.md §6", async () => {
+    const { body } = await rpc("chat.send", {
+      sessionKey: "agent:main:operator-line",
+      message: "from the operator",
+      timeoutSeconds: 20,
+    });
+    expect(body.result.status).toBe("ok");
+    const entry = await app.services.store.sessions.get("agent:main:operator-line");
+    const lines = await app.services.store.transcripts.readTail(
+      { agentId: "main", sessionId: entry!.sessionId },
+      { limit: 10 },
+    );
+    const user = lines.find((m) => m.role === "user");
+    expect(user?.content).toBe("from the operator");
+    const kinds = ["external_user", "inter_session", "subagent_announce", "hook", "cron", "system"];
+    expect(kinds).toContain(user?.provenance?.kind);
+    // marked as the operator's: no platform channel, the operator as sender
+    expect(user?.provenance).toEqual({ kind: "external_user", senderId: "operator" });
+  });
+
   it("chat.send with timeoutSeconds 0 is accepted at once; agent.wait gets the result", async () => {
     const { body } = await rpc("chat.send", {
       sessionKey: "agent:main:ops",

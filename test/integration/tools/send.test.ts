@@ -336,6 +336,29 @@ describe("sessions_send targeting", () => {
     expect(scoped).toMatchObject({ status: "accepted", sessionKey: TGT });
   });
 
+  it("label: archived sessions (gone from sessions_list) neither match nor make a label ambiguous", async () => {
+    const e = await setup();
+    const s = e.t.app.services;
+    await ensureSession(s, "agent:main:webchat:group:old", {
+      agentId: "main",
+      label: "desk",
+      archivedAt: Date.now() - 1000,
+    });
+    const onlyArchived = await e.t.invoke(REQ, "sessions_send", {
+      label: "desk",
+      message: "x",
+      timeoutSeconds: 0,
+    });
+    expect(onlyArchived.status).toBe("error");
+    expect(onlyArchived.error).toContain('no session found with label "desk"');
+
+    await s.store.sessions.patch(TGT, { label: "desk" });
+    const listed = await e.t.invoke(REQ, "sessions_list", { label: "desk" });
+    expect(listed.sessions.map((r: { key: string }) => r.key)).toEqual([TGT]);
+    const one = await e.t.invoke(REQ, "sessions_send", { label: "desk", message: "x", timeoutSeconds: 0 });
+    expect(one).toMatchObject({ status: "accepted", sessionKey: TGT });
+  });
+
   it("both or neither of sessionKey/label, a missing message or a long one are input errors", async () => {
     const e = await setup();
     await expect(e.t.invoke(REQ, "sessions_send", { message: "x" })).rejects.toMatchObject({

@@ -192,6 +192,14 @@ describe("redactText: credential forms", () => {
       "Authorization: Bearer eyJhbG…g123",
     ],
     ["short bearer token", "Bearer abc12345", "Bearer ***"],
+    ["short bearer token in a header", "Authorization: Bearer abc123", "Authorization: Bearer ***"],
+    [
+      "letters-only bearer token in a header",
+      "authorization: bearer abcdefghij",
+      "authorization: bearer ***",
+    ],
+    ["quoted header", '{"Authorization": "Bearer hunter2"}', '{"Authorization": "Bearer ***"}'],
+    ["short bearer token with digits in prose", "use Bearer abc123 for it", "use Bearer *** for it"],
     ["Telegram bot token", `bot${"x"} ${TG} ok`, `botx ${TG.slice(0, 6)}…${TG.slice(-4)} ok`],
     [
       "PEM private key",

@@ -34,6 +34,10 @@ describe("sessions_send arguments", () => {
     ]);
   });
 
+  it("timeoutSeconds has no upper bound in the schema (SEMANTICS §3: ≥ 0); the wait itself is capped", () => {
+    expect(parse({ sessionKey: "main", message: "m", timeoutSeconds: 7200 }).data?.timeoutSeconds).toBe(7200);
+  });
+
   it("is strict and normalises the label scope agentId", () => {
     expect(parse({ sessionKey: "main", message: "m", channel: "x" }).success).toBe(false);
     expect(parse({ label: "l", agentId: " Research ", message: "m" }).data?.agentId).toBe("research");
