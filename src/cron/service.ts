@@ -202,8 +202,6 @@ export class CronService implements CronJobs {
           `${prefix}model: ${job.model} is not allowed (models.allowed)`,
         );
     }
-    if (job.deleteAfterRun !== undefined && !("at" in job.schedule))
-      throw new InvalidParamsError(`${prefix}deleteAfterRun: only applies to "at" schedules`);
     if (job.delivery.mode === "announce" && job.delivery.to === "last" && job.delivery.from) {
       const from = await this.services.store.sessions.get(job.delivery.from.trim().toLowerCase());
       if (!from)

@@ -239,18 +239,27 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     await t.rpc("cron.add", {
       job: { id: "keep", schedule: { at }, message: "report", deleteAfterRun: false },
     });
-    const bad = await t.rpc("cron.add", {
-      job: { id: "nope", schedule: { every: "1h" }, message: "x", deleteAfterRun: true },
+    // API.md §7's example job sets deleteAfterRun on a cron schedule: accepted, it acts on `at` jobs only.
+    const every = await t.rpc("cron.add", {
+      job: { id: "every", schedule: { every: "1h" }, message: "report", deleteAfterRun: true },
     });
-    expect(bad.error?.message).toContain("deleteAfterRun");
+    expect(every.ok).toBe(true);
+    expect(every.result.job.deleteAfterRun).toBeUndefined();
     now += 60_000;
     for (const id of ["once", "keep"]) {
       const r = await cron.fire({ jobId: id, tickAt: Date.parse(at), late: false });
       await runOf(t, r?.runId ?? "");
     }
+    const r = await cron.fire({
+      jobId: "every",
+      tickAt: Math.ceil(now / 3_600_000) * 3_600_000,
+      late: false,
+    });
+    await runOf(t, r?.runId ?? "");
     const ids = (await t.rpc("cron.list")).result.jobs.map((j: { id: string }) => j.id);
     expect(ids).not.toContain("once");
     expect(ids).toContain("keep");
+    expect(ids).toContain("every");
     expect(await cron.fire({ jobId: "keep", tickAt: Date.parse(at), late: false })).toBeNull();
 
     await t.rpc("cron.add", {
