@@ -59,6 +59,26 @@ describe("cron jobs over RPC", () => {
     });
     expect(badDelivery.error?.message).toContain("job.delivery.channel");
 
+    // `to: "last", from`: an agent's main session always exists (SEMANTICS §1), also as `main`.
+    expect(await t.app.services.store.sessions.get("agent:main:main")).toBeNull();
+    for (const from of ["agent:main:main", "main"]) {
+      const last = await t.rpc("cron.add", {
+        job: { schedule: { every: "1h" }, message: "x", delivery: { mode: "announce", to: "last", from } },
+      });
+      expect(last.ok).toBe(true);
+      expect(last.result.job.delivery).toEqual({ mode: "announce", to: "last", from: "agent:main:main" });
+      expect((await t.rpc("cron.remove", { id: last.result.job.id })).ok).toBe(true);
+    }
+    const noSuchFrom = await t.rpc("cron.add", {
+      job: {
+        schedule: { every: "1h" },
+        message: "x",
+        delivery: { mode: "announce", to: "last", from: "agent:main:telegram:direct:9" },
+      },
+    });
+    expect(noSuchFrom.error?.code).toBe("INVALID_PARAMS");
+    expect(noSuchFrom.error?.message).toContain("job.delivery.from");
+
     const added = await t.rpc("cron.add", {
       job: { id: "hourly", schedule: { every: "1h" }, message: "report" },
     });
@@ -334,6 +354,16 @@ describe("delivery to the Telegram fake", () => {
           telegram: { accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } }, allowFrom: ["*"] },
         },
         hooks: { enabled: true, token: "hook-secret-0123456789" },
+        cron: {
+          jobs: [
+            {
+              id: "tomain",
+              schedule: { every: "1d" },
+              message: "report",
+              delivery: { mode: "announce", to: "last", from: "main" },
+            },
+          ],
+        },
       },
       { listen: true },
     );
@@ -395,6 +425,19 @@ describe("delivery to the Telegram fake", () => {
     await eventually(
       async () => !(await t.rpc("cron.list")).result.jobs.some((j: { id: string }) => j.id === "bob"),
     );
+  });
+
+  it("a config job with to: last, from: main announces to the chat the main session last talked in", async () => {
+    // the owner chatted in the main session in the test before
+    const before = sent(OWNER.id).length;
+    await runOf(t, (await t.rpc("cron.run", { id: "tomain" })).result.runId);
+    const posted = await eventually(() =>
+      sent(OWNER.id)
+        .slice(before)
+        .find((m) => m.text.includes("Daily report")),
+    );
+    expect(posted.text).toBe("Daily report: all good");
+    expect((await t.rpc("cron.runs", { id: "tomain" })).result.runs[0].delivery).toBe("sent to telegram");
   });
 
   it("a webhook turn with deliver: true posts its reply to the named chat (and NO_REPLY posts nothing)", async () => {
