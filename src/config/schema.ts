@@ -556,7 +556,10 @@ const cronJobFields = {
   session: z.enum(["persistent", "isolated"]).default("persistent"),
   delivery: cronDeliverySchema.default({ mode: "none" }),
   catchUp: z.enum(["once", "skip"]).default("once"),
-  /** Only for `at` schedules: delete the job after a successful run (default true there). */
+  /**
+   * `at` schedules: delete the job after a successful run (default true there). Accepted on any
+   * schedule (API.md §7's example sets it on a cron job); it has no effect on the others.
+   */
   deleteAfterRun: z.boolean().optional(),
 };
 
@@ -578,12 +581,6 @@ export const cronSchema = z
       if (seen.has(j.id))
         ctx.addIssue({ code: "custom", message: `duplicate job id "${j.id}"`, path: ["jobs", i, "id"] });
       seen.add(j.id);
-      if (j.deleteAfterRun !== undefined && !("at" in j.schedule))
-        ctx.addIssue({
-          code: "custom",
-          message: 'only applies to "at" schedules',
-          path: ["jobs", i, "deleteAfterRun"],
-        });
     });
   })
   .default({ enabled: true, sessionRetention: "24h", jobs: [] });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { deliverRoutedReply } from "../flows/routed-reply.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
 import type { Services } from "../services.js";
-import type { CronService, CronTurnMeta } from "./service.js";
+import { type CronService, type CronTurnMeta, deliveryFromKey } from "./service.js";
 
 /**
  * What runs after a cron turn: the reply goes to the job's delivery target (explicit chat, or the
@@ -41,7 +41,7 @@ export function installCronFlow(services: CronFlowDeps, registry: HandlerRegistr
           text: outcome.reply,
           idempotencyKey: `cron:${m.runId}`,
           ...(d.to === "last"
-            ? { policySessionKey: d.from ?? job.sessionKey }
+            ? { policySessionKey: deliveryFromKey(j.job) ?? job.sessionKey }
             : {
                 policySessionKey: job.sessionKey,
                 route: {

@@ -2,8 +2,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { type CronJobConfig, cronJobSchema } from "../config/schema.js";
 import { formatIssues, InvalidParamsError, NotFoundError, SwitchboardError } from "../errors.js";
 import type { Services } from "../services.js";
-import { cronKey } from "../sessions/keys.js";
-import { ensureSession } from "../sessions/service.js";
+import { cronKey, mainKey, normalizeKeyInput } from "../sessions/keys.js";
+import { ensureSession, resolveSessionRef } from "../sessions/service.js";
 import { backoffMs, parseDurationMs } from "./schedule.js";
 import type {
   CronDriver,
@@ -202,15 +202,15 @@ export class CronService implements CronJobs {
           `${prefix}model: ${job.model} is not allowed (models.allowed)`,
         );
     }
-    if (job.deleteAfterRun !== undefined && !("at" in job.schedule))
-      throw new InvalidParamsError(`${prefix}deleteAfterRun: only applies to "at" schedules`);
     if (job.delivery.mode === "announce" && job.delivery.to === "last" && job.delivery.from) {
-      const from = await this.services.store.sessions.get(job.delivery.from.trim().toLowerCase());
-      if (!from)
-        throw new InvalidParamsError(
-          `${prefix}delivery.from: no session ${job.delivery.from} (its last chat is the target)`,
-        );
-      job.delivery.from = from.key;
+      // As every session argument: `main` is the job's agent's main session, which always exists.
+      const from = await resolveSessionRef(this.services, job.delivery.from, {
+        agentId: job.agentId,
+        sessionKey: mainKey(job.agentId),
+      });
+      if (!from.ok)
+        throw new InvalidParamsError(`${prefix}delivery.from: ${from.error} (its last chat is the target)`);
+      job.delivery.from = from.entry.key;
     }
     return job;
   }
@@ -514,6 +514,17 @@ export class CronService implements CronJobs {
     }
     return n;
   }
+}
+
+/**
+ * The session whose last chat a `to: "last"` job announces to: `from` as written (config jobs are
+ * not checked when added), with `main` read as the job's agent's main session.
+ */
+export function deliveryFromKey(job: CronJob): string | undefined {
+  const from = job.delivery.from;
+  if (from === undefined) return undefined;
+  const n = normalizeKeyInput(from, { agentId: job.agentId, sessionKey: mainKey(job.agentId) });
+  return n.kind === "key" ? n.key : from;
 }
 
 function preview(text: string): string {

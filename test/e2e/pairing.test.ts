@@ -164,8 +164,9 @@ describe("pairing on slack (HTTP mode)", () => {
         result: { ok: true, senderId: "U9" },
       },
     );
+    // Channel names are compared lower-cased (SEMANTICS §1), as people type them on the CLI.
     expect(
-      await rpcOverHttp(t.url ?? "", auth, "pairing.deny", { channel: "slack", code: otherCode }),
+      await rpcOverHttp(t.url ?? "", auth, "pairing.deny", { channel: "Slack", code: otherCode }),
     ).toMatchObject({ ok: true, result: { ok: true, senderId: "U8" } });
     const listed = await t.rpc("pairing.list", {});
     expect(listed.result.requests).toEqual([]);
@@ -184,7 +185,7 @@ describe("pairing on slack (HTTP mode)", () => {
     // Approvals live in the store: a restarted gateway on the same state still knows U9.
     await t.stop();
     t = await startTestApp(config(), { listen: true, dir: dir.dir });
-    expect((await t.rpc("pairing.list", { channel: "slack" })).result.approved).toMatchObject([
+    expect((await t.rpc("pairing.list", { channel: "SLACK" })).result.approved).toMatchObject([
       { senderId: "U9" },
     ]);
     await dm("U9", "D9", "after restart");

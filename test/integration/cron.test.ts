@@ -59,6 +59,26 @@ describe("cron jobs over RPC", () => {
     });
     expect(badDelivery.error?.message).toContain("job.delivery.channel");
 
+    // `to: "last", from`: an agent's main session always exists (SEMANTICS §1), also as `main`.
+    expect(await t.app.services.store.sessions.get("agent:main:main")).toBeNull();
+    for (const from of ["agent:main:main", "main"]) {
+      const last = await t.rpc("cron.add", {
+        job: { schedule: { every: "1h" }, message: "x", delivery: { mode: "announce", to: "last", from } },
+      });
+      expect(last.ok).toBe(true);
+      expect(last.result.job.delivery).toEqual({ mode: "announce", to: "last", from: "agent:main:main" });
+      expect((await t.rpc("cron.remove", { id: last.result.job.id })).ok).toBe(true);
+    }
+    const noSuchFrom = await t.rpc("cron.add", {
+      job: {
+        schedule: { every: "1h" },
+        message: "x",
+        delivery: { mode: "announce", to: "last", from: "agent:main:telegram:direct:9" },
+      },
+    });
+    expect(noSuchFrom.error?.code).toBe("INVALID_PARAMS");
+    expect(noSuchFrom.error?.message).toContain("job.delivery.from");
+
     const added = await t.rpc("cron.add", {
       job: { id: "hourly", schedule: { every: "1h" }, message: "report" },
     });
@@ -239,18 +259,27 @@ describe("isolated sessions, backoff and at jobs (injected clock)", () => {
     await t.rpc("cron.add", {
       job: { id: "keep", schedule: { at }, message: "report", deleteAfterRun: false },
     });
-    const bad = await t.rpc("cron.add", {
-      job: { id: "nope", schedule: { every: "1h" }, message: "x", deleteAfterRun: true },
+    // API.md §7's example job sets deleteAfterRun on a cron schedule: accepted, it acts on `at` jobs only.
+    const every = await t.rpc("cron.add", {
+      job: { id: "every", schedule: { every: "1h" }, message: "report", deleteAfterRun: true },
     });
-    expect(bad.error?.message).toContain("deleteAfterRun");
+    expect(every.ok).toBe(true);
+    expect(every.result.job.deleteAfterRun).toBeUndefined();
     now += 60_000;
     for (const id of ["once", "keep"]) {
       const r = await cron.fire({ jobId: id, tickAt: Date.parse(at), late: false });
       await runOf(t, r?.runId ?? "");
     }
+    const r = await cron.fire({
+      jobId: "every",
+      tickAt: Math.ceil(now / 3_600_000) * 3_600_000,
+      late: false,
+    });
+    await runOf(t, r?.runId ?? "");
     const ids = (await t.rpc("cron.list")).result.jobs.map((j: { id: string }) => j.id);
     expect(ids).not.toContain("once");
     expect(ids).toContain("keep");
+    expect(ids).toContain("every");
     expect(await cron.fire({ jobId: "keep", tickAt: Date.parse(at), late: false })).toBeNull();
 
     await t.rpc("cron.add", {
@@ -325,6 +354,16 @@ describe("delivery to the Telegram fake", () => {
           telegram: { accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } }, allowFrom: ["*"] },
         },
         hooks: { enabled: true, token: "hook-secret-0123456789" },
+        cron: {
+          jobs: [
+            {
+              id: "tomain",
+              schedule: { every: "1d" },
+              message: "report",
+              delivery: { mode: "announce", to: "last", from: "main" },
+            },
+          ],
+        },
       },
       { listen: true },
     );
@@ -386,6 +425,19 @@ describe("delivery to the Telegram fake", () => {
     await eventually(
       async () => !(await t.rpc("cron.list")).result.jobs.some((j: { id: string }) => j.id === "bob"),
     );
+  });
+
+  it("a config job with to: last, from: main announces to the chat the main session last talked in", async () => {
+    // the owner chatted in the main session in the test before
+    const before = sent(OWNER.id).length;
+    await runOf(t, (await t.rpc("cron.run", { id: "tomain" })).result.runId);
+    const posted = await eventually(() =>
+      sent(OWNER.id)
+        .slice(before)
+        .find((m) => m.text.includes("Daily report")),
+    );
+    expect(posted.text).toBe("Daily report: all good");
+    expect((await t.rpc("cron.runs", { id: "tomain" })).result.runs[0].delivery).toBe("sent to telegram");
   });
 
   it("a webhook turn with deliver: true posts its reply to the named chat (and NO_REPLY posts nothing)", async () => {

@@ -134,6 +134,31 @@ describe("reset by command", () => {
     expect(await sessionIdOf(app, key)).not.toBe(id);
   });
 
+  it("in a denied chat /new and /reset still start a new session but get no reply (SEMANTICS §2)", async () => {
+    const { app } = await setup({
+      channels: { telegram: { accounts: {}, owners: ["7"], allowFrom: ["42"] } },
+    });
+    const ch = new MemoryChannel("telegram", "default");
+    (app.app.services.channels as unknown as { add(a: MemoryChannel): void }).add(ch);
+    const user = { channel: "telegram", senderId: "42", peerId: "42" };
+    const owner = { channel: "telegram", senderId: "7", peerId: "7" };
+    await say(app, "hi", user);
+    await say(app, "/send off", owner);
+    const posted = ch.sent.length;
+    const id = await sessionIdOf(app);
+    expect(await say(app, "/new", user)).toMatchObject({ dropped: "session-command" });
+    const afterNew = await sessionIdOf(app);
+    expect(afterNew).not.toBe(id);
+    await say(app, "/reset", user);
+    expect(await sessionIdOf(app)).not.toBe(afterNew);
+    expect(ch.sent.length).toBe(posted);
+    // Owner commands still answer there; once sending is back on, /new confirms again.
+    await say(app, "/send on", owner);
+    expect(ch.texts().at(-1)).toBe("Sending is on for this chat.");
+    await say(app, "/new", user);
+    expect(ch.texts().at(-1)).toBe("Started a new session. The previous conversation is archived.");
+  });
+
   it("sessions.reset over RPC answers the new row and the previous sessionId", async () => {
     const { app } = await setup();
     await say(app, "hello");

@@ -5,7 +5,8 @@ import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `pairing.list`, `pairing.approve`, `pairing.deny` (API.md §7): the owner's side of DM pairing. */
 
-const channel = z.string().trim().min(1).max(64);
+/** Channel names are lower case (SEMANTICS §1); `Telegram` on the CLI means `telegram`. */
+const channel = z.string().trim().toLowerCase().min(1).max(64);
 const code = z.string().trim().min(1).max(64);
 
 export function registerPairingMethods(rpc: RpcDispatcher, services: Pick<Services, "store" | "now">): void {

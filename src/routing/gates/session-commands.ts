@@ -1,5 +1,6 @@
 import type { CommandAccess } from "../../config/context.js";
 import type { Config } from "../../config/schema.js";
+import { sendBlocked } from "../../policy/access.js";
 import { resetSession } from "../../sessions/reset.js";
 import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";
@@ -10,7 +11,7 @@ import { replyToCommand } from "./command-reply.js";
 /**
  * Session commands (API.md §7), standalone messages from anyone allowed to talk in the chat:
  * `/new` and `/reset` start a new sessionId for this chat's session (the old transcript is
- * archived, still readable by its sessionId); `/compact [instructions]` summarises the older part
+ * archived, still readable by its sessionId; the confirmation obeys the send policy, SEMANTICS §2); `/compact [instructions]` summarises the older part
  * of the conversation now (it runs in the session's lane, after a running turn). Who may use them
  * is `channels.<name>.commands.{reset,compact}`: "all" (default), "owners" or "off" (then the
  * text is an ordinary message).
@@ -58,10 +59,12 @@ export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
     // A chat without a session gets its first one; nothing to archive then.
     const r = existed ? await resetSession(services, entry.key, "command") : null;
     ctx.entry = r?.entry ?? entry;
-    await replyToCommand(
-      ctx,
-      r ? "Started a new session. The previous conversation is archived." : "Started a new session.",
-    );
+    // Unlike the owner commands, these answer only where the bot may talk: a denied chat gets no reply.
+    if (!sendBlocked(services, ctx.entry))
+      await replyToCommand(
+        ctx,
+        r ? "Started a new session. The previous conversation is archived." : "Started a new session.",
+      );
   } else {
     await services.pipeline.submitTurn({
       sessionKey: entry.key,

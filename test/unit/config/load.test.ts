@@ -162,3 +162,39 @@ describe("discovery", () => {
     );
   });
 });
+
+describe("cron jobs in the config file", () => {
+  it("API.md §7's example job loads (deleteAfterRun on a cron schedule is accepted; it acts on `at` jobs only)", () => {
+    const config = parseConfig({
+      models: {
+        default: "openai/gpt-4.1",
+        providers: { openai: { kind: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKey: "x" } },
+      },
+      cron: {
+        enabled: true,
+        sessionRetention: "24h",
+        jobs: [
+          {
+            id: "morning",
+            agentId: "main",
+            enabled: true,
+            schedule: { cron: "0 7 * * *", tz: "Europe/Berlin" },
+            message: "Summarise my day",
+            model: "openai/gpt-4.1-mini",
+            session: "persistent",
+            delivery: {
+              mode: "announce",
+              channel: "telegram",
+              to: "123456",
+              accountId: "default",
+              threadId: "9",
+            },
+            catchUp: "once",
+            deleteAfterRun: true,
+          },
+        ],
+      },
+    });
+    expect(config.cron.jobs[0]).toMatchObject({ id: "morning", deleteAfterRun: true, catchUp: "once" });
+  });
+});
