@@ -15,7 +15,12 @@ import { installSpawnFlow } from "../flows/spawn.js";
 import { resolvesToLoopback } from "../gateway/hosts.js";
 import type { RpcDispatcher } from "../gateway/rpc.js";
 import type { GatewayServer } from "../gateway/server.js";
-import { ensureGatewayToken, removeGatewayInfo, writeGatewayInfo } from "../gateway/token.js";
+import {
+  ensureGatewayToken,
+  removeGatewayInfo,
+  shortTokenWarnings,
+  writeGatewayInfo,
+} from "../gateway/token.js";
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
 import { createRouter, type Router } from "../routing/router.js";
@@ -125,6 +130,12 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const serve = gateway && opts.serve !== false;
   // No configured token: one is generated at first start and kept in the state dir (0600).
   const token = serve ? (config.gateway.auth.token ?? ensureGatewayToken(drivers.stateDir).token) : null;
+  if (serve)
+    for (const warning of shortTokenWarnings({
+      gateway: config.gateway.auth.token,
+      hooks: config.hooks.enabled ? config.hooks.token : undefined,
+    }))
+      logger.warn(warning);
   const server =
     serve && token ? createServer(services, { host, port, token }, rpc, webchat, hooks, drivers.live) : null;
   const app: App = {

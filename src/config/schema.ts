@@ -28,7 +28,8 @@ export const gatewaySchema = z
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(18790),
     auth: z
-      .strictObject({ token: z.string().min(8, "must be at least 8 characters").optional() })
+      // Any non-empty secret; one shorter than SHORT_TOKEN_CHARS is logged as guessable at start.
+      .strictObject({ token: z.string().min(1, "must not be empty").optional() })
       .default({}),
     /** Largest accepted RPC body or WebSocket frame in bytes (default fits a 10 MB attachment call). */
     maxBodyBytes: z
@@ -589,13 +590,13 @@ export const hooksSchema = z
   .strictObject({
     enabled: z.boolean().default(false),
     /** Bearer token of `POST /hooks/agent`; required when enabled and never the gateway token. */
-    token: z.string().min(16, "must be at least 16 characters").optional(),
+    token: z.string().min(1, "must not be empty").optional(),
     /** Let callers name any session key (default: only `hook:…` keys). */
     allowAnySessionKey: z.boolean().default(false),
     maxBodyBytes: z
       .number()
       .int()
-      .min(1024)
+      .min(1)
       .max(32 * 1024 * 1024)
       .default(262_144),
     ratePerMinute: z.number().int().min(1).max(100_000).default(60),

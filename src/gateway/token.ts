@@ -21,6 +21,27 @@ import { z } from "zod";
 export const TOKEN_FILE = "gateway.token";
 export const INFO_FILE = "gateway.json";
 
+/** A configured secret shorter than this is logged as guessable at start (the contract sets no minimum). */
+export const SHORT_TOKEN_CHARS = 16;
+
+/** A warning for each configured secret (`gateway.auth.token`, `hooks.token`) shorter than SHORT_TOKEN_CHARS. */
+export function shortTokenWarnings(secrets: {
+  gateway?: string | undefined;
+  hooks?: string | undefined;
+}): string[] {
+  const out: string[] = [];
+  for (const [name, value] of [
+    ["gateway.auth.token", secrets.gateway],
+    ["hooks.token", secrets.hooks],
+  ] as const) {
+    if (value !== undefined && value.length < SHORT_TOKEN_CHARS)
+      out.push(
+        `${name} is only ${value.length} characters: anyone who can reach the port may guess it; use ${SHORT_TOKEN_CHARS} or more random characters`,
+      );
+  }
+  return out;
+}
+
 /** 256 random bits, URL-safe (it travels in `#token=` of the web chat and dashboard URLs). */
 export function generateToken(): string {
   return randomBytes(32).toString("base64url");

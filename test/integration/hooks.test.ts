@@ -1,4 +1,6 @@
+import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../../src/log.js";
 import { startTestApp, type TestApp } from "../harness.js";
 
 /** `POST /hooks/agent` on a listening gateway: auth, validation, limits, idempotency, provenance. */
@@ -176,6 +178,42 @@ describe("hooks limits and switches", () => {
       const m = await post(t, { message: "y", sessionKey: "main", timeoutSeconds: 10 });
       expect(m.body).toMatchObject({ status: "ok", sessionKey: "agent:main:main" });
       expect(await t.app.services.store.sessions.get("main")).toBeNull();
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("hooks config the contract leaves open", () => {
+  it("a short token and a small maxBodyBytes start the gateway: the token is warned about, the limit holds", async () => {
+    const lines: string[] = [];
+    const logger = createLogger({
+      level: "info",
+      destination: new Writable({
+        write(chunk, _enc, cb) {
+          lines.push(chunk.toString());
+          cb();
+        },
+      }),
+    });
+    const t = await startTestApp(
+      {
+        gateway: { auth: { token: "secret" } },
+        hooks: { enabled: true, token: "hook-secret", maxBodyBytes: 100 },
+      },
+      { listen: true, logger },
+    );
+    try {
+      const warnings = lines.filter((l) => l.includes("characters: anyone who can reach the port"));
+      expect(warnings.map((l) => JSON.parse(l).msg)).toEqual([
+        expect.stringContaining("gateway.auth.token is only 6 characters"),
+        expect.stringContaining("hooks.token is only 11 characters"),
+      ]);
+      expect(lines.join("")).not.toContain('"secret"');
+      const auth = { authorization: "Bearer hook-secret" };
+      expect((await post(t, { message: "hi" }, auth)).body).toMatchObject({ status: "accepted" });
+      expect((await post(t, { message: "x".repeat(200) }, auth)).status).toBe(413);
+      expect((await post(t, { message: "hi" }, { authorization: "Bearer secret" })).status).toBe(401);
     } finally {
       await t.stop();
     }
