@@ -18,25 +18,24 @@ export function registerSend(program: Command, { io, setCode }: CliContext): voi
         status: string;
         reply?: string;
         error?: string;
-        runId: string;
+        runId?: string;
       }>("chat.send", {
         sessionKey: key,
         message,
         timeoutSeconds,
         ...(opts.deliver ? { deliver: true } : {}),
       });
+      // The exit code says the same with and without --json: 0 ok/accepted, 2 timeout, 1 otherwise.
+      if (res.status === "timeout") setCode(2);
+      else if (res.status !== "ok" && res.status !== "accepted") setCode(1);
       if (opts.json) io.out(JSON.stringify(res, null, 2));
       else if (res.status === "ok") io.out(res.reply ?? "");
       else if (res.status === "accepted") io.out(`accepted: run ${res.runId}`);
-      else if (res.status === "timeout") {
+      else if (res.status === "timeout")
         io.err(
           `no reply within ${timeoutSeconds} s; the run goes on. Wait for it with: switchboard runs wait ${res.runId}`,
         );
-        setCode(2);
-      } else {
-        io.err(`${res.status}: ${stripRunHint(res.error ?? "")} (run ${res.runId})`);
-        setCode(1);
-      }
+      else io.err(`${res.status}: ${stripRunHint(res.error ?? "")}${res.runId ? ` (run ${res.runId})` : ""}`);
     });
 }
 

@@ -80,6 +80,9 @@ describe("against a running gateway", () => {
       file,
       JSON.stringify({
         stateDir: path.join(t.dir, "state"),
+        session: {
+          sendPolicy: { rules: [{ match: { keyPrefix: "agent:main:blocked" }, action: "deny" }] },
+        },
         models: {
           default: "rules/cli",
           providers: {
@@ -182,6 +185,23 @@ describe("against a running gateway", () => {
       app.token ?? "",
     );
     expect(w.out.trim()).toBe("late reply");
+  });
+
+  it("send --json keeps the exit code: 2 on a timeout, 1 on an error (API.md §2)", async () => {
+    const auth = ["--url", url, "--token", app.token ?? ""];
+    const slow = await cli("send", "main", "slow", "--timeout", "1", "--json", ...auth);
+    expect(JSON.parse(slow.out)).toMatchObject({ status: "timeout" });
+    expect(slow.code).toBe(2);
+    const denied = await cli("send", "agent:main:blocked", "hi", "--json", ...auth);
+    expect(JSON.parse(denied.out)).toMatchObject({ status: "error" });
+    expect(denied.code).toBe(1);
+    const text = await cli("send", "agent:main:blocked", "hi", ...auth);
+    expect(text.code).toBe(1);
+    expect(text.err).toContain("send blocked by session policy");
+    expect(text.err).not.toContain("undefined");
+    const ok = await cli("send", "main", "help", "--json", ...auth);
+    expect(JSON.parse(ok.out)).toMatchObject({ status: "ok", reply: "the help text" });
+    expect(ok.code).toBe(0);
   });
 
   it("health prints text with the version, and --json the RPC result", async () => {
