@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import JSON5 from "json5";
+import type { z } from "zod";
 import { formatIssues, SwitchboardError } from "../errors.js";
 import { type Config, configSchema } from "./schema.js";
 
@@ -73,6 +74,12 @@ export function substituteEnv(
   return value;
 }
 
+/** An unknown key is named by its own path (`gateway.prot`), not its parent's: one issue per key. */
+function keyIssues(issue: z.core.$ZodIssue): Array<{ path: PropertyKey[]; message: string }> {
+  if (issue.code !== "unrecognized_keys") return [issue];
+  return issue.keys.map((k) => ({ path: [...issue.path, k], message: `Unrecognized key "${k}"` }));
+}
+
 /** Validate a raw (already parsed) config object. Throws a CONFIG error listing every bad path. */
 export function parseConfig(
   raw: unknown,
@@ -82,8 +89,9 @@ export function parseConfig(
   const substituted = substituteEnv(raw ?? {}, env, [], opts.readOnly ? READ_ONLY_LENIENT : []);
   const result = configSchema.safeParse(substituted);
   if (!result.success) {
-    throw new SwitchboardError("CONFIG", formatIssues(result.error.issues, "config: "), {
-      details: { issues: result.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+    const issues = result.error.issues.flatMap(keyIssues);
+    throw new SwitchboardError("CONFIG", formatIssues(issues, "config: "), {
+      details: { issues: issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
     });
   }
   const config = result.data;
