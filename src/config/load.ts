@@ -117,12 +117,17 @@ export function parseConfig(
 }
 
 /**
- * Every model reference must name a configured provider (`models.providers`), or the gateway would
- * start and fail at the first message. Optional keys other sections add (a sub-agent's or a cron
- * job's model, compaction's) are read loosely so this check covers them when present.
+ * The provider name a `scripted/<model>` ref may use without declaring it: the built-in scripted
+ * provider with the demo rules, so the documented default `"scripted/demo"` (API.md §3) can be
+ * written out. A provider configured under this name replaces it.
  */
-function checkModelRefs(config: Config): void {
-  const providers = Object.keys(config.models.providers);
+export const BUILT_IN_SCRIPTED = "scripted";
+
+/**
+ * Every model reference the config makes, with its path. Optional keys other sections add (a
+ * sub-agent's or a cron job's model, compaction's) are read loosely so this covers them when present.
+ */
+export function configModelRefs(config: Config): Array<[string, string]> {
   const refs: Array<[string, unknown]> = [["models.default", config.models.default]];
   const loose = (v: unknown): Record<string, unknown> =>
     v && typeof v === "object" ? (v as Record<string, unknown>) : {};
@@ -138,10 +143,18 @@ function checkModelRefs(config: Config): void {
   if (Array.isArray(jobs))
     for (const [i, j] of jobs.entries()) refs.push([`cron.jobs.${i}.model`, loose(j).model]);
   for (const [i, a] of config.models.allowed.entries()) refs.push([`models.allowed.${i}`, a]);
-  for (const [at, ref] of refs) {
-    if (typeof ref !== "string") continue;
+  return refs.filter((r): r is [string, string] => typeof r[1] === "string");
+}
+
+/**
+ * Every model reference must name a configured provider (`models.providers`) or the built-in
+ * scripted one, or the gateway would start and fail at the first message.
+ */
+function checkModelRefs(config: Config): void {
+  const providers = Object.keys(config.models.providers);
+  for (const [at, ref] of configModelRefs(config)) {
     const provider = ref.split("/")[0] ?? "";
-    if (provider === "*" || providers.includes(provider)) continue;
+    if (provider === "*" || provider === BUILT_IN_SCRIPTED || providers.includes(provider)) continue;
     throw new SwitchboardError(
       "CONFIG",
       `config: ${at}: unknown model provider "${provider}" in "${ref}"; configured providers: ${providers.join(", ") || "none"} (models.providers)`,
