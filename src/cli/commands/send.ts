@@ -1,6 +1,9 @@
 import type { Command } from "commander";
 import { type CliContext, clientFor, configOpt, jsonOpt, numberFlag, tokenOpt, urlOpt } from "../context.js";
 
+/** chat.send's limit (gateway/methods/chat.ts). */
+const MAX_TIMEOUT_SECONDS = 3600;
+
 export function registerSend(program: Command, { io, setCode }: CliContext): void {
   program
     .command("send <key> <message>")
@@ -13,7 +16,9 @@ export function registerSend(program: Command, { io, setCode }: CliContext): voi
     .addOption(configOpt())
     .action(async (key: string, message: string, opts) => {
       const timeoutSeconds =
-        opts.timeout !== undefined ? numberFlag("--timeout", opts.timeout, { min: 0 }) : 60;
+        opts.timeout !== undefined
+          ? numberFlag("--timeout", opts.timeout, { min: 0, max: MAX_TIMEOUT_SECONDS })
+          : 60;
       const res = await clientFor(opts).call<{
         status: string;
         reply?: string;

@@ -53,6 +53,17 @@ describe("flags and help", () => {
     expect(l.err).toContain("--limit");
     const t = await cli("send", "main", "hi", "--timeout", "soon", "--url", "http://127.0.0.1:9");
     expect(t.err).toContain("--timeout");
+    // Values the gateway would refuse are refused here, naming the flag (before any call).
+    for (const argv of [
+      ["sessions", "list", "--active", "0"],
+      ["send", "main", "hi", "--timeout", "3601"],
+      ["runs", "wait", "some-run", "--timeout", "3601"],
+    ]) {
+      const r = await cli(...argv, "--url", "http://127.0.0.1:9");
+      expect(r.code).not.toBe(0);
+      expect(r.err).toContain(`${argv[argv.length - 2]}: must be`);
+      expect(r.err).not.toContain("cannot reach");
+    }
   });
 
   it("mcp --help shows its default once", async () => {
