@@ -228,6 +228,27 @@ describe("against a running gateway", () => {
     ).toBe(VERSION);
   });
 
+  it("with no gateway, the main session reads as empty before anyone chatted, like the gateway answers", async () => {
+    const file = path.join(t.dir, "fresh.json5");
+    writeFileSync(file, JSON.stringify({ stateDir: path.join(t.dir, "fresh-state"), gateway: { port: 9 } }));
+    const r = await cli("sessions", "history", "main", "--json", "--config", file);
+    expect(r.err).toContain("reading the local store");
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toMatchObject({
+      sessionKey: "agent:main:main",
+      messages: [],
+      truncated: false,
+    });
+    const text = await cli("sessions", "history", "main", "--config", file);
+    expect(text.out).toContain("no messages in main");
+    // Only the main session of a configured agent: other missing sessions are still not found.
+    for (const key of ["agent:main:telegram:direct:1", "agent:ghost:main"]) {
+      const missing = await cli("sessions", "history", key, "--config", file);
+      expect(missing.code).toBe(1);
+      expect(missing.err).toContain(`NOT_FOUND: session not found: ${key}`);
+    }
+  });
+
   it("a read-only command needs no model key", async () => {
     delete process.env.OPENAI_API_KEY;
     const file = path.join(t.dir, "with-key.json5");
