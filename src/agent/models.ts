@@ -1,3 +1,4 @@
+import { BUILT_IN_SCRIPTED, configModelRefs } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -28,13 +29,16 @@ export class ConfiguredModels implements ModelRegistry {
     for (const [id, p] of Object.entries(config.models.providers)) {
       this.#providers.set(id, createProvider(id, p, { logger, baseDir, demo: false }));
     }
-    if (this.demo && !this.#providers.has("scripted")) {
+    // The built-in scripted provider: the demo when no model is configured, else only when a ref
+    // in the config names it without declaring it (so it is not offered to `model` overrides).
+    const named = configModelRefs(config).some(([, ref]) => ref.startsWith(`${BUILT_IN_SCRIPTED}/`));
+    if ((this.demo || named) && !this.#providers.has(BUILT_IN_SCRIPTED)) {
       this.#providers.set(
-        "scripted",
+        BUILT_IN_SCRIPTED,
         createProvider(
-          "scripted",
+          BUILT_IN_SCRIPTED,
           { kind: "scripted", models: {}, timeoutMs: 120_000, maxRetries: 0 },
-          { logger, baseDir, demo: true },
+          { logger, baseDir, demo: this.demo },
         ),
       );
     }

@@ -3,7 +3,10 @@ import { errorMessage, SwitchboardError } from "../errors.js";
 import { registerReadMethods } from "../gateway/methods/index.js";
 import { registerPairingMethods } from "../gateway/methods/pairing.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
+import { buildHistoryView } from "../history/view.js";
 import { createLogger } from "../log.js";
+import { normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
+import { operatorCaller } from "../sessions/service.js";
 import { openStore } from "./drivers.js";
 
 /**
@@ -29,9 +32,35 @@ export async function readLocal<T>(
     registerReadMethods(rpc, { config: loaded.config, store: local.store });
     registerPairingMethods(rpc, { store: local.store, now: Date.now });
     const r = await rpc.dispatch({ id: 1, method, params });
-    if (!r.ok) throw new SwitchboardError(r.error.code, `${r.error.code}: ${r.error.message}`);
+    if (!r.ok) {
+      const empty = r.error.code === "NOT_FOUND" ? unwrittenMain(loaded, method, params) : null;
+      if (empty) return empty as T;
+      throw new SwitchboardError(r.error.code, `${r.error.code}: ${r.error.message}`);
+    }
     return r.result as T;
   } finally {
     await local.close();
   }
+}
+
+/**
+ * An agent's main session always exists (SEMANTICS §1): the gateway creates it on first use and
+ * answers its history as empty. Read-only here, so the history of a configured agent's main
+ * session that nobody wrote yet is that same empty view, without creating anything.
+ */
+function unwrittenMain(
+  loaded: LoadedConfig,
+  method: string,
+  params: Record<string, unknown>,
+): Record<string, unknown> | null {
+  if (method !== "sessions.history" || typeof params.sessionKey !== "string") return null;
+  const { config } = loaded;
+  const n = normalizeKeyInput(params.sessionKey, operatorCaller({ config }), {
+    scope: config.session.scope,
+  });
+  if (n.kind !== "key") return null;
+  const p = parseSessionKey(n.key);
+  if (p.rest !== "main" || !config.agents.list.some((a) => a.id === p.agentId)) return null;
+  const includeTools = params.includeTools === true;
+  return { sessionKey: n.key, ...buildHistoryView([], { includeTools }) };
 }

@@ -109,19 +109,20 @@ export async function readCall<T>(
 export function numberFlag(
   flag: string,
   raw: unknown,
-  range: { min?: number; max?: number; integer?: boolean } = {},
+  range: { min?: number; max?: number; integer?: boolean; positive?: boolean } = {},
 ): number {
   const n = Number(raw);
-  const { min, max, integer } = range;
+  const { min, max, integer, positive } = range;
   const bad =
     typeof raw !== "string" ||
     raw.trim() === "" ||
     !Number.isFinite(n) ||
     (integer && !Number.isInteger(n)) ||
+    (positive && n <= 0) ||
     (min !== undefined && n < min) ||
     (max !== undefined && n > max);
   if (bad) {
-    const what = integer ? "an integer" : "a number";
+    const what = `${integer ? "an integer" : "a number"}${positive ? " above 0" : ""}`;
     const bounds =
       min !== undefined && max !== undefined
         ? ` between ${min} and ${max}`

@@ -357,5 +357,13 @@ export async function runDoctor(
       io.out(
         `${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${c.name}: ${c.message}`,
       );
-  return checks.some((c) => c.status === "fail") ? 1 : 0;
+  // The report stays whole on stdout; what failed is also an error on stderr (API.md §2).
+  const failed = checks.filter((c) => c.status === "fail");
+  if (failed.length === 0) return 0;
+  io.err(
+    `switchboard doctor: ${failed.length} check${failed.length === 1 ? "" : "s"} failed\n${failed
+      .map((c) => `  ${c.name === "config" ? c.message : `${c.name}: ${c.message}`}`)
+      .join("\n")}`,
+  );
+  return 1;
 }

@@ -43,8 +43,9 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
     "Messages that arrive while a turn runs: collect folds them into one next turn; followup runs one turn each.",
   models: "Model providers and which model agents use.",
   "models.default":
-    'Model of agents that name none, as "<provider>/<model>"; the provider must be configured.',
-  "models.providers": "Configured providers by name; a model reference's first part names one of these.",
+    'Model of agents that name none, as "<provider>/<model>"; the provider must be configured (or be the built-in "scripted"). Unset everywhere: the scripted demo model "scripted/demo" answers and says so.',
+  "models.providers":
+    'Configured providers by name; a model reference\'s first part names one of these. "scripted" needs no entry: without one it is the built-in scripted provider with the demo rules.',
   "models.providers.<provider>.kind":
     "openai: any OpenAI-compatible Chat Completions API. anthropic: the Messages API. scripted: fixed rules, no AI.",
   "models.providers.<provider>.baseUrl": "API base URL (Ollama, vLLM, LM Studio, OpenRouter, a proxy).",

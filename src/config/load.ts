@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import JSON5 from "json5";
+import type { z } from "zod";
 import { formatIssues, SwitchboardError } from "../errors.js";
 import { type Config, configSchema } from "./schema.js";
 
@@ -73,6 +74,12 @@ export function substituteEnv(
   return value;
 }
 
+/** An unknown key is named by its own path (`gateway.prot`), not its parent's: one issue per key. */
+function keyIssues(issue: z.core.$ZodIssue): Array<{ path: PropertyKey[]; message: string }> {
+  if (issue.code !== "unrecognized_keys") return [issue];
+  return issue.keys.map((k) => ({ path: [...issue.path, k], message: `Unrecognized key "${k}"` }));
+}
+
 /** Validate a raw (already parsed) config object. Throws a CONFIG error listing every bad path. */
 export function parseConfig(
   raw: unknown,
@@ -82,8 +89,9 @@ export function parseConfig(
   const substituted = substituteEnv(raw ?? {}, env, [], opts.readOnly ? READ_ONLY_LENIENT : []);
   const result = configSchema.safeParse(substituted);
   if (!result.success) {
-    throw new SwitchboardError("CONFIG", formatIssues(result.error.issues, "config: "), {
-      details: { issues: result.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+    const issues = result.error.issues.flatMap(keyIssues);
+    throw new SwitchboardError("CONFIG", formatIssues(issues, "config: "), {
+      details: { issues: issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
     });
   }
   const config = result.data;
@@ -109,12 +117,17 @@ export function parseConfig(
 }
 
 /**
- * Every model reference must name a configured provider (`models.providers`), or the gateway would
- * start and fail at the first message. Optional keys other sections add (a sub-agent's or a cron
- * job's model, compaction's) are read loosely so this check covers them when present.
+ * The provider name a `scripted/<model>` ref may use without declaring it: the built-in scripted
+ * provider with the demo rules, so the documented default `"scripted/demo"` (API.md §3) can be
+ * written out. A provider configured under this name replaces it.
  */
-function checkModelRefs(config: Config): void {
-  const providers = Object.keys(config.models.providers);
+export const BUILT_IN_SCRIPTED = "scripted";
+
+/**
+ * Every model reference the config makes, with its path. Optional keys other sections add (a
+ * sub-agent's or a cron job's model, compaction's) are read loosely so this covers them when present.
+ */
+export function configModelRefs(config: Config): Array<[string, string]> {
   const refs: Array<[string, unknown]> = [["models.default", config.models.default]];
   const loose = (v: unknown): Record<string, unknown> =>
     v && typeof v === "object" ? (v as Record<string, unknown>) : {};
@@ -130,10 +143,18 @@ function checkModelRefs(config: Config): void {
   if (Array.isArray(jobs))
     for (const [i, j] of jobs.entries()) refs.push([`cron.jobs.${i}.model`, loose(j).model]);
   for (const [i, a] of config.models.allowed.entries()) refs.push([`models.allowed.${i}`, a]);
-  for (const [at, ref] of refs) {
-    if (typeof ref !== "string") continue;
+  return refs.filter((r): r is [string, string] => typeof r[1] === "string");
+}
+
+/**
+ * Every model reference must name a configured provider (`models.providers`) or the built-in
+ * scripted one, or the gateway would start and fail at the first message.
+ */
+function checkModelRefs(config: Config): void {
+  const providers = Object.keys(config.models.providers);
+  for (const [at, ref] of configModelRefs(config)) {
     const provider = ref.split("/")[0] ?? "";
-    if (provider === "*" || providers.includes(provider)) continue;
+    if (provider === "*" || provider === BUILT_IN_SCRIPTED || providers.includes(provider)) continue;
     throw new SwitchboardError(
       "CONFIG",
       `config: ${at}: unknown model provider "${provider}" in "${ref}"; configured providers: ${providers.join(", ") || "none"} (models.providers)`,

@@ -3,6 +3,7 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkRedis, checkStateDirPermissions, doctorChecks } from "../../src/cli/doctor.js";
+import { main } from "../../src/cli/main.js";
 import { FakeSlack } from "../fakes/slack.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import { startTestApp } from "../harness.js";
@@ -37,6 +38,26 @@ describe("switchboard doctor", () => {
     expect(checks).toHaveLength(1);
     expect(checks[0]).toMatchObject({ name: "config", status: "fail" });
     expect(checks[0]?.message).toContain("session.dmScope");
+  });
+
+  it("a failed check is an error: on stderr, with a non-zero exit code (API.md §2)", async () => {
+    const file = configFile({ session: { agentToAgent: { maxPingPongTurns: 42 } } });
+    for (const json of [false, true]) {
+      let out = "";
+      let err = "";
+      const code = await main(["doctor", "--config", file, ...(json ? ["--json"] : [])], {
+        out: (s) => (out += `${s}\n`),
+        err: (s) => (err += `${s}\n`),
+      });
+      expect(code).toBe(1);
+      expect(err).toContain("config: session.agentToAgent.maxPingPongTurns: must be between 0 and 20");
+      if (json) expect(JSON.parse(out).checks[0]).toMatchObject({ name: "config", status: "fail" });
+      else expect(out).toContain("FAIL");
+    }
+    let err = "";
+    const ok = await main(["doctor", "--config", configFile({})], { out: () => {}, err: (s) => (err += s) });
+    expect(ok).toBe(0);
+    expect(err).toBe("");
   });
 
   it("calls each channel's identity method and reports what it says", async () => {

@@ -175,19 +175,21 @@ function registerWrites(cron: Command, { io, setCode }: CliContext): void {
     },
   );
 
-  common(cron.command("rm <id>").description("remove a job made at run time")).action(
-    async (id: string, opts) => {
-      await client(opts).call("cron.remove", { id });
+  common(cron.command("rm <id>").description("remove a job made at run time"))
+    .option("--json", "print machine-readable JSON")
+    .action(async (id: string, opts) => {
+      const res = await client(opts).call<{ removed: true }>("cron.remove", { id });
+      if (opts.json) return io.out(JSON.stringify(res, null, 2));
       io.out(`removed ${id}`);
-    },
-  );
+    });
 
-  common(cron.command("run <id>").description("run a job now, whatever its schedule")).action(
-    async (id: string, opts) => {
-      const res = await client(opts).call<{ runId: string }>("cron.run", { id });
+  common(cron.command("run <id>").description("run a job now, whatever its schedule"))
+    .option("--json", "print machine-readable JSON")
+    .action(async (id: string, opts) => {
+      const res = await client(opts).call<{ runId: string; status: string }>("cron.run", { id });
+      if (opts.json) return io.out(JSON.stringify(res, null, 2));
       io.out(`accepted: run ${res.runId} (switchboard runs wait ${res.runId})`);
-    },
-  );
+    });
 }
 
 /** `cron runs <id>`. */

@@ -53,7 +53,8 @@ export function registerPairing(program: Command, { io }: CliContext): void {
           verb === "approve"
             ? "let the sender with this code message the assistant"
             : "drop this pairing request",
-        ),
+        )
+        .addOption(jsonOpt()),
     ).action(async (channel: string, code: string, opts) => {
       const res = await readCall<{ ok: true; senderId: string }>(
         opts,
@@ -61,6 +62,7 @@ export function registerPairing(program: Command, { io }: CliContext): void {
         { channel, code },
         io,
       );
+      if (opts.json) return io.out(JSON.stringify(res, null, 2));
       io.out(
         verb === "approve"
           ? `approved ${channel} sender ${res.senderId}`

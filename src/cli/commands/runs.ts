@@ -20,7 +20,8 @@ export function registerRuns(program: Command, { io, setCode }: CliContext): voi
     .addOption(tokenOpt())
     .addOption(configOpt())
     .action(async (runId: string, opts) => {
-      const seconds = opts.timeout !== undefined ? numberFlag("--timeout", opts.timeout, { min: 0 }) : 30;
+      const seconds =
+        opts.timeout !== undefined ? numberFlag("--timeout", opts.timeout, { min: 0, max: 3600 }) : 30;
       const res = await clientFor(opts).call<WaitResult>("agent.wait", {
         runId,
         timeoutMs: Math.round(seconds * 1000),

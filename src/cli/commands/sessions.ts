@@ -86,7 +86,8 @@ export function registerSessions(program: Command, { io }: CliContext): void {
       if (opts.kinds !== undefined) params.kinds = parseKinds(String(opts.kinds));
       if (opts.limit !== undefined)
         params.limit = numberFlag("--limit", opts.limit, { min: 1, max: 200, integer: true });
-      if (opts.active !== undefined) params.activeMinutes = numberFlag("--active", opts.active, { min: 0 });
+      if (opts.active !== undefined)
+        params.activeMinutes = numberFlag("--active", opts.active, { positive: true });
       const res = await readCall<{ sessions: Row[] }>(opts, "sessions.list", params, io);
       if (opts.json) return io.out(JSON.stringify(res, null, 2));
       if (res.sessions.length === 0) return io.out("no sessions");

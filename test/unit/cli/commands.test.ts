@@ -53,6 +53,17 @@ describe("flags and help", () => {
     expect(l.err).toContain("--limit");
     const t = await cli("send", "main", "hi", "--timeout", "soon", "--url", "http://127.0.0.1:9");
     expect(t.err).toContain("--timeout");
+    // Values the gateway would refuse are refused here, naming the flag (before any call).
+    for (const argv of [
+      ["sessions", "list", "--active", "0"],
+      ["send", "main", "hi", "--timeout", "3601"],
+      ["runs", "wait", "some-run", "--timeout", "3601"],
+    ]) {
+      const r = await cli(...argv, "--url", "http://127.0.0.1:9");
+      expect(r.code).not.toBe(0);
+      expect(r.err).toContain(`${argv[argv.length - 2]}: must be`);
+      expect(r.err).not.toContain("cannot reach");
+    }
   });
 
   it("mcp --help shows its default once", async () => {
@@ -80,6 +91,9 @@ describe("against a running gateway", () => {
       file,
       JSON.stringify({
         stateDir: path.join(t.dir, "state"),
+        session: {
+          sendPolicy: { rules: [{ match: { keyPrefix: "agent:main:blocked" }, action: "deny" }] },
+        },
         models: {
           default: "rules/cli",
           providers: {
@@ -184,6 +198,23 @@ describe("against a running gateway", () => {
     expect(w.out.trim()).toBe("late reply");
   });
 
+  it("send --json keeps the exit code: 2 on a timeout, 1 on an error (API.md §2)", async () => {
+    const auth = ["--url", url, "--token", app.token ?? ""];
+    const slow = await cli("send", "main", "slow", "--timeout", "1", "--json", ...auth);
+    expect(JSON.parse(slow.out)).toMatchObject({ status: "timeout" });
+    expect(slow.code).toBe(2);
+    const denied = await cli("send", "agent:main:blocked", "hi", "--json", ...auth);
+    expect(JSON.parse(denied.out)).toMatchObject({ status: "error" });
+    expect(denied.code).toBe(1);
+    const text = await cli("send", "agent:main:blocked", "hi", ...auth);
+    expect(text.code).toBe(1);
+    expect(text.err).toContain("send blocked by session policy");
+    expect(text.err).not.toContain("undefined");
+    const ok = await cli("send", "main", "help", "--json", ...auth);
+    expect(JSON.parse(ok.out)).toMatchObject({ status: "ok", reply: "the help text" });
+    expect(ok.code).toBe(0);
+  });
+
   it("health prints text with the version, and --json the RPC result", async () => {
     const r = await cli("health", "--url", url, "--token", app.token ?? "");
     expect(r.out).toContain(`switchboard ${VERSION}`);
@@ -195,6 +226,27 @@ describe("against a running gateway", () => {
     expect(
       JSON.parse((await cli("health", "--url", url, "--token", app.token ?? "", "--json")).out).version,
     ).toBe(VERSION);
+  });
+
+  it("with no gateway, the main session reads as empty before anyone chatted, like the gateway answers", async () => {
+    const file = path.join(t.dir, "fresh.json5");
+    writeFileSync(file, JSON.stringify({ stateDir: path.join(t.dir, "fresh-state"), gateway: { port: 9 } }));
+    const r = await cli("sessions", "history", "main", "--json", "--config", file);
+    expect(r.err).toContain("reading the local store");
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toMatchObject({
+      sessionKey: "agent:main:main",
+      messages: [],
+      truncated: false,
+    });
+    const text = await cli("sessions", "history", "main", "--config", file);
+    expect(text.out).toContain("no messages in main");
+    // Only the main session of a configured agent: other missing sessions are still not found.
+    for (const key of ["agent:main:telegram:direct:1", "agent:ghost:main"]) {
+      const missing = await cli("sessions", "history", key, "--config", file);
+      expect(missing.code).toBe(1);
+      expect(missing.err).toContain(`NOT_FOUND: session not found: ${key}`);
+    }
   });
 
   it("a read-only command needs no model key", async () => {

@@ -99,6 +99,16 @@ describe("config validation names the path", () => {
   it("unknown top-level keys are errors", () => {
     expect(configError(() => parseConfig({ gatway: {} }))).toMatch(/Unrecognized key.*gatway/);
   });
+  it("an unknown key is named by its own path, one line per key", () => {
+    const msg = configError(() =>
+      parseConfig({ gateway: { prot: 1 }, session: { agentToAgent: { maxTurns: 3, other: 1 } } }),
+    );
+    expect(msg.split("\n")).toEqual([
+      'config: gateway.prot: Unrecognized key "prot"',
+      'config: session.agentToAgent.maxTurns: Unrecognized key "maxTurns"',
+      'config: session.agentToAgent.other: Unrecognized key "other"',
+    ]);
+  });
   it("wrong types deep inside", () => {
     expect(configError(() => parseConfig({ gateway: { port: "x" } }))).toContain("config: gateway.port:");
     expect(configError(() => parseConfig({ queue: { driver: "rabbit" } }))).toContain(

@@ -3,6 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { doctorChecks } from "../../../src/cli/doctor.js";
 import { loadConfig, parseConfig } from "../../../src/config/load.js";
+import { startTestApp } from "../../harness.js";
 import { tempDir } from "../../helpers.js";
 
 /** Issue 14, item 5: a model reference naming an unknown provider is a config error naming the path. */
@@ -43,6 +44,30 @@ describe("model references", () => {
       {},
     );
     expect(c.models.default).toBe("openai/gpt-4.1-mini");
+  });
+
+  it("the default of API.md §3, scripted/demo, may be written out without declaring a provider", async () => {
+    expect(parseConfig({ models: { default: "scripted/demo" } }, {}).models.default).toBe("scripted/demo");
+    expect(
+      parseConfig({ agents: { list: [{ id: "main", model: "scripted/demo" }] } }, {}).agents.list[0]?.model,
+    ).toBe("scripted/demo");
+    // A configured provider still wins, and other unknown providers are still errors.
+    expect(errorOf({ models: { default: "scripted/demo", providers } })).toBe("no error");
+    expect(errorOf({ models: { default: "nope/model", providers } })).toContain("models.default");
+    const t = await startTestApp({
+      models: { default: "scripted/demo" },
+      agents: { list: [{ id: "main" }, { id: "research", model: "scripted/demo" }] },
+    });
+    try {
+      for (const sessionKey of ["agent:main:main", "agent:research:main"]) {
+        const r = await t.rpc("chat.send", { sessionKey, message: "hello there", timeoutSeconds: 10 });
+        expect(r.result).toMatchObject({ status: "ok" });
+        expect((r.result as { reply: string }).reply).toContain("hello there");
+      }
+      expect(t.app.services.models.isAllowed("scripted/demo")).toBe(true);
+    } finally {
+      await t.stop();
+    }
   });
 
   it("doctor reports the same error as a failed config check", async () => {
