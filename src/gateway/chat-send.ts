@@ -4,6 +4,7 @@ import type { Services } from "../services.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
 import type { Provenance } from "../store/types.js";
+import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
 export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline">;
@@ -74,7 +75,7 @@ export async function chatSend(
   });
   const timeoutSeconds = p.timeoutSeconds ?? 30;
   if (timeoutSeconds === 0) return { runId: run.runId, status: "accepted", sessionKey: entry.key };
-  const rec = await services.pipeline.wait(run.runId, timeoutSeconds * 1000);
+  const rec = await services.pipeline.wait(run.runId, Math.min(timeoutSeconds, MAX_TIMEOUT_SECONDS) * 1000);
   if (!rec || rec.status === "queued" || rec.status === "running") {
     return {
       runId: run.runId,

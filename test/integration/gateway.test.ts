@@ -124,6 +124,23 @@ describe("a conversation over RPC", () => {
     expect(hist.body.result.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant"]);
   });
 
+  it("chat.send takes any timeoutSeconds ≥ 0, as sessions_send does (an hour-long wait is valid)", async () => {
+    const { body } = await rpc("chat.send", {
+      sessionKey: "agent:main:long-wait",
+      message: "hi",
+      timeoutSeconds: 7200,
+    });
+    expect(body.ok).toBe(true);
+    expect(body.result).toMatchObject({ status: "ok", sessionKey: "agent:main:long-wait" });
+    const bad = await rpc("chat.send", {
+      sessionKey: "agent:main:long-wait",
+      message: "hi",
+      timeoutSeconds: -1,
+    });
+    expect(bad.body.error).toMatchObject({ code: "INVALID_PARAMS" });
+    expect(bad.body.error.message).toContain("timeoutSeconds");
+  });
+
   it("chat.send stores the operator's message with a provenance kind of API.md §6", async () => {
     const { body } = await rpc("chat.send", {
       sessionKey: "agent:main:operator-line",

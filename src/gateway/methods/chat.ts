@@ -3,13 +3,13 @@ import { type ChatSendDeps, chatSend } from "../chat-send.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 const MAX_MESSAGE_CHARS = 32_000;
-const MAX_TIMEOUT_SECONDS = 3600;
 
 /** `chat.send`'s params (API.md §4). */
 export const chatSendParams = z.strictObject({
   sessionKey: z.string().min(1),
   message: z.string().min(1).max(MAX_MESSAGE_CHARS),
-  timeoutSeconds: z.number().min(0).max(MAX_TIMEOUT_SECONDS).optional(),
+  // any wait ≥ 0, as sessions_send (SEMANTICS §3); chatSend waits at most an hour
+  timeoutSeconds: z.number().min(0).optional(),
   deliver: z.boolean().optional(),
 });
 
@@ -26,7 +26,7 @@ export function plainChatSend(p: Record<string, unknown>): boolean {
     message.length > 0 &&
     message.length <= MAX_MESSAGE_CHARS &&
     (timeoutSeconds === undefined ||
-      (typeof timeoutSeconds === "number" && timeoutSeconds >= 0 && timeoutSeconds <= MAX_TIMEOUT_SECONDS)) &&
+      (typeof timeoutSeconds === "number" && Number.isFinite(timeoutSeconds) && timeoutSeconds >= 0)) &&
     (deliver === undefined || typeof deliver === "boolean")
   );
 }

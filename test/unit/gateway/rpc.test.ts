@@ -78,7 +78,7 @@ describe("RpcDispatcher", () => {
     const values: Record<string, readonly unknown[]> = {
       sessionKey: ["", "main", "agent:main:x", 1, null, ["k"]],
       message: ["", "hi", "x".repeat(32_000), "x".repeat(32_001), 0, true, {}],
-      timeoutSeconds: [0, 30, 3600, 3600.5, -1, -0, 1.5, "30", null],
+      timeoutSeconds: [0, 30, 3600, 3600.5, 7200, -1, -0, 1.5, "30", null],
       deliver: [true, false, "true", 0, null],
       other: [1, "x", undefined],
     };
