@@ -171,6 +171,10 @@ describe("reset by command", () => {
     const missing = await app.rpc("sessions.reset", { sessionKey: "agent:main:nope" });
     expect(missing.error?.code).toBe("NOT_FOUND");
     expect((await app.rpc("sessions.reset", {})).error?.message).toMatch(/sessionKey/);
+    // a malformed key is an input error, as in every sessions.* method
+    const malformed = await app.rpc("sessions.reset", { sessionKey: "agent:main" });
+    expect(malformed.error).toMatchObject({ code: "INVALID_PARAMS" });
+    expect(malformed.error?.message).toContain("malformed session key");
   });
 });
 

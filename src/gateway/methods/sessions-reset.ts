@@ -3,13 +3,14 @@ import { NotFoundError } from "../../errors.js";
 import type { Services } from "../../services.js";
 import { resetSession } from "../../sessions/reset.js";
 import { toRow } from "../../sessions/rows.js";
-import { operatorCaller, resolveSessionRef } from "../../sessions/service.js";
 import { method, type RpcDispatcher } from "../rpc.js";
+import { requireSession } from "./common.js";
 
 /**
  * `sessions.reset { sessionKey }` → `{ entry: Row, previousSessionId }` (API.md §7): a new
  * sessionId for the same key, as `/new` does in a chat; the old transcript stays readable by its
- * sessionId. A sessionId resolves to its session as everywhere; an unknown session is NOT_FOUND.
+ * sessionId. A sessionId resolves to its session as everywhere; an unknown session is NOT_FOUND, a
+ * malformed key INVALID_PARAMS (as every `sessions.*` method).
  */
 export function registerSessionResetMethods(
   rpc: RpcDispatcher,
@@ -18,9 +19,10 @@ export function registerSessionResetMethods(
   rpc.register(
     "sessions.reset",
     method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {
-      const r = await resolveSessionRef(services, p.sessionKey, operatorCaller(services));
-      if (!r.ok || r.entry.archivedAt !== undefined) throw new NotFoundError("session", p.sessionKey);
-      const done = await resetSession(services, r.entry.key, "rpc");
+      // a malformed key is INVALID_PARAMS, an unknown or archived session NOT_FOUND
+      const entry = await requireSession(services, p.sessionKey);
+      if (entry.archivedAt !== undefined) throw new NotFoundError("session", p.sessionKey);
+      const done = await resetSession(services, entry.key, "rpc");
       if (!done) throw new NotFoundError("session", p.sessionKey);
       return {
         entry: toRow(done.entry, services.store.transcripts),
