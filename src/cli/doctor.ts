@@ -351,18 +351,18 @@ export async function runDoctor(
   io: { out: (s: string) => void; err: (s: string) => void },
 ): Promise<number> {
   const checks = await doctorChecks(opts.config);
+  // a config error already reads "config: <path>: …"
+  const text = (c: Check) => (c.message.startsWith(`${c.name}: `) ? c.message : `${c.name}: ${c.message}`);
   if (opts.json) io.out(JSON.stringify({ checks }, null, 2));
   else
     for (const c of checks)
-      io.out(
-        `${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${c.name}: ${c.message}`,
-      );
+      io.out(`${c.status === "ok" ? "ok  " : c.status === "warn" ? "warn" : "FAIL"}  ${text(c)}`);
   // The report stays whole on stdout; what failed is also an error on stderr (API.md §2).
   const failed = checks.filter((c) => c.status === "fail");
   if (failed.length === 0) return 0;
   io.err(
     `switchboard doctor: ${failed.length} check${failed.length === 1 ? "" : "s"} failed\n${failed
-      .map((c) => `  ${c.name === "config" ? c.message : `${c.name}: ${c.message}`}`)
+      .map((c) => `  ${text(c)}`)
       .join("\n")}`,
   );
   return 1;

@@ -52,7 +52,12 @@ describe("switchboard doctor", () => {
       expect(code).toBe(1);
       expect(err).toContain("config: session.agentToAgent.maxPingPongTurns: must be between 0 and 20");
       if (json) expect(JSON.parse(out).checks[0]).toMatchObject({ name: "config", status: "fail" });
-      else expect(out).toContain("FAIL");
+      else {
+        expect(out).toContain(
+          "FAIL  config: session.agentToAgent.maxPingPongTurns: must be between 0 and 20",
+        );
+        expect(out).not.toContain("config: config:");
+      }
     }
     let err = "";
     const ok = await main(["doctor", "--config", configFile({})], { out: () => {}, err: (s) => (err += s) });
