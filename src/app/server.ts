@@ -1,5 +1,6 @@
 import type { WebchatChannel } from "../../channels/webchat/index.js";
 import type { ToolRegistry } from "../agent/tool-registry.js";
+import type { ChannelStatus } from "../channels/types.js";
 import { registerMethods } from "../gateway/methods/index.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
 import { GatewayServer } from "../gateway/server.js";
@@ -10,19 +11,35 @@ import type { LiveRelay } from "./live-relay.js";
 
 /** The RPC surface and the HTTP server of the gateway role. */
 
-/** `health` (API.md §4): drivers, Redis, model, every channel's state and the transcript tail cache's use. */
+/** A channel's state in `health.channels` is its least healthy account's, ranked by this. */
+const TROUBLE: Record<ChannelStatus, number> = {
+  connected: 0,
+  starting: 1,
+  stopped: 2,
+  reconnecting: 3,
+  "needs-login": 4,
+  error: 5,
+};
+
+/**
+ * `health` (API.md §4): drivers, Redis, model, every channel's state (`channels`, by channel name;
+ * `accounts` by `<channel>:<accountId>`) and the transcript tail cache's use.
+ */
 export function healthOf(
   services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
   redis: RedisConnections,
   models: { readonly demo: boolean; readonly defaultModel: string },
 ): () => Promise<Record<string, unknown>> {
   return async () => {
-    const chans: Record<string, string> = {};
+    const chans: Record<string, ChannelStatus> = {};
+    const accounts: Record<string, ChannelStatus> = {};
     // Details that need a person: a WhatsApp QR code to scan, a reconnect reason, a bad token.
     const details: Record<string, { state: string; detail: string; qr?: string }> = {};
     for (const a of services.channels.all()) {
       const st = a.status();
-      chans[`${a.channel}:${a.accountId}`] = st.state;
+      accounts[`${a.channel}:${a.accountId}`] = st.state;
+      const seen = chans[a.channel];
+      if (seen === undefined || TROUBLE[st.state] > TROUBLE[seen]) chans[a.channel] = st.state;
       if (st.detail)
         details[`${a.channel}:${a.accountId}`] = {
           state: st.state,
@@ -39,6 +56,7 @@ export function healthOf(
       redis: await redis.status(),
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       channels: chans,
+      accounts,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),
       ...(cache.maxChars > 0 ? { transcriptCache: cache } : {}),
     };

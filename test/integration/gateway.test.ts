@@ -58,6 +58,9 @@ describe("HTTP surface", () => {
     expect(body.result.model).toContain("scripted");
     expect(body.result.version).toMatch(/^\d+\.\d+\.\d+/);
     expect(body.result.version).not.toBe("0.0.0");
+    // channels by name (API.md §4), each account's state under accounts
+    expect(Object.keys(body.result.channels)).toEqual(["webchat"]);
+    expect(body.result.accounts).toEqual({ "webchat:default": body.result.channels.webchat });
     // the transcript tail cache's use, so an operator can see whether busy sessions fit in it
     expect(body.result.transcriptCache).toMatchObject({ maxChars: 8 * 1024 * 1024, fills: 0 });
   });

@@ -9,6 +9,8 @@ interface Health {
   redis?: string;
   model: string;
   channels: Record<string, string>;
+  /** By `<channel>:<accountId>` (gateways before it had only `channels`, keyed that way). */
+  accounts?: Record<string, string>;
   channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
   transcriptCache?: TailCacheStats;
 }
@@ -50,10 +52,11 @@ export function registerHealth(program: Command, { io }: CliContext): void {
       io.out(`  queue    ${h.queue}${h.redis && h.redis !== "n/a" ? ` (redis ${h.redis})` : ""}`);
       io.out(`  model    ${h.model}`);
       if (h.transcriptCache) io.out(`  cache    ${cacheLine(h.transcriptCache)}`);
-      const names = Object.keys(h.channels);
+      const states = h.accounts ?? h.channels;
+      const names = Object.keys(states);
       if (names.length === 0) io.out("  channels none");
       for (const name of names) {
-        io.out(`  ${name.padEnd(8)} ${h.channels[name]}`);
+        io.out(`  ${name.padEnd(8)} ${states[name]}`);
         const d = h.channelDetails?.[name];
         if (d?.qr) io.out(await qrScreen(d.qr));
         else if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);

@@ -279,7 +279,8 @@ describe("health with a WhatsApp account waiting to be linked", () => {
             storage: "fs",
             queue: "local",
             model: "scripted/demo",
-            channels: { "whatsapp:default": "needs-login" },
+            channels: { whatsapp: "needs-login" },
+            accounts: { "whatsapp:default": "needs-login" },
             channelDetails: {
               "whatsapp:default": { state: "needs-login", detail: "2@SECRET,xyz", qr: "2@SECRET,xyz" },
             },
