@@ -38,7 +38,8 @@ export class ConfiguredModels implements ModelRegistry {
         createProvider(
           BUILT_IN_SCRIPTED,
           { kind: "scripted", models: {}, timeoutMs: 120_000, maxRetries: 0 },
-          { logger, baseDir, demo: this.demo },
+          // built-in demo rules: its replies say they are scripted, named or not
+          { logger, baseDir, demo: true },
         ),
       );
     }

@@ -63,6 +63,8 @@ describe("model references", () => {
         const r = await t.rpc("chat.send", { sessionKey, message: "hello there", timeoutSeconds: 10 });
         expect(r.result).toMatchObject({ status: "ok" });
         expect((r.result as { reply: string }).reply).toContain("hello there");
+        // the scripted model always says it is scripted
+        expect((r.result as { reply: string }).reply.toLowerCase()).toContain("scripted");
       }
       expect(t.app.services.models.isAllowed("scripted/demo")).toBe(true);
     } finally {
