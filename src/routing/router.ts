@@ -160,7 +160,11 @@ async function sessionFor(ctx: RoutedCtx): Promise<SessionEntry> {
   return (await resetSession(services, entry.key, due))?.entry ?? entry;
 }
 
-/** Records where replies go (`deliveryContext`, `last*`); the updated row, or null when it is gone. */
+/**
+ * Records where replies go (`deliveryContext`, `last*`) and that chat's type, which the send
+ * policy matches on (`chatType`): a main bucket fed by several chats, or created before any chat,
+ * takes the type of the chat it now answers. The updated row, or null when it is gone.
+ */
 async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null> {
   const { msg, services } = ctx;
   const delivery: DeliveryContext = {
@@ -170,6 +174,7 @@ async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null>
     ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
   };
   const updated = await services.store.sessions.patch(ctx.sessionKey, {
+    chatType: msg.chatType,
     lastChannel: msg.channel,
     lastTo: msg.peerId,
     lastAccountId: msg.accountId,

@@ -146,6 +146,41 @@ describe("router gates", () => {
   });
 });
 
+describe("send policy on inbound messages", () => {
+  it("a chat whose type a rule denies gets no reply in a main bucket that existed before it (SEMANTICS §2)", async () => {
+    const { t: app, ch } = await setup({
+      session: {
+        sendPolicy: { rules: [{ match: { channel: "memory", chatType: "direct" }, action: "deny" }] },
+      },
+    });
+    // The operator wrote into main first: the bucket exists without any chat behind it.
+    const sent = await app.rpc("chat.send", { sessionKey: "main", message: "hello", timeoutSeconds: 5 });
+    expect(sent.ok).toBe(true);
+    const r = await handleAndWait(app, msg({ text: "dm in a denied chat" }));
+    expect(r).toMatchObject({ accepted: false, dropped: "send-policy", sessionKey: "agent:main:main" });
+    expect(ch.sent).toEqual([]);
+    const history = await app.rpc("sessions.history", { sessionKey: "main" });
+    expect(JSON.stringify(history.result)).not.toContain("dm in a denied chat");
+  });
+
+  it("under scope global, a group message is judged as a group even after DMs created the bucket", async () => {
+    const { t: app, ch } = await setup({
+      session: { scope: "global", sendPolicy: { rules: [{ match: { chatType: "group" }, action: "deny" }] } },
+    });
+    expect((await handleAndWait(app, msg({ text: "dm" }))).accepted).toBe(true);
+    expect(ch.texts()).toEqual(["re: dm"]);
+    const g = await handleAndWait(
+      app,
+      msg({ chatType: "group", peerId: "g1", senderId: "u2", text: "in the group", wasMentioned: true }),
+    );
+    expect(g).toMatchObject({ accepted: false, dropped: "send-policy", sessionKey: "agent:main:main" });
+    expect(ch.texts()).toEqual(["re: dm"]);
+    // Back in the DM the bucket answers again.
+    expect((await handleAndWait(app, msg({ text: "dm again" }))).accepted).toBe(true);
+    expect(ch.texts()).toEqual(["re: dm", "re: dm again"]);
+  });
+});
+
 describe("thread bindings", () => {
   it("route follow-ups to the bound child until idle or too old, honouring per-channel settings", async () => {
     const { t: app } = await setup({
