@@ -87,15 +87,22 @@ export function inboundSessionKey(
   return { agentId, matchedBy, sessionKey };
 }
 
-/** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
-function bindingSettings(
-  config: Config,
+/**
+ * Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`
+ * (unset fields inherit); `enabledBy` is the setting that decided `enabled`.
+ */
+export function bindingSettings(
+  config: Pick<Config, "channels" | "session">,
   channel: string,
-): { enabled: boolean; idleHours: number; maxAgeHours: number } {
+): { enabled: boolean; idleHours: number; maxAgeHours: number; enabledBy: string } {
   const perChannel = (
     config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
   )[channel]?.threadBindings;
-  return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+  const enabledBy =
+    perChannel?.enabled !== undefined
+      ? `channels.${channel}.threadBindings.enabled`
+      : "session.threadBindings.enabled";
+  return { ...config.session.threadBindings, ...(perChannel ?? {}), enabledBy };
 }
 
 /** The child session bound to this thread/topic, unless the binding is off, idle or too old. */

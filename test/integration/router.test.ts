@@ -182,6 +182,44 @@ describe("send policy on inbound messages", () => {
 });
 
 describe("thread bindings", () => {
+  it("sessions_spawn thread: true follows channels.discord.threadBindings.enabled over session.threadBindings.enabled", async () => {
+    const spawnInDiscord = async (config: Partial<ConfigInput>) => {
+      const { t: app } = await setup(config);
+      const discord = new MemoryChannel("discord", "default");
+      (app.app.services.channels as unknown as { add(a: MemoryChannel): void }).add(discord);
+      const r = await handleAndWait(
+        app,
+        msg({ channel: "discord", chatType: "channel", peerId: "c1", text: "hi", wasMentioned: true }),
+      );
+      const res = await app.invoke(r.sessionKey as string, "sessions_spawn", { task: "work", thread: true });
+      return { app, discord, res };
+    };
+    // Off for Discord: refused, no thread created, no binding left behind.
+    const off = await spawnInDiscord({
+      channels: { discord: { accounts: {}, dmPolicy: "open", threadBindings: { enabled: false } } },
+    });
+    expect(off.res).toMatchObject({
+      status: "error",
+      error: expect.stringContaining("channels.discord.threadBindings.enabled"),
+    });
+    expect(off.discord.threads).toEqual([]);
+    expect(await off.app.app.services.store.kv.list(THREAD_BINDINGS_NS)).toEqual([]);
+    await off.app.stop();
+    t = undefined;
+    // Off globally but on for Discord: the thread is created and bound.
+    const on = await spawnInDiscord({
+      session: { threadBindings: { enabled: false } },
+      channels: { discord: { accounts: {}, dmPolicy: "open", threadBindings: { enabled: true } } },
+    });
+    expect(on.res).toMatchObject({ status: "accepted", mode: "session" });
+    expect(on.discord.threads).toHaveLength(1);
+    const bound = await on.app.app.services.store.kv.get<{ sessionKey: string }>(
+      THREAD_BINDINGS_NS,
+      threadBindingKey("discord", "default", on.discord.threads[0]?.threadId as string),
+    );
+    expect(bound?.sessionKey).toBe(on.res.childSessionKey);
+  });
+
   it("route follow-ups to the bound child until idle or too old, honouring per-channel settings", async () => {
     const { t: app } = await setup({
       session: { threadBindings: { enabled: true, idleHours: 1, maxAgeHours: 0 } },
