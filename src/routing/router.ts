@@ -45,9 +45,18 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
   };
 }
 
-/** Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. */
+/**
+ * Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. The key names the
+ * chat (`to`, the inbound `peerId`) as well as the thread: a thread id is unique only within its
+ * chat (Telegram topic ids count per forum), so a binding must never capture another chat's thread.
+ */
 export const THREAD_BINDINGS_NS = "threadBindings";
-export function threadBindingKey(channel: string, accountId: string, threadId: string): string {
+export function threadBindingKey(channel: string, accountId: string, to: string, threadId: string): string {
+  return `${channel}:${accountId}:${to.trim().toLowerCase()}:${threadId}`;
+}
+
+/** The key bindings had before they named the chat; still read, for bindings made before. */
+function legacyThreadBindingKey(channel: string, accountId: string, threadId: string): string {
   return `${channel}:${accountId}:${threadId}`;
 }
 
@@ -112,11 +121,22 @@ async function boundSession(
 ): Promise<SessionEntry | null> {
   const threadId = msg.threadId ?? msg.topicId;
   if (!threadId) return null;
-  const key = threadBindingKey(msg.channel, msg.accountId, threadId);
-  const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(THREAD_BINDINGS_NS, key);
-  if (!bound) return null;
+  type Bound = { sessionKey: string; boundAt: number };
+  let key = threadBindingKey(msg.channel, msg.accountId, msg.peerId, threadId);
+  let bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
+  let entry: SessionEntry | null = null;
+  if (!bound) {
+    // A binding made before keys named the chat counts only in the chat its thread was created in.
+    key = legacyThreadBindingKey(msg.channel, msg.accountId, threadId);
+    bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
+    if (!bound) return null;
+    entry = await services.store.sessions.get(bound.sessionKey);
+    const to = entry?.threadBinding?.to;
+    if (entry && to !== undefined && to.trim().toLowerCase() !== msg.peerId.trim().toLowerCase()) return null;
+  } else {
+    entry = await services.store.sessions.get(bound.sessionKey);
+  }
   const settings = bindingSettings(services.config, msg.channel);
-  const entry = await services.store.sessions.get(bound.sessionKey);
   const now = services.now();
   const hour = 3600_000;
   const expired =

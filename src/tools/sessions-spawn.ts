@@ -657,6 +657,7 @@ async function persistAndSubmit(
     ? threadBindingKey(
         binding.channel,
         binding.accountId ?? plan.thread?.adapter.accountId ?? "default",
+        binding.to,
         binding.threadId,
       )
     : undefined;

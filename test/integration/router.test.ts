@@ -182,6 +182,33 @@ describe("send policy on inbound messages", () => {
 });
 
 describe("thread bindings", () => {
+  it("a bound topic or thread belongs to its chat: the same thread id in another chat keeps its own session", async () => {
+    const { t: app, ch } = await setup();
+    const group = (peerId: string, text: string, topicId?: string) =>
+      msg({
+        chatType: "group",
+        peerId,
+        senderId: "u5",
+        text,
+        wasMentioned: true,
+        ...(topicId ? { topicId } : {}),
+      });
+    const r = await handleAndWait(app, group("g-a", "hi"));
+    const spawned = await app.invoke(r.sessionKey as string, "sessions_spawn", {
+      task: "work",
+      thread: true,
+    });
+    expect(spawned).toMatchObject({ status: "accepted" });
+    const threadId = ch.threads[0]?.threadId as string;
+    expect(threadId).toBeDefined();
+    // Telegram topic ids count per chat: topic <threadId> of another forum is another conversation.
+    const other = await handleAndWait(app, group("g-b", "elsewhere", threadId));
+    expect(other.sessionKey).toBe(`agent:main:memory:group:g-b:topic:${threadId}`);
+    // In the chat the thread was created in, the topic reaches the child.
+    const inThread = await handleAndWait(app, group("g-a", "follow-up", threadId));
+    expect(inThread.sessionKey).toBe(spawned.childSessionKey);
+  });
+
   it("sessions_spawn thread: true follows channels.discord.threadBindings.enabled over session.threadBindings.enabled", async () => {
     const spawnInDiscord = async (config: Partial<ConfigInput>) => {
       const { t: app } = await setup(config);
@@ -215,9 +242,32 @@ describe("thread bindings", () => {
     expect(on.discord.threads).toHaveLength(1);
     const bound = await on.app.app.services.store.kv.get<{ sessionKey: string }>(
       THREAD_BINDINGS_NS,
-      threadBindingKey("discord", "default", on.discord.threads[0]?.threadId as string),
+      threadBindingKey("discord", "default", "c1", on.discord.threads[0]?.threadId as string),
     );
     expect(bound?.sessionKey).toBe(on.res.childSessionKey);
+  });
+
+  it("a binding stored under the key without the chat still routes, only in its own chat", async () => {
+    const { t: app } = await setup();
+    const child = "agent:main:subagent:2b6f0c1e-5d4a-4e8b-9f3c-1a2b3c4d5e6f";
+    await app.app.services.store.sessions.put({
+      key: child,
+      sessionId: crypto.randomUUID(),
+      agentId: "main",
+      createdAt: clock,
+      updatedAt: clock,
+      spawnedBy: "agent:main:memory:group:g-a",
+      spawnDepth: 1,
+      threadBinding: { channel: "memory", accountId: "default", to: "g-a", threadId: "9", boundAt: clock },
+    });
+    await app.app.services.store.kv.set(THREAD_BINDINGS_NS, "memory:default:9", {
+      sessionKey: child,
+      boundAt: clock,
+    });
+    const topic = (peerId: string) =>
+      msg({ chatType: "group", peerId, senderId: "u5", topicId: "9", text: "x", wasMentioned: true });
+    expect((await handleAndWait(app, topic("g-b"))).sessionKey).toBe("agent:main:memory:group:g-b:topic:9");
+    expect((await handleAndWait(app, topic("g-a"))).sessionKey).toBe(child);
   });
 
   it("route follow-ups to the bound child until idle or too old, honouring per-channel settings", async () => {
@@ -235,10 +285,14 @@ describe("thread bindings", () => {
       spawnedBy: "agent:main:discord:channel:c1",
       spawnDepth: 1,
     });
-    await app.app.services.store.kv.set(THREAD_BINDINGS_NS, threadBindingKey("discord", "default", "T1"), {
-      sessionKey: child,
-      boundAt: clock,
-    });
+    await app.app.services.store.kv.set(
+      THREAD_BINDINGS_NS,
+      threadBindingKey("discord", "default", "c1", "T1"),
+      {
+        sessionKey: child,
+        boundAt: clock,
+      },
+    );
     const inThread = (text: string) =>
       msg({
         channel: "discord",
@@ -255,7 +309,10 @@ describe("thread bindings", () => {
     const after = await app.app.router.handle(inThread("later"));
     expect(after).toMatchObject({ accepted: false, dropped: "not-mentioned" });
     expect(
-      await app.app.services.store.kv.get(THREAD_BINDINGS_NS, threadBindingKey("discord", "default", "T1")),
+      await app.app.services.store.kv.get(
+        THREAD_BINDINGS_NS,
+        threadBindingKey("discord", "default", "c1", "T1"),
+      ),
     ).toBeNull();
   });
 });
