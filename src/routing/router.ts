@@ -73,14 +73,7 @@ export function inboundSessionKey(
   msg: InboundMessage,
 ): { agentId: string; matchedBy: string; sessionKey: string } {
   const { agentId, matchedBy } = resolveAgent(config, msg);
-  // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
-  const firstAccount = Object.keys(
-    (config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts ?? {},
-  )[0];
-  const dmScope =
-    msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
-      ? "per-account-channel-peer"
-      : config.session.dmScope;
+  // session.dmScope alone decides the DM shape, on every account (SEMANTICS §1).
   const sessionKey = buildSessionKey({
     agentId,
     channel: msg.channel,
@@ -89,7 +82,7 @@ export function inboundSessionKey(
     peerId: msg.chatType === "direct" ? msg.senderId || msg.peerId : msg.peerId,
     ...(msg.threadId ? { threadId: msg.threadId } : {}),
     ...(msg.topicId ? { topicId: msg.topicId } : {}),
-    dmScope,
+    dmScope: config.session.dmScope,
     identityLinks: config.session.identityLinks,
     scope: config.session.scope,
   });
