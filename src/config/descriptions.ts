@@ -130,6 +130,10 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "channels.discord.accounts.<account>.token": "Bot token; enable the Message Content intent.",
   "channels.discord.accounts.<account>.apiUrl": "REST API base URL (a proxy).",
   "channels.discord.accounts.<account>.gatewayUrl": "Gateway WebSocket URL (a proxy).",
+  "channels.discord.threadBindings.enabled":
+    "Overrides session.threadBindings.enabled for Discord (thread: true spawns and bound threads).",
+  "channels.discord.threadBindings.idleHours": "Overrides session.threadBindings.idleHours for Discord.",
+  "channels.discord.threadBindings.maxAgeHours": "Overrides session.threadBindings.maxAgeHours for Discord.",
   "channels.whatsapp.accounts.<account>.authDir":
     "Where the link credentials are kept; default stateDir/whatsapp/<account>.",
   "channels.webchat.enabled": "Serve the web chat at / on the gateway port.",

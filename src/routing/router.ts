@@ -45,9 +45,18 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
   };
 }
 
-/** Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. */
+/**
+ * Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. The key names the
+ * chat (`to`, the inbound `peerId`) as well as the thread: a thread id is unique only within its
+ * chat (Telegram topic ids count per forum), so a binding must never capture another chat's thread.
+ */
 export const THREAD_BINDINGS_NS = "threadBindings";
-export function threadBindingKey(channel: string, accountId: string, threadId: string): string {
+export function threadBindingKey(channel: string, accountId: string, to: string, threadId: string): string {
+  return `${channel}:${accountId}:${to.trim().toLowerCase()}:${threadId}`;
+}
+
+/** The key bindings had before they named the chat; still read, for bindings made before. */
+function legacyThreadBindingKey(channel: string, accountId: string, threadId: string): string {
   return `${channel}:${accountId}:${threadId}`;
 }
 
@@ -64,14 +73,7 @@ export function inboundSessionKey(
   msg: InboundMessage,
 ): { agentId: string; matchedBy: string; sessionKey: string } {
   const { agentId, matchedBy } = resolveAgent(config, msg);
-  // A DM to a secondary account that no binding claimed gets its own per-account key, never the owner's main.
-  const firstAccount = Object.keys(
-    (config.channels as Record<string, { accounts?: object }>)[msg.channel]?.accounts ?? {},
-  )[0];
-  const dmScope =
-    msg.chatType === "direct" && matchedBy === "default" && firstAccount && msg.accountId !== firstAccount
-      ? "per-account-channel-peer"
-      : config.session.dmScope;
+  // session.dmScope alone decides the DM shape, on every account (SEMANTICS §1).
   const sessionKey = buildSessionKey({
     agentId,
     channel: msg.channel,
@@ -80,22 +82,29 @@ export function inboundSessionKey(
     peerId: msg.chatType === "direct" ? msg.senderId || msg.peerId : msg.peerId,
     ...(msg.threadId ? { threadId: msg.threadId } : {}),
     ...(msg.topicId ? { topicId: msg.topicId } : {}),
-    dmScope,
+    dmScope: config.session.dmScope,
     identityLinks: config.session.identityLinks,
     scope: config.session.scope,
   });
   return { agentId, matchedBy, sessionKey };
 }
 
-/** Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`. */
-function bindingSettings(
-  config: Config,
+/**
+ * Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`
+ * (unset fields inherit); `enabledBy` is the setting that decided `enabled`.
+ */
+export function bindingSettings(
+  config: Pick<Config, "channels" | "session">,
   channel: string,
-): { enabled: boolean; idleHours: number; maxAgeHours: number } {
+): { enabled: boolean; idleHours: number; maxAgeHours: number; enabledBy: string } {
   const perChannel = (
     config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
   )[channel]?.threadBindings;
-  return { ...config.session.threadBindings, ...(perChannel ?? {}) };
+  const enabledBy =
+    perChannel?.enabled !== undefined
+      ? `channels.${channel}.threadBindings.enabled`
+      : "session.threadBindings.enabled";
+  return { ...config.session.threadBindings, ...(perChannel ?? {}), enabledBy };
 }
 
 /** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
@@ -105,11 +114,22 @@ async function boundSession(
 ): Promise<SessionEntry | null> {
   const threadId = msg.threadId ?? msg.topicId;
   if (!threadId) return null;
-  const key = threadBindingKey(msg.channel, msg.accountId, threadId);
-  const bound = await services.store.kv.get<{ sessionKey: string; boundAt: number }>(THREAD_BINDINGS_NS, key);
-  if (!bound) return null;
+  type Bound = { sessionKey: string; boundAt: number };
+  let key = threadBindingKey(msg.channel, msg.accountId, msg.peerId, threadId);
+  let bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
+  let entry: SessionEntry | null = null;
+  if (!bound) {
+    // A binding made before keys named the chat counts only in the chat its thread was created in.
+    key = legacyThreadBindingKey(msg.channel, msg.accountId, threadId);
+    bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
+    if (!bound) return null;
+    entry = await services.store.sessions.get(bound.sessionKey);
+    const to = entry?.threadBinding?.to;
+    if (entry && to !== undefined && to.trim().toLowerCase() !== msg.peerId.trim().toLowerCase()) return null;
+  } else {
+    entry = await services.store.sessions.get(bound.sessionKey);
+  }
   const settings = bindingSettings(services.config, msg.channel);
-  const entry = await services.store.sessions.get(bound.sessionKey);
   const now = services.now();
   const hour = 3600_000;
   const expired =
@@ -160,7 +180,11 @@ async function sessionFor(ctx: RoutedCtx): Promise<SessionEntry> {
   return (await resetSession(services, entry.key, due))?.entry ?? entry;
 }
 
-/** Records where replies go (`deliveryContext`, `last*`); the updated row, or null when it is gone. */
+/**
+ * Records where replies go (`deliveryContext`, `last*`) and that chat's type, which the send
+ * policy matches on (`chatType`): a main bucket fed by several chats, or created before any chat,
+ * takes the type of the chat it now answers. The updated row, or null when it is gone.
+ */
 async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null> {
   const { msg, services } = ctx;
   const delivery: DeliveryContext = {
@@ -170,6 +194,7 @@ async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null>
     ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
   };
   const updated = await services.store.sessions.patch(ctx.sessionKey, {
+    chatType: msg.chatType,
     lastChannel: msg.channel,
     lastTo: msg.peerId,
     lastAccountId: msg.accountId,

@@ -20,7 +20,7 @@ import {
 } from "../flows/spawn.js";
 import { buildHistoryView } from "../history/view.js";
 import { spawnedByChain } from "../policy/access.js";
-import { THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
+import { bindingSettings, THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services.js";
 import { deriveChannel, subagentKey, uuidFrom } from "../sessions/keys.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
@@ -339,9 +339,10 @@ function threadPlanOf(
   services: Pick<Services, "config" | "channels">,
   route: ReturnType<typeof routeOf>,
 ): Checked<NonNullable<SpawnPlan["thread"]>> {
-  if (!services.config.session.threadBindings.enabled)
-    return refuse(failed("thread: thread bindings are disabled (session.threadBindings.enabled)"));
   if (!route) return refuse(failed("thread: this session has no chat to create a thread in"));
+  const bindings = bindingSettings(services.config, route.channel);
+  if (!bindings.enabled)
+    return refuse(failed(`thread: thread bindings are disabled (${bindings.enabledBy})`));
   const adapter = services.channels.get(route.channel, route.accountId);
   if (!adapter?.createThread || !adapter.capabilities.createThread)
     return refuse(
@@ -656,6 +657,7 @@ async function persistAndSubmit(
     ? threadBindingKey(
         binding.channel,
         binding.accountId ?? plan.thread?.adapter.accountId ?? "default",
+        binding.to,
         binding.threadId,
       )
     : undefined;

@@ -146,7 +146,130 @@ describe("router gates", () => {
   });
 });
 
+describe("send policy on inbound messages", () => {
+  it("a chat whose type a rule denies gets no reply in a main bucket that existed before it (SEMANTICS §2)", async () => {
+    const { t: app, ch } = await setup({
+      session: {
+        sendPolicy: { rules: [{ match: { channel: "memory", chatType: "direct" }, action: "deny" }] },
+      },
+    });
+    // The operator wrote into main first: the bucket exists without any chat behind it.
+    const sent = await app.rpc("chat.send", { sessionKey: "main", message: "hello", timeoutSeconds: 5 });
+    expect(sent.ok).toBe(true);
+    const r = await handleAndWait(app, msg({ text: "dm in a denied chat" }));
+    expect(r).toMatchObject({ accepted: false, dropped: "send-policy", sessionKey: "agent:main:main" });
+    expect(ch.sent).toEqual([]);
+    const history = await app.rpc("sessions.history", { sessionKey: "main" });
+    expect(JSON.stringify(history.result)).not.toContain("dm in a denied chat");
+  });
+
+  it("under scope global, a group message is judged as a group even after DMs created the bucket", async () => {
+    const { t: app, ch } = await setup({
+      session: { scope: "global", sendPolicy: { rules: [{ match: { chatType: "group" }, action: "deny" }] } },
+    });
+    expect((await handleAndWait(app, msg({ text: "dm" }))).accepted).toBe(true);
+    expect(ch.texts()).toEqual(["re: dm"]);
+    const g = await handleAndWait(
+      app,
+      msg({ chatType: "group", peerId: "g1", senderId: "u2", text: "in the group", wasMentioned: true }),
+    );
+    expect(g).toMatchObject({ accepted: false, dropped: "send-policy", sessionKey: "agent:main:main" });
+    expect(ch.texts()).toEqual(["re: dm"]);
+    // Back in the DM the bucket answers again.
+    expect((await handleAndWait(app, msg({ text: "dm again" }))).accepted).toBe(true);
+    expect(ch.texts()).toEqual(["re: dm", "re: dm again"]);
+  });
+});
+
 describe("thread bindings", () => {
+  it("a bound topic or thread belongs to its chat: the same thread id in another chat keeps its own session", async () => {
+    const { t: app, ch } = await setup();
+    const group = (peerId: string, text: string, topicId?: string) =>
+      msg({
+        chatType: "group",
+        peerId,
+        senderId: "u5",
+        text,
+        wasMentioned: true,
+        ...(topicId ? { topicId } : {}),
+      });
+    const r = await handleAndWait(app, group("g-a", "hi"));
+    const spawned = await app.invoke(r.sessionKey as string, "sessions_spawn", {
+      task: "work",
+      thread: true,
+    });
+    expect(spawned).toMatchObject({ status: "accepted" });
+    const threadId = ch.threads[0]?.threadId as string;
+    expect(threadId).toBeDefined();
+    // Telegram topic ids count per chat: topic <threadId> of another forum is another conversation.
+    const other = await handleAndWait(app, group("g-b", "elsewhere", threadId));
+    expect(other.sessionKey).toBe(`agent:main:memory:group:g-b:topic:${threadId}`);
+    // In the chat the thread was created in, the topic reaches the child.
+    const inThread = await handleAndWait(app, group("g-a", "follow-up", threadId));
+    expect(inThread.sessionKey).toBe(spawned.childSessionKey);
+  });
+
+  it("sessions_spawn thread: true follows channels.discord.threadBindings.enabled over session.threadBindings.enabled", async () => {
+    const spawnInDiscord = async (config: Partial<ConfigInput>) => {
+      const { t: app } = await setup(config);
+      const discord = new MemoryChannel("discord", "default");
+      (app.app.services.channels as unknown as { add(a: MemoryChannel): void }).add(discord);
+      const r = await handleAndWait(
+        app,
+        msg({ channel: "discord", chatType: "channel", peerId: "c1", text: "hi", wasMentioned: true }),
+      );
+      const res = await app.invoke(r.sessionKey as string, "sessions_spawn", { task: "work", thread: true });
+      return { app, discord, res };
+    };
+    // Off for Discord: refused, no thread created, no binding left behind.
+    const off = await spawnInDiscord({
+      channels: { discord: { accounts: {}, dmPolicy: "open", threadBindings: { enabled: false } } },
+    });
+    expect(off.res).toMatchObject({
+      status: "error",
+      error: expect.stringContaining("channels.discord.threadBindings.enabled"),
+    });
+    expect(off.discord.threads).toEqual([]);
+    expect(await off.app.app.services.store.kv.list(THREAD_BINDINGS_NS)).toEqual([]);
+    await off.app.stop();
+    t = undefined;
+    // Off globally but on for Discord: the thread is created and bound.
+    const on = await spawnInDiscord({
+      session: { threadBindings: { enabled: false } },
+      channels: { discord: { accounts: {}, dmPolicy: "open", threadBindings: { enabled: true } } },
+    });
+    expect(on.res).toMatchObject({ status: "accepted", mode: "session" });
+    expect(on.discord.threads).toHaveLength(1);
+    const bound = await on.app.app.services.store.kv.get<{ sessionKey: string }>(
+      THREAD_BINDINGS_NS,
+      threadBindingKey("discord", "default", "c1", on.discord.threads[0]?.threadId as string),
+    );
+    expect(bound?.sessionKey).toBe(on.res.childSessionKey);
+  });
+
+  it("a binding stored under the key without the chat still routes, only in its own chat", async () => {
+    const { t: app } = await setup();
+    const child = "agent:main:subagent:2b6f0c1e-5d4a-4e8b-9f3c-1a2b3c4d5e6f";
+    await app.app.services.store.sessions.put({
+      key: child,
+      sessionId: crypto.randomUUID(),
+      agentId: "main",
+      createdAt: clock,
+      updatedAt: clock,
+      spawnedBy: "agent:main:memory:group:g-a",
+      spawnDepth: 1,
+      threadBinding: { channel: "memory", accountId: "default", to: "g-a", threadId: "9", boundAt: clock },
+    });
+    await app.app.services.store.kv.set(THREAD_BINDINGS_NS, "memory:default:9", {
+      sessionKey: child,
+      boundAt: clock,
+    });
+    const topic = (peerId: string) =>
+      msg({ chatType: "group", peerId, senderId: "u5", topicId: "9", text: "x", wasMentioned: true });
+    expect((await handleAndWait(app, topic("g-b"))).sessionKey).toBe("agent:main:memory:group:g-b:topic:9");
+    expect((await handleAndWait(app, topic("g-a"))).sessionKey).toBe(child);
+  });
+
   it("route follow-ups to the bound child until idle or too old, honouring per-channel settings", async () => {
     const { t: app } = await setup({
       session: { threadBindings: { enabled: true, idleHours: 1, maxAgeHours: 0 } },
@@ -162,10 +285,14 @@ describe("thread bindings", () => {
       spawnedBy: "agent:main:discord:channel:c1",
       spawnDepth: 1,
     });
-    await app.app.services.store.kv.set(THREAD_BINDINGS_NS, threadBindingKey("discord", "default", "T1"), {
-      sessionKey: child,
-      boundAt: clock,
-    });
+    await app.app.services.store.kv.set(
+      THREAD_BINDINGS_NS,
+      threadBindingKey("discord", "default", "c1", "T1"),
+      {
+        sessionKey: child,
+        boundAt: clock,
+      },
+    );
     const inThread = (text: string) =>
       msg({
         channel: "discord",
@@ -182,7 +309,10 @@ describe("thread bindings", () => {
     const after = await app.app.router.handle(inThread("later"));
     expect(after).toMatchObject({ accepted: false, dropped: "not-mentioned" });
     expect(
-      await app.app.services.store.kv.get(THREAD_BINDINGS_NS, threadBindingKey("discord", "default", "T1")),
+      await app.app.services.store.kv.get(
+        THREAD_BINDINGS_NS,
+        threadBindingKey("discord", "default", "c1", "T1"),
+      ),
     ).toBeNull();
   });
 });

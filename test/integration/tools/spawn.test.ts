@@ -425,7 +425,7 @@ describe("sessions_spawn: checks before anything is created", () => {
     });
     expect(child?.subagent).toMatchObject({ mode: "session", cleanup: "keep" });
     expect(
-      await b.app.services.store.kv.get("threadBindings", `memchat:default:${res.threadId}`),
+      await b.app.services.store.kv.get("threadBindings", `memchat:default:room-9:${res.threadId}`),
     ).toMatchObject({
       sessionKey: res.childSessionKey,
     });
