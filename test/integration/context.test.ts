@@ -375,3 +375,18 @@ describe("compaction", () => {
     expect(row.contextTokens).toBe(1234);
   });
 });
+
+describe("per-model facts", () => {
+  it("a model's configured maxOutputTokens caps each reply: the openai request carries it as max_tokens", async () => {
+    const { app } = await setup({ maxOutputTokens: 321 });
+    const { requests } = await send(app, "hello");
+    expect(requests.map((r) => r.body.max_tokens)).toEqual([321]);
+  });
+
+  it("without a configured maxOutputTokens no max_tokens is sent (the server's own limit applies)", async () => {
+    const { app } = await setup({});
+    const { requests } = await send(app, "hello");
+    expect(requests).toHaveLength(1);
+    expect("max_tokens" in requests[0]!.body).toBe(false);
+  });
+});

@@ -117,7 +117,11 @@ export function createOpenAIProvider(
   return {
     id,
     kind: "openai",
-    async complete(req) {
+    async complete(input) {
+      // The model's configured output cap (`models.<model>.maxOutputTokens`) unless the caller sets one.
+      const cap = cfg.models[input.model]?.maxOutputTokens;
+      const req =
+        input.maxOutputTokens === undefined && cap !== undefined ? { ...input, maxOutputTokens: cap } : input;
       const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
       // Once text has reached the caller a retry would repeat it: only retry before the first delta.
       let emitted = 0;
