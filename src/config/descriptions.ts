@@ -81,11 +81,13 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "session.threadBindings.idleHours": "Unbind a thread after this many idle hours (0 = never).",
   "session.threadBindings.maxAgeHours": "Unbind a thread after this many hours in total (0 = never).",
   tools: "Which tools agents get and what the session tools may see.",
-  "tools.profile": "Base tool set: minimal, messaging, coding or full.",
+  "tools.profile":
+    "Base tool set. minimal: session_status; messaging: sessions_list, sessions_history, sessions_send, session_status; coding and full: every session tool and cron.",
   "tools.alsoAllow": "Tools added to the profile.",
   "tools.deny": "Tools removed (deny wins).",
   "tools.sessions.visibility": "Which sessions the session tools see: self, tree (own spawns), agent or all.",
-  "tools.subagents.tools.allow": "Tools sub-agents may use in addition to what they inherit.",
+  "tools.subagents.tools.allow":
+    "Empty: no restriction; else sub-agents keep only the tools matched (globs allowed). It never gives back a tool sub-agents or leaves lose by default (deny wins).",
   "tools.subagents.tools.deny": "Tools sub-agents may not use.",
   "tools.sessions_spawn.attachments.enabled": "Allow files to be passed to sub-agents.",
   "tools.sessions_spawn.attachments.maxFiles": "Most files per spawn.",
