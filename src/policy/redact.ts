@@ -123,8 +123,9 @@ const RULES: readonly RedactRule[] = [
     },
   },
   {
-    // Credentials in URLs: scheme://user:password@host keeps the user, masks the password.
-    re: /\b([a-z][a-z0-9+.-]{1,30}:\/\/)([^\s:/?#@]+):([^\s/?#@]+)@/gi,
+    // Credentials in URLs: scheme://user:password@host keeps the user, masks the password; the user
+    // may be empty (`redis://:password@host`, the usual Redis form).
+    re: /\b([a-z][a-z0-9+.-]{1,30}:\/\/)([^\s:/?#@]*):([^\s/?#@]+)@/gi,
     replace: (hit, m, scheme = "", user = "", pass = "") => {
       if (isPlaceholder(pass)) return m;
       hit();

@@ -228,6 +228,12 @@ describe("redactText: credential forms", () => {
     ["JSON secret", "{'secret': 'x'}", "{'secret': '***'}"],
     ["CLI --token", "tool --token abc123 run", "tool --token *** run"],
     ["CLI --api-key=", "tool --api-key=abcdefghijklmnopqrstuv", "tool --api-key=abcdef…stuv"],
+    ["URL credentials", "postgres://admin:hunter2@db:5432/app", "postgres://admin:***@db:5432/app"],
+    [
+      "URL credentials without a user name",
+      "redis://:hunter2@127.0.0.1:6379/0 and rediss://:correcthorsebatterystaple@cache:6380",
+      "redis://:***@127.0.0.1:6379/0 and rediss://:correc…aple@cache:6380",
+    ],
   ])("%s", (_name, input, expected) => {
     expect(redactText(input)).toEqual({ text: expected, redacted: true });
   });
