@@ -92,7 +92,19 @@ function asRecord(v: unknown): Record<string, unknown> | undefined {
     : undefined;
 }
 
+const DATA_URL_RE = /^data:([^;,]*)[^,]*,/;
+
+/** OpenAI-style image blocks (`image_url: { url }` or `image_url: "…"`) carrying a data URL. */
+function imageUrlBlock(obj: Record<string, unknown>): Record<string, unknown> | undefined {
+  const url = typeof obj.image_url === "string" ? obj.image_url : asRecord(obj.image_url)?.url;
+  if (typeof url !== "string") return undefined;
+  const m = DATA_URL_RE.exec(url);
+  if (!m) return undefined;
+  return { type: "image", ...(m[1] ? { mimeType: m[1] } : {}), omitted: true, bytes: base64Bytes(url) };
+}
+
 function imageBlock(obj: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (obj.type === "image_url" || obj.type === "input_image") return imageUrlBlock(obj);
   if (obj.type !== "image") return undefined;
   const source = asRecord(obj.source);
   const data =

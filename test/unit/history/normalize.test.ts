@@ -425,6 +425,27 @@ describe("buildHistoryView: content", () => {
     expect(view.contentTruncated).toBe(true);
   });
 
+  it.each([
+    [
+      "OpenAI chat image_url",
+      { type: "image_url", image_url: { url: "data:image/png;base64,AAECAwQF", detail: "auto" } },
+    ],
+    ["OpenAI responses input_image", { type: "input_image", image_url: "data:image/png;base64,AAECAwQF" }],
+  ])("omits %s data URLs", (_name, block) => {
+    const view = buildHistoryView([msg("user", [block])], { includeTools: false });
+    const out = (view.messages[0]?.content as unknown[] | undefined)?.[0];
+    expect(out).toEqual({ type: "image", mimeType: "image/png", omitted: true, bytes: 6 });
+    expect(JSON.stringify(view.messages)).not.toContain("AAECAwQF");
+    expect(view.contentTruncated).toBe(true);
+  });
+
+  it("keeps an image given by a plain URL (no image data)", () => {
+    const block = { type: "image_url", image_url: { url: "https://x.test/cat.png" } };
+    const view = buildHistoryView([msg("user", [block])], { includeTools: false });
+    expect(view.messages[0]?.content).toEqual([block]);
+    expect(view.contentTruncated).toBe(false);
+  });
+
   it("masks secret-named fields in structured content and keeps provenance", () => {
     const view = buildHistoryView(
       [
