@@ -75,10 +75,13 @@ export function indexed(children: ChildRun[], now: number): { active: ChildRun[]
   return { active, recent };
 }
 
-function view(c: ChildRun, index: number, now: number) {
+function view(services: Services, c: ChildRun, index: number, now: number) {
   const run = c.run;
   const started = run?.startedAt;
   const task = c.entry.subagent?.task ?? "";
+  // A run records its model once it has called one; until then it is the child's own (override or agent default).
+  const model =
+    run?.model ?? c.entry.model ?? c.entry.lastModel ?? services.models.modelFor(c.entry.agentId, c.entry);
   return {
     index,
     runId: c.entry.subagent?.runId ?? "",
@@ -87,9 +90,7 @@ function view(c: ChildRun, index: number, now: number) {
     task: task.length > TASK_PREVIEW_CHARS ? `${task.slice(0, TASK_PREVIEW_CHARS - 1)}…` : task,
     status: run?.status ?? c.entry.subagent?.outcome ?? "unknown",
     runtimeMs: started === undefined ? 0 : Math.max(0, (run?.endedAt ?? now) - started),
-    ...(run?.model || c.entry.model || c.entry.lastModel
-      ? { model: run?.model ?? c.entry.model ?? c.entry.lastModel }
-      : {}),
+    model,
     totalTokens: run?.usage ? run.usage.input + run.usage.output : 0,
     ...(c.entry.archivedAt !== undefined ? { archived: true } : {}),
     ...(c.entry.threadBinding
@@ -276,8 +277,8 @@ async function execute(args: Args, ctx: ToolContext): Promise<ToolResult> {
   return {
     status: "ok",
     action: "list",
-    active: active.map((c, i) => view(c, i + 1, now)),
-    recent: recent.map((c, i) => view(c, active.length + i + 1, now)),
+    active: active.map((c, i) => view(services, c, i + 1, now)),
+    recent: recent.map((c, i) => view(services, c, active.length + i + 1, now)),
     total: children.length,
   };
 }

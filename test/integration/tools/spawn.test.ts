@@ -1100,6 +1100,30 @@ describe("subagents", () => {
     expect(b.chan.about(beta.childSessionKey)[0]?.text).toContain("Status: aborted");
   });
 
+  it("list names the model of a running child that has no model override (the agent's model)", async () => {
+    const r = await b.requester("main", { to: "room-list-model" });
+    const slow = await b.invoke(r.key, "sessions_spawn", { task: "slow listing", label: "slowpoke" });
+    await until(async () => (await runOf(b, slow.runId))?.status === "running");
+    const list = await b.invoke(r.key, "subagents", { action: "list" });
+    expect(list.active).toHaveLength(1);
+    expect(list.active[0]).toMatchObject({
+      index: 1,
+      runId: slow.runId,
+      sessionKey: slow.childSessionKey,
+      label: "slowpoke",
+      task: "slow listing",
+      status: "running",
+      model: "s/m",
+      totalTokens: 0,
+    });
+    expect(list.active[0].runtimeMs).toBeGreaterThanOrEqual(0);
+    expect(await b.invoke(r.key, "subagents", { action: "kill", target: "slowpoke" })).toMatchObject({
+      status: "ok",
+      killed: 1,
+    });
+    await b.waitAnnounced(slow.runId);
+  });
+
   it("kill all cascades to descendants; the killed orchestrator is not revived by their reports", async () => {
     closeGate();
     const r = await b.requester("main", { to: "room-cascade" });
