@@ -9,6 +9,7 @@ import { eventually } from "../helpers.js";
  */
 
 const SECRET = "tg_hook-secret_1";
+const MAX_WEBHOOK_BYTES = 4096;
 let tg: FakeTelegram;
 let t: TestApp;
 let updateId = 1000;
@@ -17,7 +18,7 @@ beforeAll(async () => {
   tg = await FakeTelegram.start();
   t = await startTestApp(
     {
-      gateway: { auth: { token: "gateway-token-for-rpc-only" } },
+      gateway: { auth: { token: "gateway-token-for-rpc-only" }, maxWebhookBodyBytes: MAX_WEBHOOK_BYTES },
       models: { default: "s/echo", providers: { s: { kind: "scripted", rules: [] } } },
       channels: {
         telegram: {
@@ -106,5 +107,12 @@ describe("telegram webhook mode through the gateway", () => {
     await post("/hooks/telegram/hooked", JSON.stringify(dmUpdate(304, "and then")), withSecret());
     await eventually(() => sentTo(304).find((m) => m.text.includes("and then")), 500, 20);
     expect(sentTo(304).filter((m) => m.text.includes("just once"))).toHaveLength(1);
+  });
+
+  it("a body over gateway.maxWebhookBodyBytes gets 413 naming that limit", async () => {
+    const big = JSON.stringify({ ...dmUpdate(305, "x"), pad: "x".repeat(MAX_WEBHOOK_BYTES) });
+    const r = await post("/hooks/telegram/hooked", big, withSecret());
+    expect(r.status).toBe(413);
+    expect(r.text).toContain(`gateway.maxWebhookBodyBytes is ${MAX_WEBHOOK_BYTES} bytes`);
   });
 });
