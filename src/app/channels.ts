@@ -30,17 +30,10 @@ export async function createChannels(
     );
     adapters.push(tg);
     if (acc.mode === "webhook") {
+      // The adapter checks the secret header before it parses the raw body (400 only once verified).
       hooks.push({
         path: `/hooks/telegram/${accountId}`,
-        handle: async (headers, raw) => {
-          let body: unknown;
-          try {
-            body = JSON.parse(raw);
-          } catch {
-            return { status: 400, body: { ok: false, error: "body is not JSON" } };
-          }
-          return tg.handleWebhook(headers, body);
-        },
+        handle: (headers, raw) => tg.handleWebhook(headers, raw),
       });
     }
   }

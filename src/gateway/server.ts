@@ -60,6 +60,10 @@ export interface GatewayServerOptions {
   extraRoutes?: (app: FastifyInstance) => void;
 }
 
+/** The platform webhooks' route, and their body limit unless gateway.maxWebhookBodyBytes says otherwise. */
+const WEBHOOK_ROUTE = "/hooks/*";
+const DEFAULT_MAX_WEBHOOK_BYTES = 1024 * 1024;
+
 /** Paths outside the Host/Origin checks: probes, and platform webhooks (verified by signature). */
 function exemptFromHostCheck(url: string): boolean {
   const p = url.split("?")[0] ?? url;
@@ -126,13 +130,15 @@ export class GatewayServer {
     // Keep raw bodies: JSON errors become our 400 shape, and webhook signatures need the exact bytes.
     this.app.removeAllContentTypeParsers();
     this.app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
-    this.app.setErrorHandler((err: { statusCode?: number; message: string; code?: string }, _req, reply) => {
+    this.app.setErrorHandler((err: { statusCode?: number; message: string; code?: string }, req, reply) => {
       const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (status === 500) opts.logger.error({ err }, "gateway: unhandled error");
       const code = status === 413 ? "INVALID_PARAMS" : status === 500 ? "INTERNAL" : "INVALID_PARAMS";
       const message =
         status === 413
-          ? `request body too large (limit ${opts.maxBodyBytes} bytes)`
+          ? req.routeOptions.url === WEBHOOK_ROUTE
+            ? `request body too large (gateway.maxWebhookBodyBytes is ${opts.maxWebhookBodyBytes ?? DEFAULT_MAX_WEBHOOK_BYTES} bytes)`
+            : `request body too large (limit ${opts.maxBodyBytes} bytes)`
           : status === 500
             ? "internal error"
             : err.message;
@@ -184,8 +190,10 @@ export class GatewayServer {
     app.post("/rpc", (req, reply) => this.#rpc(req, reply));
     if (opts.agentHook)
       registerAgentHook(app, { ...opts.agentHook, ...(opts.token ? { gatewayToken: opts.token } : {}) });
-    app.post("/hooks/*", { bodyLimit: opts.maxWebhookBodyBytes ?? 1024 * 1024 }, (req, reply) =>
-      this.#webhook(req, reply),
+    app.post(
+      WEBHOOK_ROUTE,
+      { bodyLimit: opts.maxWebhookBodyBytes ?? DEFAULT_MAX_WEBHOOK_BYTES },
+      (req, reply) => this.#webhook(req, reply),
     );
     if (opts.extraRoutes) opts.extraRoutes(app);
   }
