@@ -302,8 +302,10 @@ function cpuOf(pids: () => number[]): { user: number; sys: number; main: number 
  */
 /**
  * The warm-up's recurring sessions take at most this many turns each: a session past ~200 turns
- * fills the 400-message context read and tries compaction on every turn after, a path no measured
- * phase takes (its figures would follow code V8 tuned to another workload).
+ * fills the 400-message context read, is compacted (a second model call) and then again about every
+ * 200 turns (450 sequential turns from a new session make 452 model calls), and every turn reads a
+ * full window: a path no measured phase takes (its figures would follow code V8 tuned to another
+ * workload).
  */
 const WARM_TURNS_PER_SESSION = 150;
 
@@ -358,9 +360,12 @@ async function sequential(
   name: string,
   floorMs: number,
   cpuBudget: string,
+  /** The fake model's request count: more than one call a turn means extra work (a compaction, say). */
+  modelCalls: () => number,
 ): Promise<Figures["seq"]> {
   const seqTurns = Number(process.env.BENCH_GATEWAY_SEQ_TURNS ?? 100);
   const probe = phaseProbe(pids, name);
+  const calls0 = modelCalls();
   const s0 = cpuOf(pids);
   const n0 = threadNs(pids);
   const seq: number[] = [];
@@ -379,7 +384,8 @@ async function sequential(
       `(user ${fmt(perTurn(s1.user - s0.user))}, system ${fmt(perTurn(s1.sys - s0.sys))}; ` +
       `main threads ${fmt(perTurn(s1.main - s0.main))}, the rest V8's compiler and GC, libuv's pool)` +
       (cpuBudget ? ` [≤ ${cpuBudget}]` : "") +
-      `; to the µs (schedstat, every thread) ${fmt(onCpuMs, 3)} ms`,
+      `; to the µs (schedstat, every thread) ${fmt(onCpuMs, 3)} ms` +
+      `; ${modelCalls() - calls0} model calls for the ${seqTurns} turns`,
   );
   return { p50, cpuMs, onCpuMs };
 }
@@ -435,7 +441,10 @@ async function runBareRelay(
     await waitHealthy(url, relay);
     await warmUp(url);
     const pids = () => [relay.pid, ...workers.map((w) => w.pid)].filter((p): p is number => p !== undefined);
-    const figures: Figures = { seq: await sequential(url, pids, name, floorMs, ""), clients: {} };
+    const figures: Figures = {
+      seq: await sequential(url, pids, name, floorMs, "", model.calls),
+      clients: {},
+    };
     if (process.env.BENCH_GATEWAY_PHASES === "seq") return figures;
     for (const clients of clientCounts())
       figures.clients[clients] = await loaded(url, pids, name, clients, seconds, "");
@@ -587,6 +596,7 @@ async function runSetup(
         setup.name,
         floorMs,
         setup.workers > 0 ? "2.0 gateway + worker" : "1.0",
+        model.calls,
       ),
       clients: {},
     };
