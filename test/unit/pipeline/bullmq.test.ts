@@ -14,7 +14,7 @@ import type { RunStore } from "../../../src/store/types.js";
 import { type Latch, latch, msg, pipelineContract, recorder } from "../../contract/pipeline.js";
 import { MemoryRunStore } from "../../helpers/memory-store.js";
 import { hangingOnFinalWrite, REDIS_URL, randomPrefix, runsWith } from "../../helpers.js";
-import { describeRedis, newRedisClient, unlinkMatching } from "../../redis.js";
+import { describeRedis, newRedisClient, ownRedis, unlinkMatching } from "../../redis.js";
 
 const blocking = () => new Redis(REDIS_URL, { maxRetriesPerRequest: null });
 
@@ -91,15 +91,17 @@ describeRedis("bullmq pipeline", () => {
       for (const c of cleanups.splice(0).reverse()) await c();
     });
 
-    function env(extra: Partial<BullmqPipelineOptions> = {}) {
+    /** `url`: another Redis than the shared one (a test that flushes its script cache). */
+    function env(extra: Partial<BullmqPipelineOptions> = {}, url = REDIS_URL) {
       const prefix = randomPrefix("bullmq-x");
-      const connection = newRedisClient();
+      const connection = url === REDIS_URL ? newRedisClient() : new Redis(url, { maxRetriesPerRequest: 3 });
       const runs = new MemoryRunStore();
       const made: BullmqPipeline[] = [];
       const make = (more: Partial<BullmqPipelineOptions> = {}): BullmqPipeline => {
         const p = createBullmqPipeline({
           connection,
-          createBlockingConnection: blocking,
+          createBlockingConnection:
+            url === REDIS_URL ? blocking : () => new Redis(url, { maxRetriesPerRequest: null }),
           prefix,
           runs,
           logger: silentLogger(),
@@ -489,7 +491,11 @@ describeRedis("bullmq pipeline", () => {
     });
 
     it("a submit and its direct take that both meet a flushed script cache still run the turn, without waiting for the sweep", async () => {
-      const { make, connection } = env({ sweepIntervalMs: 600_000 });
+      // Its own Redis: a flush of the shared one's script cache would reach every test running
+      // beside this one (their next EVALSHA answers NOSCRIPT and costs an EVAL more).
+      const own = await ownRedis();
+      cleanups.push(own.cleanup); // runs last: the pipeline stops first
+      const { make, connection } = env({ sweepIntervalMs: 600_000 }, own.url);
       const p = make();
       const { jobs, handlers } = recorder();
       await p.start(handlers);
