@@ -2,9 +2,11 @@
  * An in-process Switchboard for integration tests: the real composition root on a temp state
  * dir, optionally listening on port 0, plus shortcuts for RPC and tool invocation.
  */
+import { Writable } from "node:stream";
 import { type App, createApp } from "../src/app/index.js";
+import { main } from "../src/cli/main.js";
 import { type ConfigInput, parseConfig } from "../src/config/index.js";
-import { type Logger, silentLogger } from "../src/log.js";
+import { createLogger, type Logger, silentLogger } from "../src/log.js";
 import { tempDir } from "./helpers.js";
 
 export interface TestApp {
@@ -71,6 +73,35 @@ export async function startTestApp(
       if (!opts.dir) t.cleanup();
     },
   };
+}
+
+/** `switchboard ARGS --url … --token …` in process against a listening TestApp. */
+export async function cliAgainst(
+  t: TestApp,
+  ...args: string[]
+): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main([...args, "--url", t.url ?? "", "--token", t.token ?? ""], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+  });
+  return { code, out: out.join("\n"), err: err.join("\n") };
+}
+
+/** A logger at `level` whose lines (raw JSON text, one chunk each) land in `lines`. */
+export function capturingLogger(level = "info"): { logger: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const logger = createLogger({
+    level,
+    destination: new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(chunk.toString());
+        cb();
+      },
+    }),
+  });
+  return { logger, lines };
 }
 
 /** A `switchboard worker` in process (no channels, no RPC) on its own temp state dir. */

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
 import { pairingStore } from "../../src/routing/pairing.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { cliAgainst, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * API.md §2: "`--json` prints machine-readable output". Every command that reports a result
@@ -9,25 +8,15 @@ import { startTestApp, type TestApp } from "../harness.js";
  */
 
 let t: TestApp;
-let url: string;
 beforeAll(async () => {
   t = await startTestApp(
     { models: { default: "s/echo", providers: { s: { kind: "scripted", rules: [] } } } },
     { listen: true },
   );
-  url = `http://${t.app.address?.host}:${t.app.address?.port}`;
 });
 afterAll(() => t?.stop());
 
-async function cli(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--url", url, "--token", t.token ?? ""], {
-    out: (s) => out.push(s),
-    err: (s) => err.push(s),
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
-}
+const cli = (...args: string[]) => cliAgainst(t, ...args);
 
 describe("--json on the commands that change something", () => {
   it("cron run and cron rm print the RPC result", async () => {

@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { cliAgainst, startTestApp, type TestApp } from "../harness.js";
 
 /** `switchboard cron …` in process against a listening gateway. */
 
 let t: TestApp;
-let url: string;
 beforeAll(async () => {
   t = await startTestApp(
     {
@@ -18,19 +16,10 @@ beforeAll(async () => {
     },
     { listen: true },
   );
-  url = `http://${t.app.address?.host}:${t.app.address?.port}`;
 });
 afterAll(() => t?.stop());
 
-async function cli(...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--url", url, "--token", t.token ?? ""], {
-    out: (s) => out.push(s),
-    err: (s) => err.push(s),
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
-}
+const cli = (...args: string[]) => cliAgainst(t, ...args);
 
 describe("switchboard cron", () => {
   it("add, list, show, edit, run, runs, rm", async () => {

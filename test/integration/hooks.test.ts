@@ -1,7 +1,5 @@
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../src/log.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { capturingLogger, startTestApp, type TestApp } from "../harness.js";
 
 /** `POST /hooks/agent` on a listening gateway: auth, validation, limits, idempotency, provenance. */
 
@@ -186,16 +184,7 @@ describe("hooks limits and switches", () => {
 
 describe("hooks config the contract leaves open", () => {
   it("a short token and a small maxBodyBytes start the gateway: the token is warned about, the limit holds", async () => {
-    const lines: string[] = [];
-    const logger = createLogger({
-      level: "info",
-      destination: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(chunk.toString());
-          cb();
-        },
-      }),
-    });
+    const { logger, lines } = capturingLogger();
     const t = await startTestApp(
       {
         gateway: { auth: { token: "secret" } },

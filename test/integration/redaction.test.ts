@@ -1,7 +1,5 @@
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../src/log.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { capturingLogger, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * Secrets a person pastes never come back raw from any history view (sessions.history, the
@@ -57,16 +55,7 @@ describe("redaction in every history view", () => {
   });
 
   it("log lines", () => {
-    const lines: string[] = [];
-    const logger = createLogger({
-      level: "info",
-      destination: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(chunk.toString());
-          cb();
-        },
-      }),
-    });
+    const { logger, lines } = capturingLogger();
     logger.info({ text: MESSAGE }, `inbound ${MESSAGE}`);
     expect(lines.join("")).toContain("here:");
     expectClean(lines.join(""));
