@@ -5,8 +5,8 @@ import { registerPairingMethods } from "../gateway/methods/pairing.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
 import { buildHistoryView } from "../history/view.js";
 import { createLogger } from "../log.js";
-import { normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
-import { operatorCaller } from "../sessions/service.js";
+import { normalizeKeyInput } from "../sessions/keys.js";
+import { mainSessionAgent, operatorCaller } from "../sessions/service.js";
 import { openStore } from "./drivers.js";
 
 /**
@@ -58,9 +58,7 @@ function unwrittenMain(
   const n = normalizeKeyInput(params.sessionKey, operatorCaller({ config }), {
     scope: config.session.scope,
   });
-  if (n.kind !== "key") return null;
-  const p = parseSessionKey(n.key);
-  if (p.rest !== "main" || !config.agents.list.some((a) => a.id === p.agentId)) return null;
+  if (n.kind !== "key" || mainSessionAgent(config, n.key) === null) return null;
   const includeTools = params.includeTools === true;
   return { sessionKey: n.key, ...buildHistoryView([], { includeTools }) };
 }

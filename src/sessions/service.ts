@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Config } from "../config/schema.js";
 import type { Services } from "../services.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import type { SessionEntry } from "../store/types.js";
@@ -48,10 +49,15 @@ export async function ensureMainSession(
   services: Pick<Services, "store" | "config" | "bus" | "now">,
   key: string,
 ): Promise<SessionEntry | null> {
+  const agentId = mainSessionAgent(services.config, key);
+  return agentId === null ? null : ensureSession(services, parseSessionKey(key).key, { agentId });
+}
+
+/** The agent whose main session `key` is, when that agent is configured; else null. */
+export function mainSessionAgent(config: Config, key: string): string | null {
   const p = parseSessionKey(key);
   if (p.agentId === undefined || p.rest !== "main") return null;
-  if (!services.config.agents.list.some((a) => a.id === p.agentId)) return null;
-  return ensureSession(services, p.key, { agentId: p.agentId });
+  return config.agents.list.some((a) => a.id === p.agentId) ? p.agentId : null;
 }
 
 /**
