@@ -117,18 +117,16 @@ async function boundSession(
   type Bound = { sessionKey: string; boundAt: number };
   let key = threadBindingKey(msg.channel, msg.accountId, msg.peerId, threadId);
   let bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
-  let entry: SessionEntry | null = null;
-  if (!bound) {
-    // A binding made before keys named the chat counts only in the chat its thread was created in.
+  const legacy = !bound;
+  if (legacy) {
     key = legacyThreadBindingKey(msg.channel, msg.accountId, threadId);
     bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
-    if (!bound) return null;
-    entry = await services.store.sessions.get(bound.sessionKey);
-    const to = entry?.threadBinding?.to;
-    if (entry && to !== undefined && to.trim().toLowerCase() !== msg.peerId.trim().toLowerCase()) return null;
-  } else {
-    entry = await services.store.sessions.get(bound.sessionKey);
   }
+  if (!bound) return null;
+  const entry = await services.store.sessions.get(bound.sessionKey);
+  // A binding made before keys named the chat counts only in the chat its thread was created in.
+  const to = entry?.threadBinding?.to;
+  if (legacy && to !== undefined && to.trim().toLowerCase() !== msg.peerId.trim().toLowerCase()) return null;
   const settings = bindingSettings(services.config, msg.channel);
   const now = services.now();
   const hour = 3600_000;
