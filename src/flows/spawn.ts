@@ -98,6 +98,25 @@ export async function childrenOf(
   return all.filter((e) => e.subagent !== undefined).sort((a, b) => b.createdAt - a.createdAt);
 }
 
+/**
+ * Children of `requesterKey` that may still report to it: their current run's announce has not
+ * been handled yet (a child woken to run again counts until that run has reported too).
+ */
+export async function unreportedChildren(services: Services, requesterKey: string): Promise<SessionEntry[]> {
+  return (await childrenOf(services, requesterKey)).filter(
+    (e) => e.subagent?.announcedRunId !== undefined && e.subagent.announcedRunId !== e.subagent.runId,
+  );
+}
+
+/** Records that `runId`'s announce is handled (unless the child has started another run since). */
+async function markAnnounced(services: Services, childKey: string, runId: string): Promise<void> {
+  await services.store.sessions.update(childKey, (cur) =>
+    cur?.subagent && cur.subagent.runId === runId && cur.subagent.announcedRunId !== runId
+      ? { ...cur, subagent: { ...cur.subagent, announcedRunId: runId } }
+      : null,
+  );
+}
+
 /** Children whose current run is queued or running. */
 export async function activeChildren(services: Services, requesterKey: string): Promise<SessionEntry[]> {
   const out: SessionEntry[] = [];
@@ -139,6 +158,8 @@ export async function submitAnnounce(services: Services, data: AnnounceData): Pr
 /** Upper bound for the run record to become final (the job is normally relayed after it is; a relay by the bullmq sweep can come first). */
 const FINAL_WAIT_MS = 60_000;
 const TAIL_FOR_RESULT = 200;
+/** How often a held announce looks again whether its sub-agent's own children have all reported. */
+const HELD_ANNOUNCE_RETRY_MS = 500;
 
 interface RouteState {
   /** Session that receives it; null = nobody left. */
@@ -347,9 +368,18 @@ async function handleAnnounce(
         : null,
     );
   }
+  // An orchestrator woken by its own children's reports ran again: that later run is announced
+  // instead, so the requester gets one report for the task (SEMANTICS §3), not one per run.
+  if (child?.subagent && child.subagent.runId !== d.childRunId) return;
+  // An orchestrator whose children have not all reported yet (it yielded, or answered before
+  // they finished) holds its announce: a child's report wakes it and that run is announced
+  // instead; if none does (ANNOUNCE_SKIP, a kill), this one goes once the last has reported.
+  if (child && (await unreportedChildren(services, child.key)).length > 0)
+    throw new RetryLaterError(`sub-agent ${child.key} waits for its own sub-agents`, HELD_ANNOUNCE_RETRY_MS);
   const messages = child ? await runMessages(services, child, d.childRunId) : [];
   const finalReply = status === "ok" ? (run?.reply ?? "") : "";
   if (status === "ok" && finalReply.trim() === ANNOUNCE_SKIP) {
+    await markAnnounced(services, d.childKey, d.childRunId);
     await afterAnnounce(services, child, true, run);
     return;
   }
@@ -370,6 +400,7 @@ async function handleAnnounce(
   const idem = `spawn-announce:${d.childRunId}`;
   if (!target || route.kind === "none") {
     await recordUndelivered(services, d, text);
+    await markAnnounced(services, d.childKey, d.childRunId);
     await services.store.kv.delete(KV_ANNOUNCES, d.childRunId);
     return;
   }
@@ -396,6 +427,7 @@ async function handleAnnounce(
       await deliverOrThrow(services, target.key, text, idem);
     }
   }
+  await markAnnounced(services, d.childKey, d.childRunId);
   await afterAnnounce(services, child, true, run);
   await services.store.kv.delete(KV_ANNOUNCES, d.childRunId);
 }
@@ -492,7 +524,7 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     try {
       await handleAnnounce(services, data, ctx);
     } catch (err) {
-      if (!ctx.signal.aborted)
+      if (!ctx.signal.aborted && !(err instanceof RetryLaterError))
         services.logger.warn(
           { jobId: job.id, err: errorMessage(err) },
           "sub-agent announce failed; will retry",

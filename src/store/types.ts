@@ -63,6 +63,13 @@ export interface SessionEntry {
     outcome?: RunStatus;
     /** Completion announce that could not be delivered anywhere (recorded, not lost). */
     undeliveredAnnounce?: string;
+    /**
+     * The run whose completion announce has been handled (sent, suppressed by ANNOUNCE_SKIP or
+     * recorded as undelivered): while it differs from `runId`, this child may still report to
+     * its requester, which holds its own announce back until then. `""` until the first; absent
+     * on entries written before it was tracked (those never hold anything back).
+     */
+    announcedRunId?: string;
   };
   sandboxed?: boolean;
   /** Bound platform thread (thread-bound sub-agents). */

@@ -620,6 +620,7 @@ function childEntry(
       cleanup: plan.cleanup,
       runTimeoutSeconds: plan.runTimeoutSeconds,
       sandboxed: plan.targetSandboxed,
+      announcedRunId: "", // tracked: its requester's announce waits for this child's (flows/spawn.ts)
     },
     ...(binding
       ? {

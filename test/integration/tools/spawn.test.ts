@@ -94,6 +94,19 @@ const RULES = [
   { match: { contains: "[Subagent Task]: tools-only" }, toolCalls: [{ name: "sessions_yield", args: {} }] },
   toolRule({ contains: "[Subagent Task]: steerable" }, [{ name: "sessions_list", args: {} }], "not steered"),
   toolRule(
+    { contains: "[Subagent Task]: conduct" },
+    [
+      { name: "sessions_spawn", args: { task: "leaf job" } },
+      { name: "sessions_yield", args: { reason: "waiting for the leaf" } },
+    ],
+    "SHOULD NOT APPEAR",
+  ),
+  toolRule(
+    { contains: "[Subagent Task]: delegate" },
+    [{ name: "sessions_spawn", args: { task: "skip it" } }],
+    "delegated",
+  ),
+  toolRule(
     { contains: "[Subagent Task]: orchestrate" },
     [{ name: "sessions_spawn", args: { task: "leaf job" } }],
     "orchestrating",
@@ -257,7 +270,7 @@ async function boot(
       return store.sessions.list({ spawnedBy: key, includeArchived: true, limit: 100 });
     },
     async waitAnnounced(runId) {
-      await eventually(() => announced.has(`announce:${runId}`), 1000, 10);
+      await eventually(() => announced.has(`announce:${runId}`), 3000, 10);
     },
     async stop() {
       await app.stop();
@@ -490,8 +503,10 @@ describe("sessions_spawn: checks before anything is created", () => {
       const t = (await b.transcript(res.childSessionKey)).filter(
         (m) => m.provenance?.kind === "inter_session",
       );
-      return t.length === 2 ? t : null;
+      // The send's ping-pong rounds may have added more by now: the first two are the spawn's and the send's.
+      return t.length >= 2 ? t.slice(0, 2) : null;
     });
+    expect(msgs.map((m) => m.provenance?.sourceTool)).toEqual(["sessions_spawn", "sessions_send"]);
     const channels = msgs.map((m) => m.provenance?.sourceChannel);
     expect(channels[0]).toBeDefined();
     expect(channels).toEqual([channels[0], channels[0]]);
@@ -853,18 +868,21 @@ describe("completion announce and cleanup", () => {
     expect(m?.text).toContain("last tool result");
   });
 
-  it("an orchestrator requester gets the report as an inter-session turn and announces its synthesis", async () => {
+  it("an orchestrator requester gets the report as an inter-session turn; only its synthesis is announced", async () => {
     const r = await b.requester("main", { to: "room-orch" });
     const o = await b.invoke(r.key, "sessions_spawn", { task: "orchestrate" });
     await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
     const [leaf] = await b.childrenOf(o.childSessionKey);
     await b.waitAnnounced(leaf!.subagent!.runId);
     await until(() => b.chan.sent.some((m) => m.text.includes("Result: Summary: the sub-agent succeeded")));
+    // Its first run answered ("orchestrating") before the leaf had reported: that announce was
+    // held, then dropped once the leaf's report woke it (the woken run's is the one report).
+    await b.waitAnnounced(o.runId);
     const toRoom = b.chan.sent.filter((m) => m.to === "room-orch");
-    expect(toRoom.map((m) => m.text.match(/Result: (.*)/)?.[1]).sort()).toEqual([
+    expect(toRoom.map((m) => m.text.match(/Result: (.*)/)?.[1])).toEqual([
       "Summary: the sub-agent succeeded",
-      "orchestrating",
     ]);
+    expect(toRoom[0]?.text).toContain(`sessionKey ${o.childSessionKey} `);
     expect(b.chan.about(leaf!.key)).toEqual([]); // the leaf reported to its orchestrator, not to the chat
     const inOrch = (await b.transcript(o.childSessionKey)).find(
       (m) => m.provenance?.sourceSessionKey === leaf!.key,
@@ -874,6 +892,41 @@ describe("completion announce and cleanup", () => {
       provenance: { kind: "inter_session", sourceRunId: leaf!.subagent!.runId },
     });
     expect(String(inOrch?.content)).toContain("Status: ok");
+  });
+
+  it("an orchestrator that yields for its leaf is announced once, after the leaf's report woke it", async () => {
+    const r = await b.requester("main", { to: "room-conduct" });
+    const o = await b.invoke(r.key, "sessions_spawn", { task: "conduct" });
+    await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
+    const [leaf] = await b.childrenOf(o.childSessionKey);
+    await b.waitAnnounced(leaf!.subagent!.runId);
+    await until(() => b.chan.sent.some((m) => m.to === "room-conduct"));
+    await b.waitAnnounced(o.runId); // the yielded run's announce: held, then dropped
+    const woken = (await b.app.services.store.sessions.get(o.childSessionKey))!.subagent!.runId;
+    expect(woken).not.toBe(o.runId);
+    await b.waitAnnounced(woken);
+    const toRoom = b.chan.sent.filter((m) => m.to === "room-conduct");
+    expect(toRoom).toHaveLength(1);
+    expect(toRoom[0]?.text).toContain("Status: ok");
+    expect(toRoom[0]?.text).toContain("Result: Summary: the sub-agent succeeded");
+    expect(toRoom[0]?.text).not.toContain("yielded");
+    const inMain = (await b.transcript(r.key)).filter((m) => m.provenance?.kind === "subagent_announce");
+    expect(inMain).toHaveLength(1);
+  });
+
+  it("an orchestrator whose leaf stays silent (ANNOUNCE_SKIP) is still announced, once the leaf is done", async () => {
+    const r = await b.requester("main", { to: "room-delegate" });
+    const o = await b.invoke(r.key, "sessions_spawn", { task: "delegate" });
+    await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
+    const [leaf] = await b.childrenOf(o.childSessionKey);
+    await b.waitAnnounced(leaf!.subagent!.runId);
+    await b.waitAnnounced(o.runId);
+    const toRoom = b.chan.sent.filter((m) => m.to === "room-delegate");
+    expect(toRoom).toHaveLength(1);
+    expect(toRoom[0]?.text).toContain("Result: delegated");
+    expect(await b.app.services.store.sessions.get(o.childSessionKey)).toMatchObject({
+      subagent: { runId: o.runId, announcedRunId: o.runId },
+    });
   });
 
   it("requester gone → its requester gets it; nobody left → recorded on the child", async () => {
