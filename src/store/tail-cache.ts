@@ -21,7 +21,7 @@
  * always drop the very file needed next (every read a miss, each rereading its window from
  * disk); the random pick keeps a share of them, and recently used files are never the victim.
  */
-import type { TailCacheStats, TranscriptMessage } from "./types.js";
+import type { Provenance, TailCacheStats, TranscriptMessage } from "./types.js";
 
 const TOOL_ROLES: ReadonlySet<string> = new Set(["toolCall", "toolResult"]);
 
@@ -59,6 +59,8 @@ interface Entry<M> {
   ids: Map<string, number> | null;
   /** What the owner needs to keep the entry true (the redis store: stream position and length). */
   meta: M | undefined;
+  /** The newest provenance in `msgs`: the next equal one points at it (`shareStrings`). */
+  provenance: Provenance | undefined;
 }
 
 export class TailCache<M = undefined> {
@@ -121,8 +123,8 @@ export class TailCache<M = undefined> {
   set(file: string, msgs: TranscriptMessage[], sizes: number[], complete: boolean, meta?: M): void {
     this.delete(file);
     if (msgs.length > 0) this.fills++;
-    for (let i = 1; i < msgs.length; i++) shareStrings(msgs[i - 1]!, msgs[i]!);
-    const e: Entry<M> = { msgs, sizes, chars: 0, complete, ids: null, meta };
+    const e: Entry<M> = { msgs, sizes, chars: 0, complete, ids: null, meta, provenance: undefined };
+    for (let i = 0; i < msgs.length; i++) shareStrings(e, msgs[i - 1], msgs[i]!);
     for (const n of sizes) e.chars += n;
     this.entries.set(file, e);
     this.chars += e.chars;
@@ -141,8 +143,7 @@ export class TailCache<M = undefined> {
   append(file: string, msg: TranscriptMessage, size: number): void {
     const e = this.entries.get(file);
     if (!e) return;
-    const prev = e.msgs[e.msgs.length - 1];
-    if (prev) shareStrings(prev, msg);
+    shareStrings(e, e.msgs[e.msgs.length - 1], msg);
     e.msgs.push(msg);
     e.sizes.push(size);
     if (e.ids) countId(e.ids, msg.id, 1);
@@ -228,13 +229,31 @@ export class TailCache<M = undefined> {
 }
 
 /**
- * Points `m`'s sessionId and runId at `prev`'s equal strings: JSON.parse gives every message its
- * own copy, and a file's messages share one sessionId and runs of them one runId (a quarter of a
- * cached message's heap).
+ * Points `m`'s sessionId and runId at `prev`'s equal strings, and its provenance at the entry's
+ * newest equal one: JSON.parse gives every message its own copies, and a file's messages share
+ * one sessionId, runs of them one runId, and a session's inbound messages mostly one provenance
+ * (together about a third of a cached message's heap). Cached messages are never mutated (a
+ * read gets copies, or the cached objects for a caller that only reads them), so sharing is safe.
  */
-function shareStrings(prev: TranscriptMessage, m: TranscriptMessage): void {
-  if (m.sessionId === prev.sessionId) m.sessionId = prev.sessionId;
-  if (m.runId !== undefined && m.runId === prev.runId) m.runId = prev.runId;
+function shareStrings<M>(e: Entry<M>, prev: TranscriptMessage | undefined, m: TranscriptMessage): void {
+  if (prev) {
+    if (m.sessionId === prev.sessionId) m.sessionId = prev.sessionId;
+    if (m.runId !== undefined && m.runId === prev.runId) m.runId = prev.runId;
+  }
+  const p = m.provenance;
+  if (p === undefined) return;
+  if (e.provenance !== undefined && sameFlat(p, e.provenance)) m.provenance = e.provenance;
+  else e.provenance = p;
+}
+
+/** Equal own keys holding identical values (a provenance's are strings). */
+function sameFlat(a: object, b: object): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) {
+    if ((a as Record<string, unknown>)[k] !== (b as Record<string, unknown>)[k]) return false;
+  }
+  return true;
 }
 
 function countId(ids: Map<string, number>, id: string, by: 1 | -1): void {

@@ -153,6 +153,9 @@ export class FsRunStore implements RunStore {
     if (!arr) {
       arr = [];
       this.bySession.set(run.sessionKey, arr);
+    } else if (arr.length > 0) {
+      // One copy of the key per session, not one per retained run (each arrived in its own request).
+      run.sessionKey = arr[0]!.sessionKey;
     }
     const last = arr[arr.length - 1];
     if (last === undefined || compareRuns(last, run) < 0) arr.push(run);
@@ -166,6 +169,7 @@ export class FsRunStore implements RunStore {
     if (!arr) return false;
     const i = arr[arr.length - 1] === old ? arr.length - 1 : lowerBound(arr, old);
     if (arr[i] !== old) return false;
+    run.sessionKey = old.sessionKey;
     arr[i] = run;
     return true;
   }

@@ -122,3 +122,42 @@ describe("TailCache reads", () => {
     }
   });
 });
+
+describe("TailCache heap sharing", () => {
+  const limits = { maxLinesPerFile: 100, maxCharsPerFile: 100_000, maxChars: 1_000_000 };
+  /** As JSON.parse returns a line: every message with its own strings and objects. */
+  const parsed = (id: string, provenance?: TranscriptMessage["provenance"]): TranscriptMessage =>
+    JSON.parse(JSON.stringify({ ...msg(id), ...(provenance ? { provenance } : {}) }));
+  const human = { kind: "external_user" as const, channel: "telegram", senderId: "42" };
+  const agent = {
+    kind: "inter_session" as const,
+    sourceSessionKey: "agent:main:main",
+    sourceTool: "sessions_send",
+  };
+
+  it("equal provenances of a file's messages are one object, on fill and on append; copies stay independent", () => {
+    const cache = new TailCache(limits);
+    cache.set(
+      "f",
+      [parsed("a", human), parsed("b"), parsed("c", human), parsed("d", agent)],
+      [10, 10, 10, 10],
+      true,
+    );
+    cache.append("f", parsed("e", agent), 10);
+    cache.append("f", parsed("g", { ...human, senderName: "Ann" }), 10);
+    cache.append("f", parsed("h", human), 10);
+    const got = cache.read("f", 10, true, true)!;
+    const prov = (id: string) => got.find((m) => m.id === id)!.provenance;
+    expect(prov("c")).toBe(prov("a"));
+    expect(prov("e")).toBe(prov("d"));
+    expect(prov("d")).not.toBe(prov("a"));
+    expect(prov("g")).toEqual({ ...human, senderName: "Ann" }); // a different one is not folded in
+    expect(prov("h")).toEqual(human);
+    expect(prov("h")).not.toBe(prov("g"));
+    // A read that copies gets objects of its own: changing one leaves the cache and the others alone.
+    const copy = cache.read("f", 10, true)!;
+    copy[0]!.provenance!.senderId = "changed";
+    expect(copy[2]!.provenance!.senderId).toBe("42");
+    expect(cache.read("f", 10, true, true)![2]!.provenance!.senderId).toBe("42");
+  });
+});
