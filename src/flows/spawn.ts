@@ -158,8 +158,15 @@ export async function submitAnnounce(services: Services, data: AnnounceData): Pr
 /** Upper bound for the run record to become final (the job is normally relayed after it is; a relay by the bullmq sweep can come first). */
 const FINAL_WAIT_MS = 60_000;
 const TAIL_FOR_RESULT = 200;
-/** How often a held announce looks again whether its sub-agent's own children have all reported. */
-const HELD_ANNOUNCE_RETRY_MS = 500;
+/**
+ * When a held announce looks again whether its sub-agent's own children have all reported: after
+ * a tenth of the time it has waited so far, between 0.5 and 10 s (a child that runs for hours is
+ * not polled twice a second; one that ends soon is noticed soon).
+ */
+function heldAnnounceRetryMs(run: RunRecord | null, now: number): number {
+  const waited = run?.endedAt !== undefined ? now - run.endedAt : 0;
+  return Math.min(10_000, Math.max(500, Math.round(waited / 10)));
+}
 
 interface RouteState {
   /** Session that receives it; null = nobody left. */
@@ -375,7 +382,10 @@ async function handleAnnounce(
   // they finished) holds its announce: a child's report wakes it and that run is announced
   // instead; if none does (ANNOUNCE_SKIP, a kill), this one goes once the last has reported.
   if (child && (await unreportedChildren(services, child.key)).length > 0)
-    throw new RetryLaterError(`sub-agent ${child.key} waits for its own sub-agents`, HELD_ANNOUNCE_RETRY_MS);
+    throw new RetryLaterError(
+      `sub-agent ${child.key} waits for its own sub-agents`,
+      heldAnnounceRetryMs(run, services.now()),
+    );
   const messages = child ? await runMessages(services, child, d.childRunId) : [];
   const finalReply = status === "ok" ? (run?.reply ?? "") : "";
   if (status === "ok" && finalReply.trim() === ANNOUNCE_SKIP) {
