@@ -27,7 +27,7 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "storage.redisUrl": "Redis URL for the redis driver.",
   "storage.prefix": "Prefix of every Redis key.",
   "storage.transcriptCacheChars":
-    "Characters of transcript JSON kept in memory as the newest messages of recently used sessions (about 1.4 bytes of heap each, 8M by default), so a turn reads its window without the disk or Redis; 0 turns it off. Raise it when many long sessions are active at once (gateway health: transcriptCache.fills).",
+    "Characters of transcript JSON kept in memory as the newest messages of recently used sessions (about 1 byte of heap each, 12M by default), so a turn reads its window without the disk or Redis; 0 turns it off. Raise it when many long sessions are active at once (gateway health: transcriptCache.fills).",
   queue: "The pipeline that runs turns and follow-up jobs.",
   "queue.driver": "local: in-process, journaled to stateDir. bullmq: BullMQ on Redis, for workers.",
   "queue.redisUrl": "Redis URL for the bullmq driver.",

@@ -62,7 +62,7 @@ describe("HTTP surface", () => {
     expect(Object.keys(body.result.channels)).toEqual(["webchat"]);
     expect(body.result.accounts).toEqual({ "webchat:default": body.result.channels.webchat });
     // the transcript tail cache's use, so an operator can see whether busy sessions fit in it
-    expect(body.result.transcriptCache).toMatchObject({ maxChars: 8 * 1024 * 1024, fills: 0 });
+    expect(body.result.transcriptCache).toMatchObject({ maxChars: 12 * 1024 * 1024, fills: 0 });
   });
 
   it("400 for unparseable JSON, never a 5xx", async () => {

@@ -23,7 +23,7 @@ async function cacheOf(overrides: Parameters<typeof startTestApp>[0]) {
 
 describe("storage.transcriptCacheChars", () => {
   it("sizes the fs store's cache, and 0 turns it off", async () => {
-    expect(await cacheOf({})).toMatchObject({ maxChars: 8 * 1024 * 1024 });
+    expect(await cacheOf({})).toMatchObject({ maxChars: 12 * 1024 * 1024 });
     expect(await cacheOf({ storage: { transcriptCacheChars: 32 * 1024 * 1024 } })).toMatchObject({
       maxChars: 32 * 1024 * 1024,
     });

@@ -15,7 +15,7 @@ interface Health {
   transcriptCache?: TailCacheStats;
 }
 
-/** "91 transcripts, 7.9 of 8 M chars; 1,204 reads from memory, 12 tails loaded from the store". */
+/** "91 transcripts, 7.9 of 12 M chars; 1,204 reads from memory, 12 tails loaded from the store". */
 function cacheLine(c: TailCacheStats): string {
   const m = (n: number) => (n / 2 ** 20).toFixed(1).replace(/\.0$/, "");
   return (

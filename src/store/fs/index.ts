@@ -44,8 +44,8 @@ export const fsStoreOptionsSchema = z.object({
   maxOpenTranscripts: z.number().int().positive().default(1024),
   /**
    * Characters of transcript JSON kept in memory as the newest messages of recently used
-   * transcripts (window and history reads skip the disk); 0 turns the cache off. 8M chars is
-   * ~11 MB of heap: ~1,000 sessions × 30 messages.
+   * transcripts (window and history reads skip the disk); 0 turns the cache off. 12M chars is
+   * about 12 MB of heap: ~1,500 sessions × 30 messages.
    */
   tailCacheChars: z.number().int().min(0).default(DEFAULT_TAIL_CACHE_CHARS),
 });

@@ -221,7 +221,7 @@ describe("against a running gateway", () => {
     expect(r.out).toMatch(/storage\s+fs/);
     // the transcript tail cache: what it holds of its budget, and how often it went to the disk
     expect(r.out).toMatch(
-      /cache\s+\d+ transcripts, [\d.]+ of 8 M chars; [\d,]+ reads from memory, [\d,]+ tails loaded/,
+      /cache\s+\d+ transcripts, [\d.]+ of 12 M chars; [\d,]+ reads from memory, [\d,]+ tails loaded/,
     );
     expect(
       JSON.parse((await cli("health", "--url", url, "--token", app.token ?? "", "--json")).out).version,
