@@ -7,6 +7,7 @@ import {
   KV_SUPPRESSED,
   type SpawnRequestRecord,
   submitAnnounce,
+  unreportedChildren,
 } from "../flows/spawn.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
@@ -152,8 +153,10 @@ async function killTree(
   const runId = entry.subagent?.runId;
   const run = runId ? await services.store.runs.get(runId) : null;
   const live = runId !== undefined && run !== null && !isFinal(run);
-  // Marked before the cancel, so the announces of its own children (cascade) do not wake it again.
-  if (live) await services.store.sessions.patch(entry.key, { abortedLastRun: true });
+  // Marked before the cancel, so the announces of its own children (cascade) do not wake it again:
+  // also when its run has ended but its announce waits for those children (flows/spawn.ts).
+  if (live || (await unreportedChildren(services, entry.key)).length > 0)
+    await services.store.sessions.patch(entry.key, { abortedLastRun: true });
   if (live && (await services.pipeline.cancel(runId, "aborted"))) {
     killed.push(entry.key);
     // A queued run ends without a turn (no afterTurn hook): announce its abort here. Same job id

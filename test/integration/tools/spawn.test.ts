@@ -102,6 +102,11 @@ const RULES = [
     "SHOULD NOT APPEAR",
   ),
   toolRule(
+    { contains: "[Subagent Task]: hold the fort" },
+    [{ name: "sessions_spawn", args: { task: "hold", model: "gate/m" } }],
+    "holding",
+  ),
+  toolRule(
     { contains: "[Subagent Task]: delegate" },
     [{ name: "sessions_spawn", args: { task: "skip it" } }],
     "delegated",
@@ -1198,6 +1203,37 @@ describe("subagents", () => {
     );
     expect(inOrch).toHaveLength(1);
     expect(await b.app.services.store.runs.listBySession(o.childSessionKey, 10)).toHaveLength(1);
+  });
+});
+
+describe("kill of an orchestrator that has answered but waits for its children", () => {
+  it("stops its children without reviving it; its own answer is announced once", async () => {
+    const b = await boot(flowConfig);
+    try {
+      closeGate();
+      const r = await b.requester("main", { to: "room-fort" });
+      const o = await b.invoke(r.key, "sessions_spawn", { task: "hold the fort" });
+      await until(async () => (await runOf(b, o.runId))?.status === "ok"); // it answered "holding"
+      const [leaf] = await b.childrenOf(o.childSessionKey);
+      await until(async () => (await runOf(b, leaf!.subagent!.runId))?.status === "running");
+      const k = await b.invoke(r.key, "subagents", { action: "kill", target: "all" });
+      expect(k).toMatchObject({ status: "ok", killed: 1, sessionKeys: [leaf!.key] });
+      openGate();
+      await b.waitAnnounced(leaf!.subagent!.runId);
+      await b.waitAnnounced(o.runId);
+      const toRoom = b.chan.sent.filter((m) => m.to === "room-fort");
+      expect(toRoom).toHaveLength(1);
+      expect(toRoom[0]?.text).toContain("Result: holding");
+      // The leaf's aborted report is in its transcript, and did not start another turn.
+      expect(await b.app.services.store.runs.listBySession(o.childSessionKey, 10)).toHaveLength(1);
+      const reports = (await b.transcript(o.childSessionKey)).filter(
+        (m) => m.provenance?.kind === "subagent_announce",
+      );
+      expect(reports).toHaveLength(1);
+      expect(String(reports[0]?.content)).toContain("Status: aborted");
+    } finally {
+      await b.stop();
+    }
   });
 });
 
