@@ -103,9 +103,13 @@ export async function childrenOf(
  * been handled yet (a child woken to run again counts until that run has reported too).
  */
 export async function unreportedChildren(services: Services, requesterKey: string): Promise<SessionEntry[]> {
-  return (await childrenOf(services, requesterKey)).filter(
-    (e) => e.subagent?.announcedRunId !== undefined && e.subagent.announcedRunId !== e.subagent.runId,
-  );
+  return (await childrenOf(services, requesterKey)).filter(awaitsReport);
+}
+
+/** This child's current run has not been announced yet (entries from before tracking never wait). */
+export function awaitsReport(child: SessionEntry): boolean {
+  const s = child.subagent;
+  return s?.announcedRunId !== undefined && s.announcedRunId !== s.runId;
 }
 
 /** Records that `runId`'s announce is handled (unless the child has started another run since). */

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import {
+  awaitsReport,
   childrenOf,
   isFinal,
   KV_SPAWN_REQUESTS,
   KV_SUPPRESSED,
   type SpawnRequestRecord,
   submitAnnounce,
-  unreportedChildren,
 } from "../flows/spawn.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services.js";
@@ -153,9 +153,10 @@ async function killTree(
   const runId = entry.subagent?.runId;
   const run = runId ? await services.store.runs.get(runId) : null;
   const live = runId !== undefined && run !== null && !isFinal(run);
+  const children = await childrenOf(services, entry.key, true);
   // Marked before the cancel, so the announces of its own children (cascade) do not wake it again:
   // also when its run has ended but its announce waits for those children (flows/spawn.ts).
-  if (live || (await unreportedChildren(services, entry.key)).length > 0)
+  if (live || children.some(awaitsReport))
     await services.store.sessions.patch(entry.key, { abortedLastRun: true });
   if (live && (await services.pipeline.cancel(runId, "aborted"))) {
     killed.push(entry.key);
@@ -172,7 +173,7 @@ async function killTree(
       });
     }
   }
-  for (const child of await childrenOf(services, entry.key, true)) {
+  for (const child of children) {
     killed.push(...(await killTree(services, child, seen, depth + 1)));
   }
   return killed;
