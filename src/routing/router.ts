@@ -3,7 +3,7 @@ import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services.js";
-import { buildSessionKey, uuidFrom } from "../sessions/keys.js";
+import { buildSessionKey, idPart, uuidFrom } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
@@ -52,7 +52,7 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
  */
 export const THREAD_BINDINGS_NS = "threadBindings";
 export function threadBindingKey(channel: string, accountId: string, to: string, threadId: string): string {
-  return `${channel}:${accountId}:${to.trim().toLowerCase()}:${threadId}`;
+  return `${channel}:${accountId}:${idPart(to)}:${threadId}`;
 }
 
 /** The key bindings had before they named the chat; still read, for bindings made before. */
@@ -126,7 +126,7 @@ async function boundSession(
   const entry = await services.store.sessions.get(bound.sessionKey);
   // A binding made before keys named the chat counts only in the chat its thread was created in.
   const to = entry?.threadBinding?.to;
-  if (legacy && to !== undefined && to.trim().toLowerCase() !== msg.peerId.trim().toLowerCase()) return null;
+  if (legacy && to !== undefined && idPart(to) !== idPart(msg.peerId)) return null;
   const settings = bindingSettings(services.config, msg.channel);
   const now = services.now();
   const hour = 3600_000;

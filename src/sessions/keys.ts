@@ -94,7 +94,8 @@ function segment(value: string | undefined, field: string, fallback: string): st
   return v;
 }
 
-function idPart(value: string | undefined): string {
+/** A peer, chat, thread or topic id as keys hold it: trimmed, lower-case. */
+export function idPart(value: string | undefined): string {
   return (value ?? "").trim().toLowerCase();
 }
 
