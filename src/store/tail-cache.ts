@@ -59,7 +59,7 @@ interface Entry<M> {
   ids: Map<string, number> | null;
   /** What the owner needs to keep the entry true (the redis store: stream position and length). */
   meta: M | undefined;
-  /** The newest provenance in `msgs`: the next equal one points at it (`shareStrings`). */
+  /** The newest provenance in `msgs`: the next equal one points at it (`shareValues`). */
   provenance: Provenance | undefined;
 }
 
@@ -124,7 +124,7 @@ export class TailCache<M = undefined> {
     this.delete(file);
     if (msgs.length > 0) this.fills++;
     const e: Entry<M> = { msgs, sizes, chars: 0, complete, ids: null, meta, provenance: undefined };
-    for (let i = 0; i < msgs.length; i++) shareStrings(e, msgs[i - 1], msgs[i]!);
+    for (let i = 0; i < msgs.length; i++) shareValues(e, msgs[i - 1], msgs[i]!);
     for (const n of sizes) e.chars += n;
     this.entries.set(file, e);
     this.chars += e.chars;
@@ -143,7 +143,7 @@ export class TailCache<M = undefined> {
   append(file: string, msg: TranscriptMessage, size: number): void {
     const e = this.entries.get(file);
     if (!e) return;
-    shareStrings(e, e.msgs[e.msgs.length - 1], msg);
+    shareValues(e, e.msgs[e.msgs.length - 1], msg);
     e.msgs.push(msg);
     e.sizes.push(size);
     if (e.ids) countId(e.ids, msg.id, 1);
@@ -235,7 +235,7 @@ export class TailCache<M = undefined> {
  * (together about a third of a cached message's heap). Cached messages are never mutated (a
  * read gets copies, or the cached objects for a caller that only reads them), so sharing is safe.
  */
-function shareStrings<M>(e: Entry<M>, prev: TranscriptMessage | undefined, m: TranscriptMessage): void {
+function shareValues<M>(e: Entry<M>, prev: TranscriptMessage | undefined, m: TranscriptMessage): void {
   if (prev) {
     if (m.sessionId === prev.sessionId) m.sessionId = prev.sessionId;
     if (m.runId !== undefined && m.runId === prev.runId) m.runId = prev.runId;
