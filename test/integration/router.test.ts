@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { THREAD_BINDINGS_NS, threadBindingKey } from "../../src/routing/router.js";
+import type { SessionEntry } from "../../src/store/types.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { startTestApp, type TestApp } from "../harness.js";
 
@@ -40,6 +41,20 @@ function msg(p: Partial<InboundMessage> & { text: string }): InboundMessage {
     senderId: "u1",
     messageId: `m${++seq}`,
     ...p,
+  });
+}
+
+/** A depth-1 child session of `spawnedBy`, as a thread-bound spawn leaves it (its binding key aside). */
+async function putChild(app: TestApp, key: string, spawnedBy: string, extra: Partial<SessionEntry> = {}) {
+  await app.app.services.store.sessions.put({
+    key,
+    sessionId: crypto.randomUUID(),
+    agentId: "main",
+    createdAt: clock,
+    updatedAt: clock,
+    spawnedBy,
+    spawnDepth: 1,
+    ...extra,
   });
 }
 
@@ -250,14 +265,7 @@ describe("thread bindings", () => {
   it("a binding stored under the key without the chat still routes, only in its own chat", async () => {
     const { t: app } = await setup();
     const child = "agent:main:subagent:2b6f0c1e-5d4a-4e8b-9f3c-1a2b3c4d5e6f";
-    await app.app.services.store.sessions.put({
-      key: child,
-      sessionId: crypto.randomUUID(),
-      agentId: "main",
-      createdAt: clock,
-      updatedAt: clock,
-      spawnedBy: "agent:main:memory:group:g-a",
-      spawnDepth: 1,
+    await putChild(app, child, "agent:main:memory:group:g-a", {
       threadBinding: { channel: "memory", accountId: "default", to: "g-a", threadId: "9", boundAt: clock },
     });
     await app.app.services.store.kv.set(THREAD_BINDINGS_NS, "memory:default:9", {
@@ -276,15 +284,7 @@ describe("thread bindings", () => {
       channels: { discord: { accounts: {}, threadBindings: { maxAgeHours: 5 } } },
     });
     const child = "agent:main:subagent:7d1f1b7e-3f0a-4b2c-9c1e-0c7a1b2c3d4e";
-    await app.app.services.store.sessions.put({
-      key: child,
-      sessionId: crypto.randomUUID(),
-      agentId: "main",
-      createdAt: clock,
-      updatedAt: clock,
-      spawnedBy: "agent:main:discord:channel:c1",
-      spawnDepth: 1,
-    });
+    await putChild(app, child, "agent:main:discord:channel:c1");
     await app.app.services.store.kv.set(
       THREAD_BINDINGS_NS,
       threadBindingKey("discord", "default", "c1", "T1"),

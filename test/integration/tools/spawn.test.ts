@@ -779,6 +779,19 @@ const flowConfig: Partial<ConfigInput> = {
   },
 };
 
+/**
+ * A main-agent requester in `room` spawns an orchestrator with `task`; resolves once the
+ * orchestrator's one child has been announced (to the orchestrator).
+ */
+async function orchestrated(b: Booted, task: string, room: string) {
+  const r = await b.requester("main", { to: room });
+  const o = await b.invoke(r.key, "sessions_spawn", { task });
+  await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
+  const [leaf] = await b.childrenOf(o.childSessionKey);
+  await b.waitAnnounced(leaf!.subagent!.runId);
+  return { r, o, leaf: leaf! };
+}
+
 describe("completion announce and cleanup", () => {
   let b: Booted;
   beforeAll(async () => {
@@ -874,11 +887,7 @@ describe("completion announce and cleanup", () => {
   });
 
   it("an orchestrator requester gets the report as an inter-session turn; only its synthesis is announced", async () => {
-    const r = await b.requester("main", { to: "room-orch" });
-    const o = await b.invoke(r.key, "sessions_spawn", { task: "orchestrate" });
-    await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
-    const [leaf] = await b.childrenOf(o.childSessionKey);
-    await b.waitAnnounced(leaf!.subagent!.runId);
+    const { o, leaf } = await orchestrated(b, "orchestrate", "room-orch");
     await until(() => b.chan.sent.some((m) => m.text.includes("Result: Summary: the sub-agent succeeded")));
     // Its first run answered ("orchestrating") before the leaf had reported: that announce was
     // held, then dropped once the leaf's report woke it (the woken run's is the one report).
@@ -888,23 +897,19 @@ describe("completion announce and cleanup", () => {
       "Summary: the sub-agent succeeded",
     ]);
     expect(toRoom[0]?.text).toContain(`sessionKey ${o.childSessionKey} `);
-    expect(b.chan.about(leaf!.key)).toEqual([]); // the leaf reported to its orchestrator, not to the chat
+    expect(b.chan.about(leaf.key)).toEqual([]); // the leaf reported to its orchestrator, not to the chat
     const inOrch = (await b.transcript(o.childSessionKey)).find(
-      (m) => m.provenance?.sourceSessionKey === leaf!.key,
+      (m) => m.provenance?.sourceSessionKey === leaf.key,
     );
     expect(inOrch).toMatchObject({
       role: "user",
-      provenance: { kind: "inter_session", sourceRunId: leaf!.subagent!.runId },
+      provenance: { kind: "inter_session", sourceRunId: leaf.subagent!.runId },
     });
     expect(String(inOrch?.content)).toContain("Status: ok");
   });
 
   it("an orchestrator that yields for its leaf is announced once, after the leaf's report woke it", async () => {
-    const r = await b.requester("main", { to: "room-conduct" });
-    const o = await b.invoke(r.key, "sessions_spawn", { task: "conduct" });
-    await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
-    const [leaf] = await b.childrenOf(o.childSessionKey);
-    await b.waitAnnounced(leaf!.subagent!.runId);
+    const { r, o } = await orchestrated(b, "conduct", "room-conduct");
     await until(() => b.chan.sent.some((m) => m.to === "room-conduct"));
     await b.waitAnnounced(o.runId); // the yielded run's announce: held, then dropped
     const woken = (await b.app.services.store.sessions.get(o.childSessionKey))!.subagent!.runId;
@@ -920,11 +925,7 @@ describe("completion announce and cleanup", () => {
   });
 
   it("an orchestrator whose leaf stays silent (ANNOUNCE_SKIP) is still announced, once the leaf is done", async () => {
-    const r = await b.requester("main", { to: "room-delegate" });
-    const o = await b.invoke(r.key, "sessions_spawn", { task: "delegate" });
-    await until(async () => (await b.childrenOf(o.childSessionKey)).length === 1);
-    const [leaf] = await b.childrenOf(o.childSessionKey);
-    await b.waitAnnounced(leaf!.subagent!.runId);
+    const { o } = await orchestrated(b, "delegate", "room-delegate");
     await b.waitAnnounced(o.runId);
     const toRoom = b.chan.sent.filter((m) => m.to === "room-delegate");
     expect(toRoom).toHaveLength(1);
