@@ -31,10 +31,152 @@ export const inboundMessageSchema = z.strictObject({
       }),
     )
     .default([]),
+  /**
+   * The message's attachments after the media sink took them (API.md §8.1): stored parts with
+   * `mediaId`s, or `media_note`s saying why one could not be taken. Never bytes.
+   */
+  parts: z.array(z.lazy(() => mediaPartSchema)).optional(),
   timestamp: z.number().optional(),
 });
 
 export type InboundMessage = z.infer<typeof inboundMessageSchema>;
+
+// ── Media (API.md §8.1–8.2) ─────────────────────────────────────────────────────────────────
+
+const mediaId = z.string().regex(/^sha256:[0-9a-f]{64}$/, "mediaId must be sha256:<64 hex>");
+const mimeType = z.string().min(1).max(255);
+const bytes = z.number().int().nonnegative();
+
+/** One stored attachment of a user line, or a note on one that could not be taken. No data. */
+export const mediaPartSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("image"),
+    mediaId,
+    mimeType,
+    bytes,
+    width: z.number().int().positive().optional(),
+    height: z.number().int().positive().optional(),
+    name: z.string().optional(),
+  }),
+  z.strictObject({
+    type: z.literal("audio"),
+    mediaId,
+    mimeType,
+    bytes,
+    durationSeconds: z.number().nonnegative().optional(),
+    voice: z.boolean(),
+    transcript: z.string().optional(),
+    name: z.string().optional(),
+  }),
+  z.strictObject({
+    type: z.literal("video"),
+    mediaId,
+    mimeType,
+    bytes,
+    durationSeconds: z.number().nonnegative().optional(),
+    name: z.string().optional(),
+  }),
+  z.strictObject({
+    type: z.literal("file"),
+    mediaId,
+    mimeType,
+    bytes,
+    name: z.string(),
+    extracted: z.strictObject({ chars: z.number().int().nonnegative(), truncated: z.boolean() }).optional(),
+  }),
+  z.strictObject({
+    type: z.literal("media_note"),
+    name: z.string().optional(),
+    mimeType: z.string().optional(),
+    bytes: bytes.optional(),
+    reason: z.enum(["too_large", "unsupported", "download_failed", "transcription_failed", "extraction_failed"]),
+  }),
+]);
+
+export type MediaPart = z.infer<typeof mediaPartSchema>;
+
+/**
+ * One attachment as the adapter sees it on the platform, before anything is downloaded. Sizes and
+ * types are what the platform (or the sender) claims; the sink checks them, sniffs the bytes and
+ * caps the download whatever they say.
+ */
+export interface InboundAttachment {
+  kind: "image" | "audio" | "video" | "file" | "sticker";
+  /** A voice note (Telegram voice, WhatsApp ptt, Discord voice message), not an audio file. */
+  voice?: boolean;
+  mimeType?: string;
+  name?: string;
+  /** Declared size: over the limit means nothing is fetched. */
+  bytes?: number;
+  durationSeconds?: number;
+  width?: number;
+  height?: number;
+  /** Opens the download through the platform SDK's own call. The sink aborts `signal` past its caps. */
+  open(signal: AbortSignal): Promise<AsyncIterable<Uint8Array>>;
+}
+
+/**
+ * Where an adapter hands its attachments (wired in by the app; adapters never import src/media).
+ * Resolves to one part per attachment, in order; never throws (a failure is a `media_note`).
+ * `maxBytes` is the channel's `mediaMaxMb` in bytes.
+ */
+export interface MediaSink {
+  take(
+    attachments: readonly InboundAttachment[],
+    opts: { channel: string; accountId: string; maxBytes: number; signal?: AbortSignal },
+  ): Promise<MediaPart[]>;
+}
+
+/** A file to send, resolved from the media store by delivery just before `send`. */
+export interface OutboundAttachment {
+  mediaId: string;
+  kind: "image" | "audio" | "video" | "file";
+  mimeType: string;
+  name: string;
+  bytes: number;
+  /** Send as a native voice note (OGG/Opus on Telegram and WhatsApp) where the platform has one. */
+  voice?: boolean;
+  /** A fresh stream of the bytes each call. */
+  open(): Promise<NodeJS.ReadableStream>;
+  /** The whole file in memory, for SDKs that take only a buffer. */
+  read(): Promise<Buffer>;
+}
+
+// ── Actions: buttons out, presses in (API.md §8.3) ─────────────────────────────────────────
+
+/** A button under a message. `id` comes back in the press; it is opaque to the adapter (≤ 64 bytes). */
+export interface OutboundAction {
+  id: string;
+  label: string;
+  style?: "primary" | "success" | "danger";
+}
+
+/** A press of one of this adapter's buttons, as the platform reported it (validated by the adapter). */
+export const inboundActionSchema = z.strictObject({
+  channel: z.string().min(1),
+  accountId: z.string().min(1),
+  chatType: z.enum(["direct", "group", "channel"]),
+  peerId: z.string().min(1),
+  threadId: z.string().optional(),
+  topicId: z.string().optional(),
+  senderId: z.string().min(1),
+  senderName: z.string().optional(),
+  /** The message that carried the buttons. */
+  messageId: z.string().min(1),
+  /** The pressed button's `OutboundAction.id`, as the platform returned it (untrusted). */
+  actionId: z.string().min(1).max(256),
+});
+
+export type InboundAction = z.infer<typeof inboundActionSchema>;
+
+/** What the gateway answers a press; the adapter shows `notice` to the presser only, where it can. */
+export type ActionHandler = (press: InboundAction) => Promise<{ notice?: string }>;
+
+/** What the app hands an adapter at start, beside its inbound handler. All optional. */
+export interface AdapterContext {
+  media?: MediaSink;
+  onAction?: ActionHandler;
+}
 
 export interface OutboundMessage {
   accountId: string;
@@ -47,6 +189,10 @@ export interface OutboundMessage {
   replyToMessageId?: string;
   /** A failed turn's short line to the person (the web chat shows it as an error with a retry). */
   kind?: "reply" | "failure";
+  /** Files to send, `text` as their caption (split past `captionLimit`). Needs `capabilities.media`. */
+  attachments?: OutboundAttachment[];
+  /** Buttons under the message (`capabilities.buttons`); without them the text must say what to reply. */
+  actions?: OutboundAction[];
 }
 
 /** Replaces the text of a message this adapter sent (streaming previews). */
@@ -65,6 +211,10 @@ export interface ChannelCapabilities {
    * direct chats and in groups, from the platform's rate limits.
    */
   streaming?: { editIntervalMs: number; groupEditIntervalMs: number };
+  /** Sends `OutboundMessage.attachments`; `captionLimit` is the longest caption the platform takes. */
+  media?: { captionLimit: number; voiceNotes: boolean };
+  /** Native buttons (`OutboundMessage.actions`) whose presses reach `AdapterContext.onAction`. */
+  buttons?: boolean;
 }
 
 export type ChannelStatus = "stopped" | "starting" | "connected" | "reconnecting" | "error" | "needs-login";
@@ -77,8 +227,8 @@ export interface ChannelAdapter {
   readonly channel: string;
   readonly accountId: string;
   readonly capabilities: ChannelCapabilities;
-  /** Idempotent. */
-  start(onInbound: InboundHandler): Promise<void>;
+  /** Idempotent. `ctx` carries the media sink and the press handler (absent: no media, no buttons). */
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void>;
   /** Idempotent; waits for in-flight handlers and saves positions. */
   stop(): Promise<void>;
   /** Returns the platform message id(s). Throws SwitchboardError (RATE_LIMITED with retryAfterMs…). */
@@ -87,7 +237,8 @@ export interface ChannelAdapter {
   /** Ends a typing indicator that does not expire by itself (WhatsApp `paused`). */
   stopTyping?(to: string, threadId?: string): Promise<void>;
   /**
-   * Replaces a sent message's text. An unchanged text is a success (Telegram's "message is not
+   * Replaces a sent message's text (and, where given, its buttons: `actions: []` removes them).
+   * An unchanged text is a success (Telegram's "message is not
    * modified"). Throws RATE_LIMITED with retryAfterMs when the platform says to slow down.
    */
   edit?(msg: EditMessage): Promise<void>;
