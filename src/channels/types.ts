@@ -89,7 +89,13 @@ export const mediaPartSchema = z.discriminatedUnion("type", [
     name: z.string().optional(),
     mimeType: z.string().optional(),
     bytes: bytes.optional(),
-    reason: z.enum(["too_large", "unsupported", "download_failed", "transcription_failed", "extraction_failed"]),
+    reason: z.enum([
+      "too_large",
+      "unsupported",
+      "download_failed",
+      "transcription_failed",
+      "extraction_failed",
+    ]),
   }),
 ]);
 
