@@ -15,7 +15,7 @@ export function isPlaceholder(v: string): boolean {
 }
 
 /** Names whose quoted value is a secret (JSON fields, `x = "…"`): apiKey, api_key, token, password, … */
-const SECRET_NAME = String.raw`[\w.-]*?(?:api[_-]?key|access[_-]?key|private[_-]?key|secret[_-]?key|token|secret|password|passwd)`;
+const SECRET_NAME = String.raw`[\w.-]*?(?:api[_-]?key|access[_-]?key|account[_-]?key|private[_-]?key|secret[_-]?key|token|secret|password|passwd)`;
 /** Env-style `NAME=value`: the names above, or anything ending in `_KEY` / `-KEY` / `.key`, or `key`. */
 const ENV_NAME = String.raw`(?:${SECRET_NAME}|(?:[\w.-]*[_.-])?key)`;
 
@@ -54,6 +54,25 @@ const PREFIXED_TOKEN = new RegExp(
     "gsk_[A-Za-z0-9]{16,}",
     "pplx-[A-Za-z0-9]{16,}",
     "npm_[A-Za-z0-9]{16,}",
+    // Shapes from a secret scanner's public rule list (gitleaks rule ids in the table test).
+    "glpat-[A-Za-z0-9_-]{20,}",
+    "https://hooks\\.slack\\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
+    "pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+    String.raw`SG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{39,50}`,
+    "SK[0-9a-fA-F]{32}(?![A-Za-z0-9])",
+    "shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",
+    "do[opr]_v1_[a-f0-9]{64}",
+    "hf_[A-Za-z]{30,}",
+    "dapi[a-f0-9]{32}(?:-\\d)?",
+    "lin_api_[A-Za-z0-9]{40}",
+    "PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}",
+    "AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+    "glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+    "glc_[A-Za-z0-9+/]{32,}={0,2}",
+    "sntryu_[a-f0-9]{64}",
+    "sntrys_eyJ[A-Za-z0-9+/=_-]{40,}",
+    String.raw`dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}`,
+    "NRAK-[A-Z0-9]{27}",
   ]
     .map((p) => String.raw`(?<![\w-])${p}`)
     .join("|"),
@@ -139,6 +158,17 @@ const RULES: readonly RedactRule[] = [
       (g) => g[0] ?? "",
       (g) => g[1] ?? "",
     ),
+  },
+  {
+    // AWS secret access keys after a loose label on the same line ("my awsSecret is …", "AWS secret:
+    // …"): 40 base64 characters mixing upper case, lower case and digits (a hex digest or a word
+    // run does not), within 40 characters after `aws` or `secret`.
+    re: /((?:aws|secret)[^\n]{0,40}?)(?<![A-Za-z0-9/+._-])([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=_-])(?!\.[A-Za-z0-9])/gi,
+    replace: (hit, m, head = "", value = "") => {
+      if (!/[A-Z]/.test(value) || !/[a-z]/.test(value) || !/\d/.test(value)) return m;
+      hit();
+      return `${head}${maskSecret(value)}`;
+    },
   },
   {
     // Discord bot tokens: base64 user id (a snowflake starts M/N/O), timestamp, HMAC.

@@ -14,8 +14,10 @@ const SECRETS = {
   urlPass: "s3cr3tPassw0rd",
   stripe: "sk_live_51H8abcdefghijklmnopqrstuvWXYZ0123",
   discord: "MTA5ODc2NTQzMjEwOTg3NjU0Mw.GaBcDe.abcdefghijklmnopqrstuvwxyz0123456789AB",
+  // An AWS secret access key next to a loose label, not its INI/JSON name (issue 51).
+  awsLabelled: "Xk9vQ2mR7tLp4sWz8yBn3cFh6jDg1eKa5uNi0oPq",
 };
-const MESSAGE = `here: ${SECRETS.awsId} aws_secret_access_key = ${SECRETS.awsSecret} ${SECRETS.jwt} postgres://app:${SECRETS.urlPass}@db/x ${SECRETS.stripe} ${SECRETS.discord}`;
+const MESSAGE = `here: ${SECRETS.awsId} aws_secret_access_key = ${SECRETS.awsSecret} ${SECRETS.jwt} postgres://app:${SECRETS.urlPass}@db/x ${SECRETS.stripe} ${SECRETS.discord} and my awsSecret is ${SECRETS.awsLabelled}`;
 /** A part of each secret that masking removes (the first 6 and last 4 characters may stay). */
 const cores = Object.values(SECRETS).map((s) => s.slice(6, -4));
 
