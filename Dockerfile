@@ -2,7 +2,7 @@
 # One image for both roles: `start` (gateway) and `worker`. Build: docker build -t switchboard .
 
 # 1. Build: all dependencies (TypeScript), compile to dist/.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -10,14 +10,14 @@ COPY . .
 RUN npm run build
 
 # 2. Production dependencies only.
-FROM node:20-bookworm-slim AS prod-deps
+FROM node:24-bookworm-slim AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # 3. Runtime: production dependencies, dist/ and the launcher; tini as PID 1 forwards signals to
 #    node and reaps zombies; the unprivileged `node` user (uid 1000) owns the state dir.
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/*

@@ -71,6 +71,12 @@ describe("Dockerfile", () => {
   const runtime = stages.at(-1);
   const steps = (op: string) => runtime?.steps.filter((s) => s.op === op) ?? [];
 
+  it("builds every stage on Node 24 LTS (node:24-bookworm-slim), not the unsupported Node 20", () => {
+    expect(stages.length).toBeGreaterThanOrEqual(3);
+    for (const stage of stages)
+      expect(stage.from, `stage ${stage.name ?? "?"}`).toBe("node:24-bookworm-slim");
+  });
+
   it("builds in one stage with dev dependencies and runs with production dependencies and dist/ only", () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     const build = stages.find((s) => s.steps.some((i) => i.op === "RUN" && /npm run build/.test(i.args)));
