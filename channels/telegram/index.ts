@@ -1,9 +1,12 @@
-import { Bot, type Context } from "grammy";
+import { Bot, type Context, type Transformer } from "grammy";
 import type { Update } from "grammy/types";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { ConflictBackoff } from "../../src/channels/kit/conflict.js";
 import { deliverWithRetry } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
+  AccountLease,
+  AdapterContext,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
@@ -16,6 +19,7 @@ import type {
 } from "../../src/channels/types.js";
 import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
+import { abortableSleep } from "../../src/retry/index.js";
 import { toSwitchboardError } from "./errors.js";
 import { telegramUpdateToInbound } from "./inbound.js";
 import {
@@ -69,6 +73,11 @@ export class TelegramChannel implements ChannelAdapter {
   private polling: Promise<void> | undefined;
   /** Aborted by stop(): cuts inbound retry waits short. */
   private stopSignal = new AbortController();
+  /** The lease this gateway polls under (many gateways on Redis); absent: polls freely. */
+  private lease: AccountLease | undefined;
+  /** 409 on getUpdates: retried with backoff, never the end of polling (API.md §8.5). */
+  private readonly conflicts: ConflictBackoff;
+  private inConflict = false;
 
   constructor(
     private readonly config: ResolvedTelegramChannelConfig,
@@ -83,6 +92,13 @@ export class TelegramChannel implements ChannelAdapter {
         timeoutSeconds: config.pollingTimeoutSeconds + 30,
       },
     });
+    this.conflicts = new ConflictBackoff(
+      this.log,
+      "telegram getUpdates answered 409 Conflict: another process is polling this bot token (or a webhook is set). " +
+        'Several gateways on one token need storage.driver "redis" (one holds the account by lease); ' +
+        "otherwise run one gateway per token, or stop the other poller",
+    );
+    this.bot.api.config.use(this.pollGuard);
     this.bot.on(["message", "channel_post"], (ctx) => this.onUpdate(ctx));
     // Polling-mode middleware errors land here; onUpdate already retried and logged.
     this.bot.catch((err) =>
@@ -111,7 +127,13 @@ export class TelegramChannel implements ChannelAdapter {
     return this.life.status();
   }
 
-  start(onInbound: InboundHandler): Promise<void> {
+  /** Long polling holds the token: with many gateways only one may poll (webhook mode: any). */
+  get exclusive(): boolean {
+    return this.config.mode !== "webhook";
+  }
+
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
+    this.lease = ctx?.lease;
     return this.life.start(onInbound);
   }
 
@@ -173,6 +195,43 @@ export class TelegramChannel implements ChannelAdapter {
 
   // ------------------------------------------------------------------------------ internals
 
+  /**
+   * Every getUpdates goes through here. A 409 (another poller on the token) is waited out with
+   * backoff and asked again, so grammY's loop, which ends on 409, never sees one while polling.
+   * Under a lease, a getUpdates (which confirms the offset: an acknowledgement) is made only
+   * while the lease is valid; past its end an empty batch is answered and the app stops polling.
+   */
+  private readonly pollGuard: Transformer = async (prev, method, payload, signal) => {
+    if (method !== "getUpdates") return prev(method, payload, signal);
+    for (;;) {
+      if (this.lease && !this.lease.valid()) {
+        if (this.bot.isRunning())
+          await abortableSleep(500, signal as AbortSignal | undefined).catch(() => undefined);
+        return { ok: true, result: [] } as unknown as Awaited<ReturnType<typeof prev>>;
+      }
+      const res = await prev(method, payload, signal);
+      if (res.ok) {
+        if (this.inConflict) {
+          this.inConflict = false;
+          this.conflicts.ok();
+          if (this.life.state === "reconnecting") this.life.set("connected");
+        }
+        return res;
+      }
+      // bot.stop()'s confirming call (no longer running) and other errors go back to grammY.
+      if (res.error_code !== 409 || !this.bot.isRunning() || this.life.stopping) return res;
+      const waitMs = this.conflicts.conflict(res.description);
+      this.inConflict = true;
+      if (this.life.state === "connected")
+        this.life.set("reconnecting", "409 conflict: another process polls this bot token; retrying");
+      try {
+        await abortableSleep(waitMs, signal as AbortSignal | undefined);
+      } catch {
+        return res;
+      }
+    }
+  };
+
   private async connect(): Promise<void> {
     this.stopSignal = new AbortController();
     // One getMe without grammY's endless retries: a bad token or unreachable API fails start() clearly.
@@ -210,7 +269,7 @@ export class TelegramChannel implements ChannelAdapter {
         .catch((err: unknown) => {
           const e = toSwitchboardError(err, "getUpdates");
           if (!started) return reject(e);
-          // 401/409 end grammY's loop; nothing retries them, so say what to fix.
+          // 401 ends grammY's loop (409 never reaches it: pollGuard retries it), so say what to fix.
           this.log.error({ err: e.message }, "telegram polling stopped");
           this.life.set("error", e.message);
         });

@@ -2,6 +2,7 @@ import { chmod, mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { DisconnectReason, jidNormalizedUser } from "@whiskeysockets/baileys";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { ConflictBackoff } from "../../src/channels/kit/conflict.js";
 import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
@@ -46,8 +47,9 @@ const realTimers: WhatsAppTimers = {
 /**
  * One linked WhatsApp account over Baileys. The socket comes from an injectable factory.
  * Connection policy by disconnect reason: loggedOut → auth cleared, `needs-login`;
- * restartRequired → new socket at once; connectionReplaced → `error`, no reconnect (another
- * WhatsApp Web session took over); anything else → reconnect with doubling back-off.
+ * restartRequired → new socket at once; connectionReplaced (another socket on this login) →
+ * reconnect with the conflict back-off (1 s doubling to 30 s, one warning a minute); anything
+ * else → reconnect with doubling back-off.
  */
 export class WhatsAppChannel implements ChannelAdapter {
   readonly channel = "whatsapp";
@@ -80,6 +82,7 @@ export class WhatsAppChannel implements ChannelAdapter {
   private readonly life: ChannelLifecycle;
   /** The current QR string while waiting to be linked. */
   private qr: string | undefined;
+  private readonly conflicts: ConflictBackoff;
 
   constructor(
     private readonly config: ResolvedWhatsAppChannelConfig,
@@ -91,6 +94,11 @@ export class WhatsAppChannel implements ChannelAdapter {
     this.timers = deps.timers ?? realTimers;
     this.printQr = deps.printQr ?? defaultPrintQr(config.accountId);
     this.queue = new InboundQueue(config.inboundRetryDelaysMs, this.log);
+    this.conflicts = new ConflictBackoff(
+      this.log,
+      "whatsapp connection replaced: another socket uses this login (a second gateway, or WhatsApp Web). " +
+        'Several gateways need storage.driver "redis" (one holds the socket by lease); otherwise close the other session',
+    );
     const authDir =
       config.authDir ?? (deps.stateDir && path.join(deps.stateDir, "whatsapp", config.accountId));
     if (!authDir) {
@@ -260,6 +268,7 @@ export class WhatsAppChannel implements ChannelAdapter {
     }
     if (u.connection === "open") {
       this.attempts = 0;
+      this.conflicts.ok();
       this.setState("connected");
       this.log.info({ isNewLogin: u.isNewLogin === true }, "whatsapp connected");
       this.settleStart?.();
@@ -287,12 +296,14 @@ export class WhatsAppChannel implements ChannelAdapter {
       );
       this.settleStart?.();
     } else if (code === DisconnectReason.connectionReplaced) {
-      this.log.error("whatsapp connection replaced by another session; not reconnecting");
+      // Another socket on this login (a second gateway, WhatsApp Web): a conflict, never the end.
+      const delay = this.conflicts.conflict("connection replaced (440)");
       this.setState(
-        "error",
-        "Another WhatsApp Web session with this login took over (connection replaced). Close the other " +
-          "session (or the other gateway), then restart the whatsapp channel.",
+        "reconnecting",
+        `Another WhatsApp Web session with this login took over (connection replaced); retrying in ${delay} ms. ` +
+          'Several gateways need storage.driver "redis" (one holds the socket by lease); otherwise close the other session.',
       );
+      this.reconnect(delay);
       this.settleStart?.();
     } else if (code === DisconnectReason.restartRequired) {
       // Expected right after linking: WhatsApp restarts the stream and a fresh socket logs in.

@@ -178,10 +178,26 @@ export type InboundAction = z.infer<typeof inboundActionSchema>;
 /** What the gateway answers a press; the adapter shows `notice` to the presser only, where it can. */
 export type ActionHandler = (press: InboundAction) => Promise<{ notice?: string }>;
 
+/**
+ * The fenced lease this gateway holds on the account's live connection (many gateways, API.md
+ * §8.5), handed over by the app when the store is Redis. `valid()` is a local check (the lease's
+ * end is kept on the monotonic clock from the start of its last renewal), so it costs no round
+ * trip: an adapter asks it before an acknowledgement or send that would conflict with another
+ * holder (Telegram's offset confirmation, a Slack envelope ack, a WhatsApp socket open).
+ */
+export interface AccountLease {
+  /** The fencing token: grows with every new holder of this account. */
+  readonly token: number;
+  /** True while this gateway holds the lease and its time has not run out. */
+  valid(): boolean;
+}
+
 /** What the app hands an adapter at start, beside its inbound handler. All optional. */
 export interface AdapterContext {
   media?: MediaSink;
   onAction?: ActionHandler;
+  /** Present when the account runs under a lease (redis store, a live connection). */
+  lease?: AccountLease;
 }
 
 export interface OutboundMessage {
@@ -254,6 +270,12 @@ export interface ChannelAdapter {
   status(): { state: ChannelStatus; detail?: string; qr?: string };
   /** Checks the credentials with the platform's identity method (getMe, auth.test, users/@me) without starting. */
   probe?(): Promise<{ ok: boolean; detail: string }>;
+  /**
+   * Whether this account keeps a live connection that only one process may hold (long polling,
+   * a gateway socket, Socket Mode, a WhatsApp socket); with many gateways it runs under a lease.
+   * Absent or false: every gateway may run it (webhooks, the web chat).
+   */
+  readonly exclusive?: boolean;
 }
 
 /** Request headers as Node and fastify hand them over (names lower-case). */

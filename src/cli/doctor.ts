@@ -155,6 +155,28 @@ function checkStateDir(dir: string): Check {
   }
 }
 
+/**
+ * Long polling (and every live connection) belongs to one process per account: Telegram answers a
+ * second poller 409 Conflict. The gateway retries a 409 with backoff (health shows the account
+ * `reconnecting` with "409 conflict"); with the redis store the gateways share the account by lease.
+ */
+function pollingCheck(config: Config, name: string): Check {
+  if (config.storage.driver === "redis")
+    return {
+      name: `${name} polling`,
+      status: "ok",
+      message:
+        "long polling under a lease: one gateway polls, the others stand by and take over within ttlMs + renewMs (health: heldBy, lease)",
+    };
+  return {
+    name: `${name} polling`,
+    status: "ok",
+    message:
+      "long polling: run one gateway per bot token. A second poller on the token (another gateway, a dev copy) makes Telegram answer 409 Conflict; " +
+      'both keep retrying with backoff (health: reconnecting, "409 conflict") and take turns. For several gateways use storage.driver "redis" (leases)',
+  };
+}
+
 function checkChannels(config: Config): Check[] {
   const out: Check[] = [];
   const ch = config.channels;
@@ -167,6 +189,7 @@ function checkChannels(config: Config): Check[] {
     if (a.mode === "webhook" && !a.webhookSecret) {
       out.push({ name: `telegram:${id}`, status: "fail", message: "webhook mode needs webhookSecret" });
     }
+    if (a.mode !== "webhook") out.push(pollingCheck(config, `telegram:${id}`));
   }
   for (const [id, a] of Object.entries(ch.slack?.accounts ?? {})) {
     const missing =

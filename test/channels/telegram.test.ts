@@ -317,13 +317,16 @@ describe("telegram specifics", () => {
     await retrying.stop();
   });
 
-  it("reports a 409 polling conflict as an error state that names the cause", async () => {
+  it("retries a 409 polling conflict with backoff (shown as reconnecting) and keeps polling", async () => {
     fake.failNext("getUpdates", 409, "Conflict: terminated by other getUpdates request");
     await adapter.start(collect);
     const status = await eventually(() =>
-      adapter.status().state === "error" ? adapter.status() : undefined,
+      adapter.status().state === "reconnecting" ? adapter.status() : undefined,
     );
-    expect(status.detail).toMatch(/another process is polling/);
+    expect(status.detail).toMatch(/409 conflict: another process polls/);
+    fake.pushMessage(DM, ADA, { text: "after the conflict" });
+    await waitText("after the conflict");
+    expect(adapter.status().state).toBe("connected");
   });
 
   it("stop() during start() ends cleanly and never starts polling", async () => {

@@ -236,13 +236,26 @@ describe("whatsapp specifics", () => {
     expect(timers.delays()).toEqual([]);
   });
 
-  it("connectionReplaced (440): stops with an error and does not fight the other session", async () => {
+  it("connectionReplaced (440): a conflict, retried with backoff (never the end), back to connected", async () => {
     await adapter.start(collect);
+    wa.autoOpen = false;
     wa.current.close(440, "replaced");
-    await eventually(() => adapter.status().state === "error", 100);
+    await eventually(() => timers.delays().length === 1, 100);
+    expect(adapter.status().state).toBe("reconnecting");
     expect(adapter.status().detail).toMatch(/another whatsapp web session/i);
-    expect(wa.sockets).toHaveLength(1);
-    expect(timers.delays()).toEqual([]);
+    const [first] = timers.delays() as [number];
+    expect(first).toBeGreaterThanOrEqual(750);
+    expect(first).toBeLessThanOrEqual(1000);
+    timers.fire(first);
+    await eventually(() => wa.sockets.length === 2, 100);
+    wa.current.close(440, "replaced again");
+    await eventually(() => timers.delays().length === 1, 100);
+    const [second] = timers.delays() as [number];
+    expect(second).toBeGreaterThanOrEqual(1500); // doubled
+    timers.fire(second);
+    await eventually(() => wa.sockets.length === 3, 100);
+    wa.current.open();
+    await eventually(() => adapter.status().state === "connected", 100);
   });
 
   it("other closes reconnect with doubling, capped back-off that resets once connected", async () => {

@@ -5,6 +5,8 @@
  * It refuses what the Bot API refuses: `sendMessage` / `editMessageText` text over 4,096
  * characters after entity parsing ("message is too long"), empty text, and HTML that does not
  * parse (unknown or unbalanced tags, bare `<` or `&`: "can't parse entities").
+ * With `exclusivePolling`, a getUpdates that arrives while another one is held open is answered
+ * 409 Conflict, as Telegram answers two processes polling one token.
  */
 import type http from "node:http";
 import { type LoopbackServer, loopbackServer } from "./http.js";
@@ -57,13 +59,22 @@ export class FakeTelegram {
   private faults = new Map<string, Fault[]>();
   private holds = new Map<string, Promise<void>>();
   private rejectEntities = 0;
+  /** Long polls held open right now. */
+  private openPolls = 0;
+  /** getUpdates calls answered 409 because another was open. */
+  conflicts = 0;
+  exclusivePolling = false;
 
   private constructor(token: string) {
     this.token = token;
   }
 
-  static async start(token = "123456:TEST-token"): Promise<FakeTelegram> {
+  static async start(
+    token = "123456:TEST-token",
+    opts: { exclusivePolling?: boolean } = {},
+  ): Promise<FakeTelegram> {
     const fake = new FakeTelegram(token);
+    fake.exclusivePolling = opts.exclusivePolling ?? false;
     fake.loop = await loopbackServer((req, res) => void fake.handle(req, res));
     return fake;
   }
@@ -294,6 +305,20 @@ export class FakeTelegram {
     res: http.ServerResponse,
     reply: (result: unknown) => void,
   ): Promise<void> {
+    if (this.exclusivePolling && this.openPolls > 0) {
+      this.conflicts++;
+      res.writeHead(409, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          ok: false,
+          error_code: 409,
+          description:
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+        }),
+      );
+      this.notifyCall();
+      return;
+    }
     const offset = typeof payload.offset === "number" ? payload.offset : 0;
     const limit = typeof payload.limit === "number" ? payload.limit : 100;
     const timeoutS = typeof payload.timeout === "number" ? payload.timeout : 0;
@@ -304,6 +329,7 @@ export class FakeTelegram {
     if (this.updates.length === 0 && timeoutS > 0) {
       // 'close' before we answered means the client gave up (bot.stop aborts its poll).
       let aborted = false;
+      this.openPolls++;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, timeoutS * 1000);
         const waiters = this.waiters;
@@ -318,6 +344,7 @@ export class FakeTelegram {
           done();
         });
       });
+      this.openPolls--;
       if (aborted) return;
     }
     reply(this.updates.filter((u) => u.update_id >= offset).slice(0, limit));
