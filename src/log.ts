@@ -1,5 +1,5 @@
 import pino, { type Logger } from "pino";
-import { redactSecrets } from "./policy/redact.js";
+import { redactSecrets } from "./redact.js";
 
 export type { Logger };
 

@@ -1,7 +1,7 @@
 import type { webApi } from "@slack/bolt";
+import { escapeSlack } from "../../src/channels/kit/format/index.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
-import { escapeSlack } from "../../src/delivery/format/index.js";
 import { toSwitchboardError } from "./errors.js";
 
 type WebClient = webApi.WebClient;

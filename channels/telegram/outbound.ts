@@ -1,8 +1,8 @@
 import type { Api } from "grammy";
 import { GrammyError } from "grammy";
+import { telegramHtmlToPlain } from "../../src/channels/kit/format/index.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
-import { telegramHtmlToPlain } from "../../src/delivery/format/index.js";
 import { InvalidParamsError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { isEntityParseError, toSwitchboardError } from "./errors.js";

@@ -1,6 +1,6 @@
 import type { CompactionConfig } from "../config/context.js";
 import { errorMessage } from "../errors.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../store/types.js";
 import {
   type CompactionContent,

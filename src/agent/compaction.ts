@@ -2,9 +2,9 @@ import { z } from "zod";
 import type { CompactionConfig } from "../config/context.js";
 import type { Config } from "../config/schema.js";
 import { BoundedMap } from "../ordered-set.js";
+import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef, TranscriptStore } from "../store/types.js";
 import { estimateTokens } from "./prompt.js";
-import type { ModelProvider } from "./providers/types.js";
 
 /**
  * Compaction (API.md §6/§7): the older part of a session is summarised by a model into a

@@ -2,11 +2,11 @@ import { BUILT_IN_SCRIPTED, configModelRefs } from "../config/load.js";
 import type { Config } from "../config/schema.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { ModelRegistry } from "../services.js";
+import type { ModelRegistry } from "../services/index.js";
+import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry } from "../store/types.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "./context-window.js";
 import { createProvider, isModelAllowed, resolveModelRef } from "./providers/index.js";
-import type { ModelProvider } from "./providers/types.js";
 
 /** The demo model used when nothing is configured: scripted, and it says so. */
 export const DEMO_MODEL = "scripted/demo";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
+import type { ModelMessage, ToolCall, ToolSpec } from "../services/models.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
-import type { ModelMessage, ToolCall, ToolSpec } from "./providers/types.js";
 
 /**
  * Prompt building: the transcript window that fits the model's budget (oldest dropped first,

@@ -1,7 +1,7 @@
 import type { ContextPruningConfig } from "../config/context.js";
+import { parseDurationMs } from "../config/schedule.js";
 import type { Config } from "../config/schema.js";
-import { parseDurationMs } from "../cron/schedule.js";
-import type { ModelMessage } from "./providers/types.js";
+import type { ModelMessage } from "../services/models.js";
 
 /**
  * Session pruning (API.md §7 `contextPruning`): before a model call, old tool results are cut

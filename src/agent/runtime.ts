@@ -1,8 +1,9 @@
 import type { CompactionConfig, ContextPruningConfig } from "../config/context.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
-import type { JobContext, TurnJob, TurnResult } from "../pipeline/types.js";
-import type { Services } from "../services.js";
+import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
+import type { Services } from "../services/index.js";
+import type { ModelMessage, ToolSpec } from "../services/models.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { deriveChannel } from "../sessions/keys.js";
 import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
@@ -11,7 +12,6 @@ import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
 import { priceUsage } from "./providers/index.js";
-import type { ModelMessage, ToolSpec } from "./providers/types.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
@@ -21,10 +21,6 @@ import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "
  * final answer or `maxToolSteps`. Every message is appended to the transcript as it happens.
  * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`.
  */
-
-export interface TurnOutcome extends TurnResult {
-  yielded?: boolean;
-}
 
 /** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
 export interface TurnStreaming {

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { formatIssues } from "../errors.js";
-import type { Services } from "../services.js";
+import { explainDenied, resolveToolSet, toolPolicyInput, toolReport } from "../policy/tool-policy.js";
+import type { Services } from "../services/index.js";
+import type { ToolSpec } from "../services/models.js";
 import type { SessionTool, ToolCaller, ToolContext, ToolResult } from "../tools/types.js";
-import type { ToolSpec } from "./providers/types.js";
-import { explainDenied, resolveToolSet, toolPolicyInput, toolReport } from "./tool-policy.js";
 
 /**
  * Which tools a caller may use, their JSON schemas, and invocation with validation. The model

@@ -3,12 +3,12 @@ import { routeOf, streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
 import { errorMessage, isConnectionError } from "../errors.js";
 import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
-import type { FollowUp, JobHandlers, TurnJob } from "../pipeline/types.js";
+import type { FollowUp, JobHandlers, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
-import type { DeliveryOutcome, ReplyStream, Services } from "../services.js";
+import type { DeliveryOutcome, ReplyStream, Services } from "../services/index.js";
 import { ensureSession } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
-import type { AgentRuntime, TurnOutcome, TurnStreaming } from "./runtime.js";
+import type { AgentRuntime, TurnStreaming } from "./runtime.js";
 
 /**
  * Wraps the runtime for the pipeline: typing while a turn runs, the reply streamed into the chat

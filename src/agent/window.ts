@@ -1,8 +1,8 @@
 import type { ContextPruningConfig } from "../config/context.js";
+import type { ModelMessage } from "../services/models.js";
 import type { TranscriptMessage } from "../store/types.js";
 import { type SessionContext, summaryTokens, withSummary } from "./compaction.js";
 import { estimateTokens, fitWindow, windowUnits } from "./prompt.js";
-import type { ModelMessage } from "./providers/types.js";
 import { type PruneStats, pruneUnits } from "./pruning.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { LoadedConfig } from "../config/load.js";
-import type { CronDriver } from "../cron/types.js";
 import type { Logger } from "../log.js";
+import type { CronDriver } from "../services/cron.js";
 import type { StoreDriver } from "../store/types.js";
 import type { Drivers } from "./drivers.js";
 

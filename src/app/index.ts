@@ -5,7 +5,6 @@ import type { ChannelAdapter } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import { installCronFlow } from "../cron/flow.js";
 import { CronService } from "../cron/service.js";
-import type { CronDriver } from "../cron/types.js";
 import { HandoffDelivery } from "../delivery/handoff.js";
 import { AdapterRegistry, ChannelDelivery } from "../delivery/index.js";
 import { EventBus } from "../events.js";
@@ -24,7 +23,8 @@ import {
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
 import { createRouter, type Router } from "../routing/router.js";
-import type { Delivery, Services } from "../services.js";
+import type { CronDriver } from "../services/cron.js";
+import type { Delivery, Services } from "../services/index.js";
 import { allTools } from "../tools/index.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";

@@ -5,7 +5,7 @@ import { registerMethods } from "../gateway/methods/index.js";
 import { RpcDispatcher } from "../gateway/rpc.js";
 import { GatewayServer } from "../gateway/server.js";
 import type { RedisConnections } from "../redis/connections.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { WebhookMount } from "./channels.js";
 import type { LiveRelay } from "./live-relay.js";
 

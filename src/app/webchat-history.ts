@@ -2,7 +2,7 @@ import type { WebchatHistoryItem } from "../../channels/webchat/types.js";
 import { inboundMessageSchema } from "../channels/types.js";
 import { isOperatorProvenance } from "../gateway/chat-send.js";
 import { inboundSessionKey } from "../routing/router.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 
 /** How many recent messages the web chat shows on open and reconnect. */
 export const WEBCHAT_HISTORY_LIMIT = 60;

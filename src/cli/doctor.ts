@@ -6,10 +6,10 @@ import type { ChannelAdapter } from "../channels/types.js";
 import { loadConfig } from "../config/load.js";
 import { type Config, cronJobSchema } from "../config/schema.js";
 import { cronChecks } from "../cron/checks.js";
-import type { CronJob } from "../cron/types.js";
 import { errorMessage } from "../errors.js";
 import { silentLogger } from "../log.js";
 import { PairingStore } from "../routing/pairing.js";
+import type { CronJob } from "../services/cron.js";
 import { clientFor } from "./context.js";
 
 /** `switchboard doctor`: every check prints ok / warn / fail with what to do about it. */

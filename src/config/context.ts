@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseDurationMs } from "../cron/schedule.js";
+import { parseDurationMs } from "./schedule.js";
 
 /**
  * Config blocks for long conversations (API.md §7): pruning of old tool results before each

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { parseDurationMs, type Schedule, scheduleProblems } from "../cron/schedule.js";
 import {
   channelCommandsSchema,
   compactionOverride,
@@ -8,6 +7,7 @@ import {
   contextPruningSchema,
   sessionResetSchema,
 } from "./context.js";
+import { parseDurationMs, type Schedule, scheduleProblems } from "./schedule.js";
 
 /**
  * The whole config file, validated once. Every field has its default here, so the inferred

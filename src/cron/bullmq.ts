@@ -1,10 +1,10 @@
 import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
+import { everyMs, parseInstant } from "../config/schedule.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import { closeConsumer } from "../redis/close.js";
-import { everyMs, parseInstant } from "./schedule.js";
-import type { CronDriver, CronJob, TickHandler } from "./types.js";
+import type { CronDriver, CronJob, TickHandler } from "../services/cron.js";
 
 /**
  * Cron on BullMQ job schedulers (`queue.driver: "bullmq"`). Every gateway upserts the same

@@ -1,7 +1,7 @@
+import { firstTick, parseInstant } from "../config/schedule.js";
 import type { Config } from "../config/schema.js";
+import type { CronJob } from "../services/cron.js";
 import { normalizeKeyInput } from "../sessions/keys.js";
-import { firstTick, parseInstant } from "./schedule.js";
-import type { CronJob } from "./types.js";
 
 /**
  * `switchboard doctor` for cron and hooks: every job's schedule (its next run) and delivery

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { deliverRoutedReply } from "../flows/routed-reply.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { type CronService, type CronTurnMeta, deliveryFromKey } from "./service.js";
 
 /**

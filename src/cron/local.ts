@@ -1,8 +1,8 @@
+import { firstTick, nextTickAfter, scheduleSignature } from "../config/schedule.js";
 import { MAX_TIMER_MS } from "../deadlines.js";
 import type { Logger } from "../log.js";
+import type { CronDriver, CronJob, TickHandler } from "../services/cron.js";
 import type { KeyValueStore } from "../store/types.js";
-import { firstTick, nextTickAfter, scheduleSignature } from "./schedule.js";
-import type { CronDriver, CronJob, TickHandler } from "./types.js";
 
 /**
  * The embedded scheduler (`queue.driver: "local"`). The next tick of every job is journaled in the

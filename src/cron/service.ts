@@ -1,10 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
+import { backoffMs, parseDurationMs } from "../config/schedule.js";
 import { type CronJobConfig, cronJobSchema } from "../config/schema.js";
 import { formatIssues, InvalidParamsError, NotFoundError, SwitchboardError } from "../errors.js";
-import type { Services } from "../services.js";
-import { cronKey, mainKey, normalizeKeyInput } from "../sessions/keys.js";
-import { ensureSession, resolveSessionRef } from "../sessions/service.js";
-import { backoffMs, parseDurationMs } from "./schedule.js";
 import type {
   CronDriver,
   CronJob,
@@ -14,9 +11,12 @@ import type {
   CronRunEntry,
   StoredCronJob,
   Tick,
-} from "./types.js";
+} from "../services/cron.js";
+import type { Services } from "../services/index.js";
+import { cronKey, mainKey, normalizeKeyInput } from "../sessions/keys.js";
+import { ensureSession, resolveSessionRef } from "../sessions/service.js";
 
-export type { CronJobView } from "./types.js";
+export type { CronJobView } from "../services/cron.js";
 
 /**
  * The cron service: the job set (config `cron.jobs` + jobs created at run time, kept in the store's

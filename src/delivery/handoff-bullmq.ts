@@ -5,7 +5,7 @@ import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import { closeConsumer } from "../redis/close.js";
-import type { DeliveryOutcome, DeliveryRequest } from "../services.js";
+import type { DeliveryOutcome, DeliveryRequest } from "../services/index.js";
 import type { HandoffQueue } from "./handoff.js";
 
 /**

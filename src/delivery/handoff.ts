@@ -1,4 +1,4 @@
-import type { Delivery, DeliveryOutcome, DeliveryRequest, ReplyStream } from "../services.js";
+import type { Delivery, DeliveryOutcome, DeliveryRequest, ReplyStream } from "../services/index.js";
 
 /** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
 export interface HandoffQueue {

@@ -1,3 +1,5 @@
+import { chunkText } from "../channels/kit/chunk.js";
+import { type MarkdownDialect, renderMarkdown } from "../channels/kit/format/index.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
@@ -10,10 +12,8 @@ import type {
   DeliveryRequest,
   ReplyStream,
   Services,
-} from "../services.js";
+} from "../services/index.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
-import { chunkText } from "./chunk.js";
-import { type MarkdownDialect, renderMarkdown } from "./format/index.js";
 import { StreamingReply } from "./stream.js";
 
 /**

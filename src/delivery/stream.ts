@@ -1,9 +1,9 @@
+import { renderMarkdown } from "../channels/kit/format/index.js";
 import type { ChannelAdapter } from "../channels/types.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { DeliveryOutcome, ReplyStream } from "../services.js";
+import type { DeliveryOutcome, ReplyStream } from "../services/index.js";
 import type { DeliveryContext, OutboxStore } from "../store/types.js";
-import { renderMarkdown } from "./format/index.js";
 
 /**
  * Streaming edits: one preview message per reply, posted when text first arrives and edited as

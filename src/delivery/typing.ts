@@ -1,4 +1,4 @@
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { routeOf } from "./index.js";
 
 /**

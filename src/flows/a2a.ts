@@ -10,7 +10,7 @@ import {
   REPLY_SKIP,
 } from "../pipeline/handlers.js";
 import type { FollowUp, JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 
 /**
  * The follow-up of `sessions_send` (SEMANTICS.md §3): after the target's primary run, the

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { deliverRoutedReply } from "./routed-reply.js";
 
 /**

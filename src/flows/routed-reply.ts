@@ -1,5 +1,5 @@
 import { isSilentReply } from "../pipeline/handlers.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { DeliveryContext } from "../store/types.js";
 
 /**

@@ -12,7 +12,7 @@ import {
   type TurnJob,
 } from "../pipeline/types.js";
 import { spawnedByChain } from "../policy/access.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import {
   isFinal,
   type RunRecord,

@@ -1,6 +1,6 @@
 import { SwitchboardError } from "../errors.js";
 import { sendBlocked } from "../policy/access.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
 import type { Provenance } from "../store/types.js";

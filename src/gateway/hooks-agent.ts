@@ -7,7 +7,7 @@ import { errorMessage, formatIssues, isConnectionError, SwitchboardError } from 
 import type { hookDeliverSchema } from "../flows/hook.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import type { Logger } from "../log.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { AGENT_ID_RE, classifyKind, isReservedKey, normalizeKey, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession } from "../sessions/service.js";
 

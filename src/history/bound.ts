@@ -1,4 +1,4 @@
-import { redactText } from "../policy/redact.js";
+import { redactText } from "../redact.js";
 import { stripAssistantScaffolding } from "./strip.js";
 
 /** Bounds of the history view: one text field is stripped, redacted, then cut. */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { SessionEntry } from "../store/types.js";
 import { buildHistoryView, type HistoryView } from "./view.js";
 

@@ -1,4 +1,4 @@
-import { isPlaceholder, maskSecret, SECRET_KEY_RE } from "../policy/redact.js";
+import { isPlaceholder, maskSecret, SECRET_KEY_RE } from "../redact.js";
 import type { MessageRole, Provenance, TranscriptMessage } from "../store/types.js";
 import { HISTORY_MAX_BYTES, MESSAGE_TOO_LARGE, sanitizeText } from "./bound.js";
 

@@ -1,11 +1,11 @@
 import type { z } from "zod";
-import type { TurnOutcome } from "../agent/runtime.js";
 import { formatIssues } from "../errors.js";
 import {
   type BackgroundJob,
   type FollowUp,
   type JobContext,
   type TurnJob,
+  type TurnOutcome,
   UnrecoverableJobError,
 } from "./types.js";
 

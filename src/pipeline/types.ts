@@ -89,6 +89,11 @@ export interface TurnResult {
   followUps?: FollowUp[];
 }
 
+/** What the agent runtime hands the turn handler: the result, and whether the turn yielded. */
+export interface TurnOutcome extends TurnResult {
+  yielded?: boolean;
+}
+
 /**
  * One follow-up of a finished turn. Its id (the job id, or the turn's runId) is derived from the
  * run that caused it, so submitting it again (a re-run, a relay after a crash) is a no-op.

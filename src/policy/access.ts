@@ -1,4 +1,4 @@
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { resolveSessionRef } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";

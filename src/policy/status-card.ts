@@ -1,9 +1,9 @@
-import type { Services } from "../services.js";
+import { redactSecrets } from "../redact.js";
+import type { Services } from "../services/index.js";
 import { classifyKind, deriveChannel } from "../sessions/keys.js";
 import { nextResetAt, resetRuleFor } from "../sessions/reset.js";
 import { type DeliveryContext, isFinal, type SessionEntry, type SessionKind } from "../store/types.js";
 import { sendDecision, spawnedByChain } from "./access.js";
-import { redactSecrets } from "./redact.js";
 
 /**
  * The status of one session, as data (`collectStatus`, used by session_status) and as the

@@ -1,5 +1,5 @@
 import type { InboundMessage } from "../channels/types.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { SessionEntry } from "../store/types.js";
 
 /** Channel-level settings the gates read (API.md §3 channels.<name>), with defaults filled. */

@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
 import { SwitchboardError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { KeyValueStore } from "../store/types.js";
 import type { InboundCtx } from "./context.js";
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Config } from "../config/schema.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { ChatType, SessionEntry, StoreDriver } from "../store/types.js";
 
 /**

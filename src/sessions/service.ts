@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Config } from "../config/schema.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import type { SessionEntry } from "../store/types.js";
 import { mainKey, normalizeKeyInput, parseSessionKey } from "./keys.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { AGENT_ID_RE, normalizeKey } from "../sessions/keys.js";
 import { defineTool } from "./types.js";
 

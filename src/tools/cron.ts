@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseDurationMs } from "../cron/schedule.js";
+import { parseDurationMs } from "../config/schedule.js";
 import { routeOf } from "../delivery/index.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { defineTool } from "./types.js";

@@ -3,7 +3,7 @@ import { derivedTitle, lastMessage } from "../history/preview.js";
 import { buildHistoryView } from "../history/view.js";
 import { checkVisible } from "../policy/access.js";
 import { effectiveVisibility, type Visibility } from "../policy/visibility.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { classifyKind, displayKey, isReservedKey, normalizeKey } from "../sessions/keys.js";
 import { type SessionRow, toRow } from "../sessions/rows.js";
 import type { ListSessionsQuery, SessionEntry, SessionKind } from "../store/types.js";

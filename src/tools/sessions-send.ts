@@ -2,7 +2,7 @@ import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import { type A2ARequest, primaryContext } from "../flows/a2a.js";
 import { checkVisible, resolveVisibleTarget, sendBlocked } from "../policy/access.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import {
   AGENT_ID_RE,
   deriveChannel,

@@ -10,7 +10,7 @@ import {
   submitAnnounce,
 } from "../flows/spawn.js";
 import { spawnedByChain } from "../policy/access.js";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import { normalizeKey } from "../sessions/keys.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
 import { defineTool, type ToolContext, type ToolResult } from "./types.js";

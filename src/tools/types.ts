@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Services } from "../services.js";
+import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
 
 export type { ToolCaller };

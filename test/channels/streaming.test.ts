@@ -6,7 +6,7 @@ import type { ChannelAdapter } from "../../src/channels/types.js";
 import { parseConfig } from "../../src/config/load.js";
 import { AdapterRegistry, ChannelDelivery } from "../../src/delivery/index.js";
 import { silentLogger } from "../../src/log.js";
-import type { ReplyStream } from "../../src/services.js";
+import type { ReplyStream } from "../../src/services/index.js";
 import { createFsStore, type FsStore } from "../../src/store/fs/index.js";
 import { FakeDiscord } from "../fakes/discord.js";
 import { FakeSlack } from "../fakes/slack.js";

@@ -15,6 +15,13 @@ import type {
 import type { ProviderConfig } from "../../config/schema.js";
 import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import type {
+  ModelMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  ToolCall,
+} from "../../services/models.js";
 import type { Usage } from "../../store/types.js";
 import {
   connectionReason,
@@ -38,7 +45,6 @@ import {
   withRetry,
   withTimeout,
 } from "./retry.js";
-import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
  * Anthropic Messages API; streamed (raw Messages stream events) when the caller wants text

@@ -2,15 +2,16 @@ import path from "node:path";
 import type { ProviderConfig } from "../../config/schema.js";
 import { InvalidParamsError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import type { ModelProvider, ModelRequest, ModelResponse } from "../../services/models.js";
 import type { Usage } from "../../store/types.js";
 import { createScriptedProvider } from "./scripted.js";
-import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
 
 /**
  * The providers folder's public surface: build a provider from config, and the model-ref,
  * allow-list and pricing helpers the runtime, tools and status cards share.
  */
 
+export type * from "../../services/models.js";
 export type { AnthropicProviderConfig } from "./anthropic.js";
 export type { OpenAIProviderConfig } from "./openai.js";
 export type { CallTuning, RetryPolicy } from "./retry.js";
@@ -21,7 +22,6 @@ export {
   type ScriptedProviderConfig,
 } from "./scripted.js";
 export { DEMO_HELP, DEMO_RULES, type ScriptRule, scriptRuleSchema } from "./scripted-rules.js";
-export type * from "./types.js";
 
 export interface ProviderContext {
   logger: Logger;

@@ -1,10 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import type { Failure } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
 import { openAIMessagesParts } from "./openai-map.js";
 import type { Abortable } from "./retry.js";
-import type { ModelRequest, ToolSpec } from "./types.js";
 
 /**
  * The Chat Completions call itself, over node:http(s) keep-alive sockets: one request, the body

@@ -4,8 +4,8 @@ import type {
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
+import type { ModelMessage, ModelRequest, ModelResponse, ToolCall } from "../../services/models.js";
 import type { Usage } from "../../store/types.js";
-import type { ModelMessage, ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
  * Pure mapping between our provider contract and Chat Completions. Only standard fields are

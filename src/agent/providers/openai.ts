@@ -2,6 +2,7 @@ import type OpenAI from "openai";
 import type { ProviderConfig } from "../../config/schema.js";
 import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import type { ModelProvider, ModelRequest, ModelResponse } from "../../services/models.js";
 import {
   connectionReason,
   describeStreamBreak,
@@ -25,7 +26,6 @@ import {
   withRetry,
   withTimeout,
 } from "./retry.js";
-import type { ModelProvider, ModelRequest, ModelResponse } from "./types.js";
 
 /**
  * Any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio,

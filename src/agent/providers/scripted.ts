@@ -1,6 +1,13 @@
 import type { ProviderConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { abortableSleep } from "../../retry/index.js";
+import type {
+  ModelMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  ToolCall,
+} from "../../services/models.js";
 import {
   type CompiledRule,
   compileRules,
@@ -11,7 +18,6 @@ import {
   renderTemplate,
   type TemplateContext,
 } from "./scripted-rules.js";
-import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse, ToolCall } from "./types.js";
 
 /**
  * A deterministic, rule-driven model (rules: scripted-rules.ts). Used by tests and as the

@@ -1,4 +1,4 @@
-import { chunkText } from "../../delivery/chunk.js";
+import { chunkText } from "./chunk.js";
 
 /**
  * The messages one outbound text goes out as. Delivery already chunked it under the limit, so it

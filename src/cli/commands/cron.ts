@@ -1,5 +1,5 @@
 import { type Command, Option } from "commander";
-import { parseDurationMs } from "../../cron/schedule.js";
+import { parseDurationMs } from "../../config/schedule.js";
 import { SwitchboardError } from "../../errors.js";
 import { type CliContext, clientFor, configOpt, numberFlag, tokenOpt, urlOpt } from "../context.js";
 

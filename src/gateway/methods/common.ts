@@ -1,5 +1,5 @@
 import { NotFoundError, SwitchboardError } from "../../errors.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { operatorCaller, resolveSessionRef } from "../../sessions/service.js";
 
 /** The session an operator names by key, label or sessionId; NOT_FOUND / INVALID_PARAMS otherwise. */

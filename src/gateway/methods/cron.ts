@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { CronJobs } from "../../cron/types.js";
+import type { CronJobs } from "../../services/cron.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** The `cron.*` RPC methods (API.md §7). Operators see and manage every job. */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { isReservedKey } from "../../sessions/keys.js";
 import { toRow } from "../../sessions/rows.js";
 import type { RunRecord } from "../../store/types.js";

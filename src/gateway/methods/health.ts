@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `health` and `agents.list` (API.md §4). */

@@ -1,5 +1,5 @@
 import type { ToolRegistry } from "../../agent/tool-registry.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import type { RpcDispatcher } from "../rpc.js";
 import { registerChatMethods } from "./chat.js";
 import { registerCronMethods } from "./cron.js";

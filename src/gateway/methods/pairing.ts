@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { pairingStore } from "../../routing/pairing.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `pairing.list`, `pairing.approve`, `pairing.deny` (API.md §7): the owner's side of DM pairing. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { NotFoundError } from "../../errors.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `runs.get` and `agent.wait` (API.md §4). */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { NotFoundError } from "../../errors.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { resetSession } from "../../sessions/reset.js";
 import { toRow } from "../../sessions/rows.js";
 import { method, type RpcDispatcher } from "../rpc.js";

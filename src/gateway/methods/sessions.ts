@@ -3,7 +3,7 @@ import { NotFoundError, SwitchboardError } from "../../errors.js";
 import { derivedTitle, lastMessage } from "../../history/preview.js";
 import { readHistory, sessionsHistorySchema } from "../../history/read.js";
 import { buildHistoryView } from "../../history/view.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { isReservedKey } from "../../sessions/keys.js";
 import { toRow, VERBOSE_LEVELS } from "../../sessions/rows.js";
 import type { SessionPatch } from "../../store/types.js";

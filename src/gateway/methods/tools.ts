@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { ToolRegistry } from "../../agent/tool-registry.js";
 import { SwitchboardError } from "../../errors.js";
-import type { Services } from "../../services.js";
+import type { Services } from "../../services/index.js";
 import { callerOf } from "../../sessions/service.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 import { requireSession } from "./common.js";

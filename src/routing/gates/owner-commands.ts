@@ -1,6 +1,6 @@
-import { toolPolicyInput, toolReport } from "../../agent/tool-policy.js";
 import { statusCard } from "../../policy/status-card.js";
-import type { Services } from "../../services.js";
+import { toolPolicyInput, toolReport } from "../../policy/tool-policy.js";
+import type { Services } from "../../services/index.js";
 import type { SendPolicyOverride, SessionEntry } from "../../store/types.js";
 import type { Middleware } from "../compose.js";
 import type { RoutedCtx } from "../context.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ToolRegistry } from "../../../src/agent/tool-registry.js";
 import { parseConfig } from "../../../src/config/load.js";
-import type { Services } from "../../../src/services.js";
+import type { Services } from "../../../src/services/index.js";
 import type { SessionEntry } from "../../../src/store/types.js";
 import { allTools } from "../../../src/tools/index.js";
 import type { ToolCaller } from "../../../src/tools/types.js";

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { healthOf } from "../../../src/app/server.js";
 import type { ChannelStatus } from "../../../src/channels/types.js";
 import type { RedisConnections } from "../../../src/redis/connections.js";
-import type { Services } from "../../../src/services.js";
+import type { Services } from "../../../src/services/index.js";
 
 /** `health` (API.md §4): `channels` is keyed by channel name; `accounts` keeps each account's state. */
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type Clock, LocalCronDriver } from "../../../src/cron/local.js";
-import type { CronJob, Tick } from "../../../src/cron/types.js";
 import { silentLogger } from "../../../src/log.js";
+import type { CronJob, Tick } from "../../../src/services/cron.js";
 import { MemoryKeyValueStore } from "../../helpers/memory-store.js";
 
 /** The embedded scheduler on a fake clock: timers fire only when the test advances time. */

@@ -4,9 +4,9 @@ import {
   createAnthropicProvider,
   toAnthropicMessages,
 } from "../../../../src/agent/providers/anthropic.js";
-import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { RateLimitedError, type SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
+import type { ModelRequest, ToolSpec } from "../../../../src/services/models.js";
 import { type AnthropicFake, startAnthropicFake } from "../../../fakes/anthropic.js";
 
 const KEY = "sk-ant-test-SECRETKEY-987654";

@@ -4,9 +4,9 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
 import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
 import { openAIMessagesParts, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
-import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
+import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/services/models.js";
 import { seededRandom } from "../../../helpers.js";
 
 function parse(pieces: string[]): string[] {

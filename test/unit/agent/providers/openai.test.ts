@@ -3,10 +3,10 @@ import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createOpenAIProvider, type OpenAIProviderConfig } from "../../../../src/agent/providers/openai.js";
 import type { CallTuning } from "../../../../src/agent/providers/retry.js";
-import type { ModelRequest, ToolSpec } from "../../../../src/agent/providers/types.js";
 import { RateLimitedError, SwitchboardError } from "../../../../src/errors.js";
 import { createLogger, silentLogger } from "../../../../src/log.js";
 import { abortableSleep, type Sleep } from "../../../../src/retry/index.js";
+import type { ModelRequest, ToolSpec } from "../../../../src/services/models.js";
 import { type OpenAIFake, startOpenAIFake } from "../../../fakes/openai.js";
 
 const KEY = "sk-test-SECRETKEY-0123456789";

@@ -6,9 +6,9 @@ import {
   DEMO_MARKER,
   type ScriptedProviderConfig,
 } from "../../../../src/agent/providers/scripted.js";
-import type { ModelMessage, ModelRequest } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
+import type { ModelMessage, ModelRequest } from "../../../../src/services/models.js";
 import { tempDir } from "../../../helpers.js";
 
 function cfg(over: Partial<ScriptedProviderConfig> = {}): ScriptedProviderConfig {

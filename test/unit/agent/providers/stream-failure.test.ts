@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createAnthropicProvider } from "../../../../src/agent/providers/anthropic.js";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
-import type { ModelRequest } from "../../../../src/agent/providers/types.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
+import type { ModelRequest } from "../../../../src/services/models.js";
 import { type AnthropicFake, startAnthropicFake } from "../../../fakes/anthropic.js";
 import { type OpenAIFake, startOpenAIFake } from "../../../fakes/openai.js";
 

@@ -1,4 +1,4 @@
-import { InvalidParamsError } from "../errors.js";
+import { InvalidParamsError } from "../../errors.js";
 import { FENCE_OPEN, isFenceClose } from "./format/parse.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { Usage } from "../../store/types.js";
+import type { Usage } from "../store/types.js";
 
 /**
  * The model provider contract. `openai`, `anthropic` and `scripted` implement it; the runtime

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../../src/config/index.js";
 import {
   explainDenied,
   resolveToolSet,
@@ -6,8 +7,7 @@ import {
   type ToolSetInput,
   toolPolicyInput,
   toolReport,
-} from "../../../src/agent/tool-policy.js";
-import { parseConfig } from "../../../src/config/index.js";
+} from "../../../src/policy/tool-policy.js";
 
 const base: ToolSetInput = { profile: "coding", alsoAllow: [], deny: [] };
 const sub = (depth: number, maxSpawnDepth: number, allow: string[] = [], deny: string[] = []) => ({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderMarkdown, telegramHtmlToPlain } from "../../../src/delivery/format/index.js";
+import { renderMarkdown, telegramHtmlToPlain } from "../../../../src/channels/kit/format/index.js";
 
 describe("renderMarkdown: telegram-html", () => {
   const r = (md: string): string => renderMarkdown(md, "telegram-html");

@@ -6,7 +6,7 @@ import {
   parseDurationMs,
   parseInstant,
   scheduleProblems,
-} from "../../../src/cron/schedule.js";
+} from "../../../src/config/schedule.js";
 
 const z = (iso: string) => Date.parse(iso);
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { redactText } from "../../../src/policy/redact.js";
+import { redactText } from "../../src/redact.js";
 
 /**
  * The shapes people paste (issue 12, SEMANTICS §3): for every pattern one real-shaped sample that

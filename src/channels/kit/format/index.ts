@@ -1,4 +1,4 @@
-import type { ChannelCapabilities } from "../../channels/types.js";
+import type { ChannelCapabilities } from "../../types.js";
 import { parseMarkdown } from "./parse.js";
 import { plainText } from "./plain.js";
 import { type Dialect, renderBlocks } from "./render.js";

@@ -1,11 +1,11 @@
-import type { ModelProvider } from "./agent/providers/types.js";
-import type { ChannelAdapter } from "./channels/types.js";
-import type { Config } from "./config/schema.js";
-import type { CronJobs } from "./cron/types.js";
-import type { EventBus } from "./events.js";
-import type { Logger } from "./log.js";
-import type { Pipeline } from "./pipeline/types.js";
-import type { SessionEntry, StoreDriver } from "./store/types.js";
+import type { ChannelAdapter } from "../channels/types.js";
+import type { Config } from "../config/schema.js";
+import type { EventBus } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Pipeline } from "../pipeline/types.js";
+import type { SessionEntry, StoreDriver } from "../store/types.js";
+import type { CronJobs } from "./cron.js";
+import type { ModelProvider } from "./models.js";
 
 /**
  * The services bag handed down from the composition root (`src/app/`) to the runtime, the

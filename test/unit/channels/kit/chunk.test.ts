@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { chunkText } from "../../../src/delivery/chunk.js";
-import { seededRandom } from "../../helpers.js";
+import { chunkText } from "../../../../src/channels/kit/chunk.js";
+import { seededRandom } from "../../../helpers.js";
 
 /** Chunks minus the fence repair (a closing line added at a cut and the reopening line after it). */
 function unrepair(chunks: string[]): string[] {
