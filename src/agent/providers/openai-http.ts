@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { createParser } from "eventsource-parser";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import type { Failure } from "./failure.js";
@@ -8,12 +9,12 @@ import type { Abortable } from "./retry.js";
 
 /**
  * The Chat Completions call itself, over node:http(s) keep-alive sockets: one request, the body
- * written as one string, the SSE answer parsed straight off the socket. The SDK's request
- * pipeline (body encoder, header merging, request logging, a WHATWG Response and web streams
- * around every answer) cost 0.75 ms of CPU per call on this machine against 0.27 ms for the
- * same call made here (bench/gateway.ts and issue 18); the SDK stays for its types and for
- * `ping` (models.list). Failures are described as `Failure` values (failure.ts), the same ones
- * the SDK's errors map to, so retry and error messages do not change.
+ * written as one string, the SSE answer parsed off the socket as it arrives (eventsource-parser).
+ * The SDK's request pipeline (body encoder, header merging, request logging, a WHATWG Response
+ * and web streams around every answer) cost 0.75 ms of CPU per call on this machine against
+ * 0.27 ms for the same call made here (bench/gateway.ts and issue 18); the SDK stays for its
+ * types and for `ping` (models.list). Failures are described as `Failure` values (failure.ts),
+ * the same ones the SDK's errors map to, so retry and error messages do not change.
  */
 
 /** A non-2xx answer, or an `error` object inside a stream (status 500 then, as the SDK reads it). */
@@ -110,57 +111,14 @@ function readAll(res: IncomingMessage, limit: number): Promise<string> {
 }
 
 /**
- * Splits a `text/event-stream` body into events' data (RFC: fields per line, an empty line ends
- * an event; `data` lines join with "\n"; CR, LF and CRLF all end a line).
+ * The data of each `text/event-stream` event, parsed by eventsource-parser (fields per line, an
+ * empty line ends an event, `data` lines join with "\n", CR, LF and CRLF all end a line; comments,
+ * `event`, `id` and `retry` carry nothing a completion needs). `end()` closes the body: an event
+ * without its closing blank line still counts, as a last chunk cut off by a proxy did before.
  */
-export class SseParser {
-  private carry = "";
-  private data: string[] = [];
-
-  /** Feeds text; calls `onData` for each completed event that carried data. */
-  push(text: string, onData: (data: string) => void): void {
-    const buf = this.carry + text;
-    let start = 0;
-    for (;;) {
-      let end = start;
-      while (end < buf.length) {
-        const c = buf.charCodeAt(end);
-        if (c === 10 || c === 13) break;
-        end++;
-      }
-      if (end >= buf.length) break;
-      // a CR at the very end may be the first half of a CRLF: wait for the next piece
-      if (buf.charCodeAt(end) === 13 && end + 1 >= buf.length) break;
-      this.line(buf.slice(start, end), onData);
-      start = end + (buf.charCodeAt(end) === 13 && buf.charCodeAt(end + 1) === 10 ? 2 : 1);
-    }
-    this.carry = buf.slice(start);
-  }
-
-  /** The body ended: an event without its closing blank line still counts. */
-  end(onData: (data: string) => void): void {
-    if (this.carry) this.line(this.carry, onData);
-    this.carry = "";
-    this.line("", onData);
-  }
-
-  private line(line: string, onData: (data: string) => void): void {
-    if (line === "") {
-      if (this.data.length > 0) {
-        const data = this.data.length === 1 ? this.data[0]! : this.data.join("\n");
-        this.data = [];
-        onData(data);
-      }
-      return;
-    }
-    if (line.charCodeAt(0) === 58) return; // ":" comment (keep-alive)
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    if (field !== "data") return; // `event`, `id`, `retry`: nothing a completion needs
-    let value = colon < 0 ? "" : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    this.data.push(value);
-  }
+export function sseData(onData: (data: string) => void): { feed(text: string): void; end(): void } {
+  const parser = createParser({ onEvent: (event) => onData(event.data) });
+  return { feed: (text) => parser.feed(text), end: () => parser.feed("\n\n") };
 }
 
 export interface ChatCall {
@@ -203,7 +161,6 @@ export async function postChat(
   }
   if (!onChunk) return JSON.parse(await readAll(res, Number.POSITIVE_INFINITY)) as ChatCompletion;
   await new Promise<void>((resolve, reject) => {
-    const parser = new SseParser();
     let done = false;
     let failed = false;
     const onAbort = () => fail(call.signal.reason);
@@ -247,9 +204,10 @@ export async function postChat(
       }
     };
     res.setEncoding("utf8");
-    res.on("data", (text: string) => parser.push(text, onData));
+    const parser = sseData(onData);
+    res.on("data", (text: string) => parser.feed(text));
     res.once("end", () => {
-      parser.end(onData);
+      parser.end();
       call.signal.removeEventListener("abort", onAbort);
       if (!failed) resolve();
     });

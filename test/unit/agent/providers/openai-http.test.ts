@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
-import { chatBodyParts, SseParser } from "../../../../src/agent/providers/openai-http.js";
+import { chatBodyParts, sseData } from "../../../../src/agent/providers/openai-http.js";
 import { openAIMessagesParts, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
@@ -10,14 +10,14 @@ import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/servi
 import { seededRandom } from "../../../helpers.js";
 
 function parse(pieces: string[]): string[] {
-  const p = new SseParser();
   const out: string[] = [];
-  for (const piece of pieces) p.push(piece, (d) => out.push(d));
-  p.end((d) => out.push(d));
+  const p = sseData((d) => out.push(d));
+  for (const piece of pieces) p.feed(piece);
+  p.end();
   return out;
 }
 
-describe("SseParser", () => {
+describe("sseData", () => {
   it("splits events on blank lines, whatever the line ending and however the text is cut", () => {
     const body = 'data: {"a":1}\n\ndata: {"b":2}\r\n\r\ndata:{"c":3}\r\rdata: [DONE]\n\n';
     const whole = parse([body]);
