@@ -1,6 +1,7 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import os from "node:os";
+import ipaddr from "ipaddr.js";
 
 /**
  * Who may talk to the gateway from a browser (docs/security.md): the `Host` header must name the
@@ -9,17 +10,19 @@ import os from "node:os";
  * drive it (CSRF, cross-site WebSocket hijacking).
  */
 
-/** True for 127.0.0.0/8, ::1 and IPv4-mapped loopback; false for every name (names are resolved first). */
+/**
+ * True for 127.0.0.0/8, ::1 and IPv4-mapped loopback (ipaddr.js ranges); false for every name
+ * (names are resolved first). `isIP` gates the text first: ipaddr.js also reads classful forms
+ * such as `127.1`, which no socket reports.
+ */
 export function isLoopbackIp(address: string): boolean {
-  const a = address.replace(/^\[|\]$/g, "").toLowerCase();
-  const v = isIP(a);
-  if (v === 4) return a.split(".")[0] === "127";
-  if (v === 6) {
-    if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
-    return mapped?.[1] !== undefined && isLoopbackIp(mapped[1]);
+  const a = address.replace(/^\[|\]$/g, "");
+  if (isIP(a) === 0) return false;
+  try {
+    return ipaddr.process(a).range() === "loopback";
+  } catch {
+    return false; // a form node accepts and ipaddr.js does not: not provably loopback
   }
-  return false;
 }
 
 /**
