@@ -15,6 +15,11 @@ export type SignatureCheck = { ok: true } | { ok: false; reason: string };
  * Slack request signing, v0: `v0=` + hex HMAC-SHA256(signingSecret, `v0:<ts>:<raw body>`),
  * compared in constant time; timestamps further than `maxAgeSeconds` from now are refused
  * so a captured request cannot be replayed.
+ *
+ * Not Bolt's `verifySlackRequest` (@slack/bolt 5.1, receivers/verify-request): its window does not
+ * fit. It is fixed at 5 minutes where ours is the account's `maxRequestAgeSeconds`, and it only
+ * refuses timestamps in the past, so a request dated in the future passes; it also reads the
+ * header as a number without checking it is one. Checked again for issue 46 (round 3).
  */
 export function verifySlackSignature(
   headers: WebhookHeaders,
