@@ -273,7 +273,7 @@ export function scanSessionLine(b: Buffer): ScannedLine {
         if (flag === UPDATED) updatedAt = v;
       } else if (flag !== 0 && flag !== ARCHIVED)
         return FALLBACK; // a kept string member that is not one
-      else if (!startsValue(b[vs]!)) return FALLBACK;
+      else if (!isLiteral(b, vs, i)) return FALLBACK;
     }
     while (i < n && isWs(b[i]!)) i++;
     if (b[i] === 0x2c) {
@@ -325,7 +325,18 @@ function numberAt(b: Buffer, s: number, e: number): number | null {
   return Number.isFinite(v) ? v : null;
 }
 
-/** A number or true/false/null starts so (a skipped value is not checked further). */
-function startsValue(c: number): boolean {
-  return c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e;
+const TRUE = Buffer.from("true");
+const FALSE = Buffer.from("false");
+const NULL = Buffer.from("null");
+
+/**
+ * Whether `b[s..e)` is exactly a JSON number or true/false/null: a skipped value is checked too,
+ * so a line JSON.parse refuses is never read as a record (found by the property test).
+ */
+function isLiteral(b: Buffer, s: number, e: number): boolean {
+  const c = b[s]!;
+  if (c === 0x74) return e - s === 4 && b.compare(TRUE, 0, 4, s, e) === 0;
+  if (c === 0x66) return e - s === 5 && b.compare(FALSE, 0, 5, s, e) === 0;
+  if (c === 0x6e) return e - s === 4 && b.compare(NULL, 0, 4, s, e) === 0;
+  return integerAt(b, s, e) !== null || NUMBER_RE.test(b.toString("latin1", s, e));
 }

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { sessionIdHash } from "../../../../src/store/fs/session-index.js";
 import { FALLBACK, scanSessionLine } from "../../../../src/store/fs/session-line.js";
@@ -92,5 +93,93 @@ describe("scanSessionLine", () => {
 
   it("takes the fast path for the lines the store writes", () => {
     for (const line of lines.slice(0, 10)) expect(scanSessionLine(Buffer.from(line))).not.toBe(FALLBACK);
+  });
+});
+
+/**
+ * The same promise over generated lines (fast-check): members in any order, repeated, with
+ * whitespace between the tokens, values of every JSON type and number texts JSON refuses. The scan
+ * either defers (FALLBACK) or says exactly what JSON.parse and the schema say; and a record the
+ * store would write (JSON.stringify of a valid entry) always takes the fast path. One blind spot is
+ * by design and not generated: inside a nested value nobody keeps, the scan only matches brackets
+ * (`{"note":{"a":}}` passes it); reading that entry back finds the damage, warns and leaves it out
+ * (src/store/fs/sessions.ts).
+ */
+describe("scanSessionLine against JSON.parse (property)", () => {
+  const KEPT = [
+    "key",
+    "sessionId",
+    "agentId",
+    "createdAt",
+    "updatedAt",
+    "archivedAt",
+    "label",
+    "spawnedBy",
+    "displayName",
+    "del",
+  ] as const;
+  const text = fc.string({ unit: fc.constantFrom("a", "ö", "🎉", '"', "\\", "\n", "{", "]", ",", ":", " ") });
+  const anyText = fc.oneof(text, fc.string({ unit: "binary", maxLength: 12 }));
+  const name = fc.oneof(fc.constantFrom(...KEPT), fc.constantFrom("note", "deliveryContext"), anyText);
+  const numberText = fc.oneof(
+    fc.integer().map(String),
+    fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => JSON.stringify(n)),
+    fc.constantFrom("012", "1e999", "-", "1.", "+1", "0x10", "-0", "1E+2", "2.5e-3"),
+  );
+  const valueText = fc.oneof(
+    anyText.map((s) => JSON.stringify(s)),
+    numberText,
+    fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
+    fc.constantFrom("true", "false", "null", "tru", '"open', "]"),
+  );
+  const ws = fc.constantFrom("", "", "", " ", "\t", "\r\n");
+  const line = fc
+    .tuple(fc.array(fc.tuple(name, valueText, ws, ws), { maxLength: 12 }), ws, ws, fc.boolean())
+    .map(([members, lead, tail, close]) => {
+      const body = members.map(([k, v, a, b]) => `${a}${JSON.stringify(k)}${b}:${a}${v}${b}`).join(",");
+      return `${lead}{${body}${close ? "}" : ""}${tail}`;
+    });
+
+  it("defers or agrees with JSON.parse + the schema on any line", () => {
+    fc.assert(
+      fc.property(line, (l) => {
+        const scanned = scanSessionLine(Buffer.from(l));
+        if (scanned !== FALLBACK) expect(scanned).toEqual(fullPath(l));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("takes the fast path for every valid entry the store writes", () => {
+    const simpleName = fc
+      .stringMatching(/^[a-zA-Z][a-zA-Z0-9]{0,9}$/)
+      .filter((n) => !KEPT.includes(n as never));
+    const entry = fc
+      .record(
+        {
+          key: anyText.filter((s) => s.length > 0),
+          sessionId: anyText.filter((s) => s.length > 0),
+          agentId: anyText.filter((s) => s.length > 0),
+          createdAt: fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })),
+          updatedAt: fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })),
+          archivedAt: fc.oneof(fc.integer(), fc.constant(null)),
+          label: anyText,
+          spawnedBy: anyText,
+          displayName: anyText,
+        },
+        { requiredKeys: ["key", "sessionId", "agentId", "createdAt", "updatedAt"] },
+      )
+      .chain((e) =>
+        fc.dictionary(simpleName, fc.jsonValue({ maxDepth: 3 })).map((extra) => ({ ...extra, ...e })),
+      );
+    fc.assert(
+      fc.property(entry, (e) => {
+        const l = JSON.stringify(e);
+        const scanned = scanSessionLine(Buffer.from(l));
+        expect(scanned).not.toBe(FALLBACK);
+        expect(scanned).toEqual(fullPath(l));
+      }),
+      { numRuns: 1000 },
+    );
   });
 });
