@@ -100,6 +100,9 @@ export class DiscordChannel implements ChannelAdapter {
     return this.life.status();
   }
 
+  /** The gateway socket: with many gateways only one holds it (a second would get every event too). */
+  readonly exclusive = true;
+
   start(onInbound: InboundHandler): Promise<void> {
     return this.life.start(onInbound);
   }

@@ -2,6 +2,8 @@ import { App, SocketModeReceiver, webApi } from "@slack/bolt";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
+  AccountLease,
+  AdapterContext,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
@@ -110,7 +112,16 @@ export class SlackChannel implements ChannelAdapter {
     return this.life.status();
   }
 
-  start(onInbound: InboundHandler): Promise<void> {
+  /** Socket Mode holds a connection: with many gateways one holds it (HTTP mode: every gateway). */
+  get exclusive(): boolean {
+    return this.config.mode === "socket";
+  }
+
+  /** The lease Socket Mode runs under (many gateways); its acknowledgements check it. */
+  private lease: AccountLease | undefined;
+
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
+    this.lease = ctx?.lease;
     return this.life.start(onInbound);
   }
 
@@ -281,7 +292,10 @@ export class SlackChannel implements ChannelAdapter {
     const body = args.body as Record<string, unknown> | undefined;
     const eventId = typeof body?.event_id === "string" ? body.event_id : undefined;
     if (args.type !== "events_api" || !body || !eventId) return args.ack();
-    if (await this.accept(eventId, body, args.retry_num, args.retry_reason)) await args.ack();
+    if (!(await this.accept(eventId, body, args.retry_num, args.retry_reason))) return;
+    // Past the lease's end another gateway may hold the account: no ack, Slack redelivers there.
+    if (this.lease && !this.lease.valid()) return;
+    await args.ack();
   }
 
   /** Runs one event_callback once per event_id; true when accepted (or already accepted). */

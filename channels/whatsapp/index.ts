@@ -7,6 +7,8 @@ import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type {
+  AccountLease,
+  AdapterContext,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
@@ -130,12 +132,18 @@ export class WhatsAppChannel implements ChannelAdapter {
     return { ...this.life.status(), ...qr };
   }
 
+  /** One socket per linked device: with many gateways one holds it (two log each other out). */
+  readonly exclusive = true;
+  /** The lease the socket runs under (many gateways): no socket is opened past its end. */
+  private lease: AccountLease | undefined;
+
   /**
    * Resolves once the first connection attempt has an outcome: connected, a QR to scan
    * (`needs-login`), logged out, replaced, or reconnecting after a failure; at the latest after
    * `startTimeoutMs`. Rejects only when no socket can be created at all.
    */
-  start(onInbound: InboundHandler): Promise<void> {
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
+    this.lease = ctx?.lease;
     return this.life.start(onInbound);
   }
 
@@ -225,6 +233,11 @@ export class WhatsAppChannel implements ChannelAdapter {
 
   private async openSocket(): Promise<void> {
     const generation = ++this.generation;
+    if (this.lease && !this.lease.valid())
+      throw new SwitchboardError(
+        "UNAVAILABLE",
+        "whatsapp: the lease on this account ended; not opening a socket",
+      );
     const { socket, saveCreds } = await this.factory({ authDir: this.authDir, logger: this.log });
     if (generation !== this.generation || this.life.stopping) {
       socket.end(undefined);

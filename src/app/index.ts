@@ -29,6 +29,7 @@ import { allTools } from "../tools/index.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
 import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
+import { type AccountLeases, createAccountLeases } from "./leases.js";
 import { createRpc, createServer, healthOf } from "./server.js";
 import { webchatHistory } from "./webchat-history.js";
 
@@ -126,7 +127,9 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     channels.add(webchat);
   }
 
-  const rpc = createRpc(services, tools, healthOf(services, drivers.redis, models));
+  // Many gateways on Redis: live connections run under leases (API.md §8.5).
+  const leases = gateway ? await createAccountLeases(config, drivers.redis, adapters, logger) : null;
+  const rpc = createRpc(services, tools, healthOf(services, drivers.redis, models, leases));
   const serve = gateway && opts.serve !== false;
   // No configured token: one is generated at first start and kept in the state dir (0600).
   const token = serve ? (config.gateway.auth.token ?? ensureGatewayToken(drivers.stateDir).token) : null;
@@ -152,7 +155,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     start: () => lifecycle.start(),
     stop: () => lifecycle.stop(),
   };
-  const lifecycle = appLifecycle(app, drivers, adapters, opts.role, () =>
+  const lifecycle = appLifecycle(app, drivers, adapters, opts.role, leases, () =>
     createCronDriver(loaded, drivers, logger, now),
   );
   return app;
@@ -178,6 +181,7 @@ function appLifecycle(
   drivers: Drivers,
   adapters: ChannelAdapter[],
   role: AppOptions["role"],
+  leases: AccountLeases | null,
   cronDriver: () => Promise<CronDriver>,
 ) {
   const { services, server, runtime, handlers, router } = app;
@@ -195,11 +199,15 @@ function appLifecycle(
         // Where this gateway runs, for the CLI and `switchboard mcp` pointed at the same state dir.
         writeGatewayInfo(services.stateDir, { url: app.url, pid: process.pid, startedAt: services.now() });
       }
+      const onInbound = async (msg: Parameters<typeof router.handle>[0]) => {
+        await router.handle(msg);
+      };
       for (const a of adapters) {
-        await a.start(async (msg) => {
-          await router.handle(msg);
-        });
+        // A live connection under a lease is started by its lease, in one gateway at a time.
+        if (leases && a.exclusive) continue;
+        await a.start(onInbound);
       }
+      await leases?.start((a, lease) => a.start(onInbound, { lease }));
       // Hand-offs from workers are posted once the channels are up.
       if (drivers.handoff && role === "gateway")
         await drivers.handoff.consume((req) => services.delivery.deliver(req));
@@ -210,6 +218,8 @@ function appLifecycle(
       await server?.close();
       if (server) removeGatewayInfo(services.stateDir);
       await services.cron?.stop().catch((err) => services.logger.warn({ err }, "cron stop failed"));
+      // Held accounts stop and their leases are released at once: a standby takes over next round.
+      await leases?.stop();
       for (const a of services.channels.all())
         await a.stop().catch((err) => services.logger.warn({ err }, "channel stop failed"));
       await drivers.live?.stop();

@@ -7,6 +7,7 @@ import { GatewayServer } from "../gateway/server.js";
 import type { RedisConnections } from "../redis/connections.js";
 import type { Services } from "../services/index.js";
 import type { WebhookMount } from "./channels.js";
+import type { LeaseInfo } from "./leases.js";
 import type { LiveRelay } from "./live-relay.js";
 
 /** The RPC surface and the HTTP server of the gateway role. */
@@ -21,25 +22,38 @@ const TROUBLE: Record<ChannelStatus, number> = {
   error: 5,
 };
 
+/** One account in `health.channels.<name>.accounts` (API.md §8.5: `lease`/`heldBy` under a lease). */
+export interface AccountHealth {
+  status: ChannelStatus;
+  lease?: "held" | "standby";
+  heldBy?: string | null;
+}
+
 /**
- * `health` (API.md §4): drivers, Redis, model, every channel's state (`channels`, by channel name;
- * `accounts` by `<channel>:<accountId>`) and the transcript tail cache's use.
+ * `health` (API.md §4, §8.5): drivers, Redis, model, every channel (`channels.<name>`: `status`,
+ * its least healthy account's state, and `accounts.<id>`: `{ status, lease?, heldBy? }`), the
+ * flat `accounts` map by `<channel>:<accountId>`, and the transcript tail cache's use.
  */
 export function healthOf(
   services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
   redis: RedisConnections,
   models: { readonly demo: boolean; readonly defaultModel: string },
+  leases?: { info(channel: string, accountId: string): LeaseInfo | undefined } | null,
 ): () => Promise<Record<string, unknown>> {
   return async () => {
-    const chans: Record<string, ChannelStatus> = {};
+    const chans: Record<string, { status: ChannelStatus; accounts: Record<string, AccountHealth> }> = {};
     const accounts: Record<string, ChannelStatus> = {};
     // Details that need a person: a WhatsApp QR code to scan, a reconnect reason, a bad token.
     const details: Record<string, { state: string; detail: string; qr?: string }> = {};
     for (const a of services.channels.all()) {
       const st = a.status();
       accounts[`${a.channel}:${a.accountId}`] = st.state;
-      const seen = chans[a.channel];
-      if (seen === undefined || TROUBLE[st.state] > TROUBLE[seen]) chans[a.channel] = st.state;
+      const chan = (chans[a.channel] ??= { status: st.state, accounts: {} });
+      if (TROUBLE[st.state] > TROUBLE[chan.status]) chan.status = st.state;
+      const lease = leases?.info(a.channel, a.accountId);
+      chan.accounts[a.accountId] = lease
+        ? { status: st.state, lease: lease.lease, heldBy: lease.heldBy }
+        : { status: st.state };
       if (st.detail)
         details[`${a.channel}:${a.accountId}`] = {
           state: st.state,

@@ -17,6 +17,12 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
     "Deepest {/[ nesting accepted in a body, frame, webhook body or model tool arguments.",
   "gateway.maxWebhookBodyBytes":
     "Largest accepted platform webhook body (/hooks/telegram, /hooks/slack) in bytes.",
+  "gateway.leases":
+    'Many gateways on storage.driver "redis": each channel account\'s live connection (Telegram long polling, Discord gateway, Slack Socket Mode, WhatsApp socket) runs in one gateway at a time under a fenced lease in Redis.',
+  "gateway.leases.ttlMs":
+    "How long a lease lasts without renewal (ms): a dead gateway's accounts move to another after at most ttlMs + renewMs.",
+  "gateway.leases.renewMs":
+    "How often each gateway renews (or tries to take) each account's lease, one Redis command each (ms); at most ttlMs / 2.",
   "gateway.url": "Base URL the CLI uses to reach a running gateway; default http://host:port.",
   "gateway.allowedHosts": "Host header names accepted besides loopback names and the bound address.",
   "gateway.allowedOrigins": "Browser origins accepted besides the gateway's own.",

@@ -23,6 +23,23 @@ const agentId = z
 
 const modelRef = z.string().regex(/^[^/\s]+\/\S+$/, 'must look like "<provider>/<model>"');
 
+export const leasesSchema = z
+  .strictObject({
+    /** How long a lease lasts without renewal (ms): a dead gateway's accounts move after about this long. */
+    ttlMs: z.number().int().min(500).max(600_000).default(10_000),
+    /** How often each gateway renews or tries to take each account's lease (ms); at most ttlMs / 2. */
+    renewMs: z.number().int().min(100).max(300_000).default(3000),
+  })
+  .superRefine((l, ctx) => {
+    if (l.renewMs * 2 > l.ttlMs)
+      ctx.addIssue({
+        code: "custom",
+        message: `must be at most ttlMs / 2 (${Math.floor(l.ttlMs / 2)}), so a lease survives one missed renewal`,
+        path: ["renewMs"],
+      });
+  })
+  .default({ ttlMs: 10_000, renewMs: 3000 });
+
 export const gatewaySchema = z
   .strictObject({
     host: z.string().min(1).default("127.0.0.1"),
@@ -52,8 +69,14 @@ export const gatewaySchema = z
       .int()
       .positive()
       .default(1024 * 1024),
+    /**
+     * Many gateways on the redis store (API.md §8.5): each channel account's live connection runs
+     * in one gateway at a time under a lease of `ttlMs`, renewed every `renewMs`.
+     */
+    leases: leasesSchema,
   })
   .default({
+    leases: { ttlMs: 10_000, renewMs: 3000 },
     host: "127.0.0.1",
     port: 18790,
     auth: {},

@@ -8,7 +8,15 @@ interface Health {
   queue: string;
   redis?: string;
   model: string;
-  channels: Record<string, string>;
+  /** By channel name: `{ status, accounts: { <id>: { status, lease?, heldBy? } } }` (a plain state before round 3). */
+  channels: Record<
+    string,
+    | string
+    | {
+        status: string;
+        accounts?: Record<string, { status: string; lease?: string; heldBy?: string | null }>;
+      }
+  >;
   /** By `<channel>:<accountId>` (gateways before it had only `channels`, keyed that way). */
   accounts?: Record<string, string>;
   channelDetails?: Record<string, { state: string; detail: string; qr?: string }>;
@@ -34,6 +42,19 @@ async function qrScreen(qr: string): Promise<string> {
   ].join("\n");
 }
 
+/** "connected", or under a lease "connected · lease held (this gateway: host:pid:ab12)" / "stopped · standby (held by …)". */
+function stateLine(h: Health, name: string): string {
+  const flat = h.accounts?.[name];
+  const [channel = name, accountId = "default"] = name.split(":");
+  const chan = h.channels[channel];
+  const acc = typeof chan === "object" ? chan.accounts?.[accountId] : undefined;
+  const state = flat ?? acc?.status ?? (typeof chan === "string" ? chan : (chan?.status ?? "?"));
+  if (!acc?.lease) return state;
+  return acc.lease === "held"
+    ? `${state} · lease held here (${acc.heldBy ?? "?"})`
+    : `${state} · standby (held by ${acc.heldBy ?? "nobody yet"})`;
+}
+
 export function registerHealth(program: Command, { io }: CliContext): void {
   program
     .command("health")
@@ -56,7 +77,7 @@ export function registerHealth(program: Command, { io }: CliContext): void {
       const names = Object.keys(states);
       if (names.length === 0) io.out("  channels none");
       for (const name of names) {
-        io.out(`  ${name.padEnd(8)} ${states[name]}`);
+        io.out(`  ${name.padEnd(8)} ${stateLine(h, name)}`);
         const d = h.channelDetails?.[name];
         if (d?.qr) io.out(await qrScreen(d.qr));
         else if (d) io.out(`    ${d.detail.split("\n").join("\n    ")}`);

@@ -6,7 +6,10 @@ import type { Services } from "../../../src/services/index.js";
 
 /** `health` (API.md §4): `channels` is keyed by channel name; `accounts` keeps each account's state. */
 
-function healthWith(adapters: { channel: string; accountId: string; state: ChannelStatus }[]) {
+function healthWith(
+  adapters: { channel: string; accountId: string; state: ChannelStatus }[],
+  leases?: Parameters<typeof healthOf>[3],
+) {
   const services = {
     version: "1.2.3",
     store: { name: "fs", transcripts: { cacheStats: () => ({ maxChars: 0 }) } },
@@ -21,7 +24,7 @@ function healthWith(adapters: { channel: string; accountId: string; state: Chann
     },
   } as unknown as Pick<Services, "version" | "store" | "pipeline" | "channels">;
   const redis = { status: async () => "n/a" } as unknown as RedisConnections;
-  return healthOf(services, redis, { demo: false, defaultModel: "openai/gpt" })();
+  return healthOf(services, redis, { demo: false, defaultModel: "openai/gpt" }, leases)();
 }
 
 describe("health", () => {
@@ -33,12 +36,46 @@ describe("health", () => {
       { channel: "whatsapp", accountId: "default", state: "needs-login" },
     ]);
     expect(h).toMatchObject({ ok: true, version: "1.2.3", storage: "fs", queue: "local" });
-    expect(h.channels).toEqual({ webchat: "connected", telegram: "reconnecting", whatsapp: "needs-login" });
+    expect(h.channels).toEqual({
+      webchat: { status: "connected", accounts: { default: { status: "connected" } } },
+      telegram: {
+        status: "reconnecting",
+        accounts: { default: { status: "connected" }, work: { status: "reconnecting" } },
+      },
+      whatsapp: { status: "needs-login", accounts: { default: { status: "needs-login" } } },
+    });
     expect(h.accounts).toEqual({
       "webchat:default": "connected",
       "telegram:default": "connected",
       "telegram:work": "reconnecting",
       "whatsapp:default": "needs-login",
+    });
+  });
+
+  it("names the lease and its holder for accounts under a lease (API.md §8.5), on holder and standby", async () => {
+    const h = await healthWith(
+      [
+        { channel: "telegram", accountId: "default", state: "connected" },
+        { channel: "discord", accountId: "default", state: "stopped" },
+        { channel: "telegram", accountId: "hook", state: "connected" },
+      ],
+      {
+        info: (channel, accountId) =>
+          accountId === "hook"
+            ? undefined
+            : channel === "telegram"
+              ? { lease: "held", heldBy: "gw-a:1:ab12" }
+              : { lease: "standby", heldBy: "gw-b:2:cd34" },
+      },
+    );
+    expect(h.channels).toMatchObject({
+      telegram: {
+        accounts: {
+          default: { status: "connected", lease: "held", heldBy: "gw-a:1:ab12" },
+          hook: { status: "connected" },
+        },
+      },
+      discord: { accounts: { default: { status: "stopped", lease: "standby", heldBy: "gw-b:2:cd34" } } },
     });
   });
 
