@@ -48,7 +48,8 @@ export function healthOf(
     for (const a of services.channels.all()) {
       const st = a.status();
       accounts[`${a.channel}:${a.accountId}`] = st.state;
-      const chan = (chans[a.channel] ??= { status: st.state, accounts: {} });
+      chans[a.channel] ??= { status: st.state, accounts: {} };
+      const chan = chans[a.channel] as { status: ChannelStatus; accounts: Record<string, AccountHealth> };
       if (TROUBLE[st.state] > TROUBLE[chan.status]) chan.status = st.state;
       const lease = leases?.info(a.channel, a.accountId);
       chan.accounts[a.accountId] = lease
