@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { mediaPartsOf, noteLine, textOfParts } from "../media/parts.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "../services/models.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 
@@ -131,6 +132,12 @@ function stringLength(s: string): number {
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
+  // A user line with media (API.md §8.1): its text, then one line per attachment.
+  if (Array.isArray(content)) {
+    const text = textOfParts(content) ?? "";
+    const lines = mediaPartsOf(content).map(noteLine);
+    return [text, ...lines].filter((l) => l !== "").join("\n");
+  }
   if (content && typeof content === "object" && "text" in content && typeof content.text === "string")
     return content.text;
   return JSON.stringify(content ?? "");

@@ -1,6 +1,7 @@
 import type { CompactionConfig, ContextPruningConfig } from "../config/context.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
+import { partsFromMeta, userContent } from "../media/parts.js";
 import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import type { ModelMessage, ToolSpec } from "../services/models.js";
@@ -129,7 +130,7 @@ export class AgentRuntime {
       await this.append(ref, entry.key, {
         id: `${m.runId}:in`,
         role: "user",
-        content: m.text,
+        content: userContent(m.text, partsFromMeta(m.meta)),
         runId: job.runId,
         ...(m.provenance ? { provenance: m.provenance } : {}),
       });

@@ -30,6 +30,7 @@ import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
 import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
 import { type AccountLeases, createAccountLeases } from "./leases.js";
+import { createMediaSink, createMediaStore, schedulePrune } from "./media.js";
 import { createRpc, createServer, healthOf } from "./server.js";
 import { webchatHistory } from "./webchat-history.js";
 
@@ -84,6 +85,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const { store, pipeline, models } = drivers;
   const bus = new EventBus();
   const channels = new AdapterRegistry();
+  const media = createMediaStore(config, drivers.stateDir, loaded.baseDir, now);
   const services: Services = {
     config,
     baseDir: loaded.baseDir,
@@ -97,6 +99,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     delivery: deliveryFor(opts.role, new ChannelDelivery({ config, store, channels, logger }), drivers),
     version: packageVersion(),
     now,
+    media,
   };
   const tools = new ToolRegistry(allTools());
   const runtime = new AgentRuntime(services, tools);
@@ -186,6 +189,7 @@ function appLifecycle(
 ) {
   const { services, server, runtime, handlers, router } = app;
   let started = false;
+  let stopPrune: (() => void) | null = null;
   return {
     async start() {
       if (started) return;
@@ -199,15 +203,18 @@ function appLifecycle(
         // Where this gateway runs, for the CLI and `switchboard mcp` pointed at the same state dir.
         writeGatewayInfo(services.stateDir, { url: app.url, pid: process.pid, startedAt: services.now() });
       }
+      const media = services.media;
+      if (media && role === "gateway") stopPrune = schedulePrune(media, services.logger);
+      const ctx = media ? { media: createMediaSink(services.config, media, services.logger) } : {};
       const onInbound = async (msg: Parameters<typeof router.handle>[0]) => {
         await router.handle(msg);
       };
       for (const a of adapters) {
         // A live connection under a lease is started by its lease, in one gateway at a time.
         if (leases && a.exclusive) continue;
-        await a.start(onInbound);
+        await a.start(onInbound, ctx);
       }
-      await leases?.start((a, lease) => a.start(onInbound, { lease }));
+      await leases?.start((a, lease) => a.start(onInbound, { ...ctx, lease }));
       // Hand-offs from workers are posted once the channels are up.
       if (drivers.handoff && role === "gateway")
         await drivers.handoff.consume((req) => services.delivery.deliver(req));
@@ -225,6 +232,8 @@ function appLifecycle(
       await drivers.live?.stop();
       await drivers.handoff?.stop();
       await services.pipeline.stop();
+      stopPrune?.();
+      await services.media?.close();
       await drivers.store.close();
       await drivers.redis.close();
     },

@@ -113,6 +113,15 @@ export function createServer(
     rpc,
     bus: services.bus,
     ...(live ? { onListening: (on: boolean) => live.listening(on) } : {}),
+    ...(services.media
+      ? {
+          media: {
+            store: services.media,
+            maxUploadBytes: Math.floor(config.channels.webchat.mediaMaxMb * 1024 * 1024),
+            maxBytesByKind: config.media.maxBytes,
+          },
+        }
+      : {}),
     ...(config.hooks.enabled ? { agentHook: { services, hooks: config.hooks } } : {}),
     ...(webchat
       ? {

@@ -7,6 +7,7 @@ import {
   contextPruningSchema,
   sessionResetSchema,
 } from "./context.js";
+import { mediaMaxMb, mediaSchema } from "./media.js";
 import { parseDurationMs, type Schedule, scheduleProblems } from "./schedule.js";
 
 /**
@@ -152,6 +153,8 @@ const modelInfoSchema = z.strictObject({
   contextTokens: z.number().int().positive().optional(),
   maxOutputTokens: z.number().int().positive().optional(),
   price: priceSchema.optional(),
+  /** Takes images (API.md §8.1; unset = true); `false`: images reach it as a one-line note. */
+  vision: z.boolean().optional(),
 });
 
 const providerCommon = {
@@ -445,6 +448,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        mediaMaxMb: mediaMaxMb(20),
         ...channelLiveness("partial"),
       })
       .optional(),
@@ -461,6 +465,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        mediaMaxMb: mediaMaxMb(20),
         ...channelLiveness("partial"),
       })
       .optional(),
@@ -475,6 +480,7 @@ export const channelsSchema = z
           }),
         ),
         ...channelCommon,
+        mediaMaxMb: mediaMaxMb(25),
         ...channelLiveness("partial"),
         /** Per-channel overrides of session.threadBindings (unset fields inherit). */
         threadBindings: z
@@ -492,11 +498,16 @@ export const channelsSchema = z
         accounts: z.record(z.string(), z.strictObject({ authDir: z.string().optional() })),
         ...channelCommon,
         allowFrom: z.array(z.string()).default([]),
+        mediaMaxMb: mediaMaxMb(50),
         ...channelLiveness("final"),
       })
       .optional(),
     webchat: z
-      .strictObject({ enabled: z.boolean().default(true), ...channelLiveness("partial") })
+      .strictObject({
+        enabled: z.boolean().default(true),
+        mediaMaxMb: mediaMaxMb(20),
+        ...channelLiveness("partial"),
+      })
       .prefault({}),
   })
   .prefault({});
@@ -653,6 +664,7 @@ export const configSchema = z
     channels: channelsSchema,
     cron: cronSchema,
     hooks: hooksSchema,
+    media: mediaSchema,
   })
   .superRefine((c, ctx) => {
     if (c.hooks.token && c.gateway.auth.token && c.hooks.token === c.gateway.auth.token)

@@ -1,4 +1,5 @@
 import { SwitchboardError } from "../errors.js";
+import { resolveAttachments } from "../media/resolve.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
@@ -7,7 +8,8 @@ import type { Provenance } from "../store/types.js";
 import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
-export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline">;
+export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline"> &
+  Partial<Pick<Services, "media">>;
 
 /**
  * How a `chat.send` message is marked as the operator's: a person's message (API.md §6 kinds) with
@@ -30,8 +32,10 @@ export async function chatSend(
     message: string;
     timeoutSeconds?: number | undefined;
     deliver?: boolean | undefined;
+    attachments?: Array<{ mediaId: string }> | undefined;
   },
 ): Promise<Record<string, unknown>> {
+  const parts = await resolveAttachments(services.media, p.attachments ?? [], "attachments");
   const caller = operatorCaller(services);
   const n = normalizeKeyInput(p.sessionKey, caller, { scope: services.config.session.scope });
   if (n.kind === "error")
@@ -72,6 +76,7 @@ export async function chatSend(
     provenance: { ...OPERATOR_PROVENANCE },
     deliver: p.deliver ?? false,
     origin: "operator",
+    ...(parts.length ? { meta: { parts } } : {}),
   });
   const timeoutSeconds = p.timeoutSeconds ?? 30;
   if (timeoutSeconds === 0) return { runId: run.runId, status: "accepted", sessionKey: entry.key };

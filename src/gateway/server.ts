@@ -10,6 +10,7 @@ import { dashboardPage } from "./dashboard.js";
 import { cronPanelPage } from "./dashboard-cron.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
 import { HostPolicy } from "./hosts.js";
+import { type MediaRoutesOptions, registerMediaRoutes } from "./media-routes.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
 
@@ -56,6 +57,8 @@ export interface GatewayServerOptions {
   }>;
   /** `POST /hooks/agent` (hooks.enabled): its own token, rate limit and body limit. */
   agentHook?: AgentHookDeps;
+  /** `GET /media/<id>` and `POST /media` (API.md §8.1), behind the gateway token. */
+  media?: Omit<MediaRoutesOptions, "authorized" | "logger">;
   /** Extra routes (web chat assets, dashboards) registered before listen. */
   extraRoutes?: (app: FastifyInstance) => void;
 }
@@ -195,6 +198,12 @@ export class GatewayServer {
       { bodyLimit: opts.maxWebhookBodyBytes ?? DEFAULT_MAX_WEBHOOK_BYTES },
       (req, reply) => this.#webhook(req, reply),
     );
+    if (opts.media)
+      registerMediaRoutes(app, {
+        ...opts.media,
+        authorized: (req, q) => this.#authorized(req, q),
+        logger: opts.logger,
+      });
     if (opts.extraRoutes) opts.extraRoutes(app);
   }
 

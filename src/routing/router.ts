@@ -224,6 +224,8 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
     },
     deliver: true,
     origin: "inbound",
+    // The message's stored attachments (API.md §8.1): the turn writes them into the user line.
+    ...(msg.parts?.length ? { meta: { parts: msg.parts } } : {}),
     // derived from the platform message: a redelivery resubmits the same run, which is ignored
     runId: uuidFrom(inboundDedupeId(msg)),
   });

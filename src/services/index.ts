@@ -2,6 +2,7 @@ import type { ChannelAdapter } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import type { EventBus } from "../events.js";
 import type { Logger } from "../log.js";
+import type { MediaStore } from "../media/types.js";
 import type { Pipeline } from "../pipeline/types.js";
 import type { SessionEntry, StoreDriver } from "../store/types.js";
 import type { CronJobs } from "./cron.js";
@@ -92,4 +93,6 @@ export interface Services {
   now(): number;
   /** Cron jobs (absent when `cron.enabled` is false). */
   cron?: CronJobs;
+  /** The media store (API.md §8.1; absent in tests that build services by hand). */
+  media?: MediaStore;
 }

@@ -5,19 +5,31 @@ import { method, type RpcDispatcher } from "../rpc.js";
 const MAX_MESSAGE_CHARS = 32_000;
 
 /** `chat.send`'s params (API.md §4). */
-export const chatSendParams = z.strictObject({
-  sessionKey: z.string().min(1),
-  message: z.string().min(1).max(MAX_MESSAGE_CHARS),
-  // any wait ≥ 0, as sessions_send (SEMANTICS §3); chatSend waits at most an hour
-  timeoutSeconds: z.number().min(0).optional(),
-  deliver: z.boolean().optional(),
-});
+export const chatSendParams = z
+  .strictObject({
+    sessionKey: z.string().min(1),
+    message: z.string().max(MAX_MESSAGE_CHARS),
+    // any wait ≥ 0, as sessions_send (SEMANTICS §3); chatSend waits at most an hour
+    timeoutSeconds: z.number().min(0).optional(),
+    deliver: z.boolean().optional(),
+    /** Files uploaded with `POST /media` (API.md §8.1). */
+    attachments: z
+      .array(
+        z.strictObject({ mediaId: z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256:<64 hex>") }),
+      )
+      .max(20)
+      .optional(),
+  })
+  .superRefine((p, ctx) => {
+    if (p.message.length === 0 && !p.attachments?.length)
+      ctx.addIssue({ code: "custom", message: "must not be empty (or send attachments)", path: ["message"] });
+  });
 
 const CHAT_SEND_KEYS: ReadonlySet<string> = new Set(Object.keys(chatSendParams.shape));
 
 /** Params `chatSendParams` accepts as they are (see `RpcMethod.accepts`); the same limits. */
 export function plainChatSend(p: Record<string, unknown>): boolean {
-  for (const k in p) if (!CHAT_SEND_KEYS.has(k)) return false;
+  for (const k in p) if (!CHAT_SEND_KEYS.has(k) || k === "attachments") return false;
   const { sessionKey, message, timeoutSeconds, deliver } = p;
   return (
     typeof sessionKey === "string" &&

@@ -1,0 +1,59 @@
+import type { Readable } from "node:stream";
+
+/**
+ * The media store contract (API.md §8.1): content-addressed (`sha256:<hex>`), deduplicated,
+ * streamed in and out, pruned after `media.store.retention`. Two drivers implement it
+ * (`fs/`, `s3/`); the app picks one (src/app/media.ts).
+ */
+
+export const MEDIA_ID_RE = /^sha256:([0-9a-f]{64})$/;
+
+export interface StoredMedia {
+  mediaId: string;
+  /** Sniffed from the bytes (`file-type`); the declared type only for text the sniffer cannot name. */
+  mimeType: string;
+  bytes: number;
+  /** Last time the file was stored (a dedup refreshes it); retention counts from here. */
+  storedAt: number;
+}
+
+export interface PutOptions {
+  /** Abort past this many bytes: nothing is kept (`MediaStoreError` code `too_large`). */
+  maxBytes: number;
+  /** The type the platform or sender claims; used only when the bytes name no type. */
+  declaredType?: string;
+  /** The file's name (its extension helps name text types the sniffer cannot see). */
+  name?: string;
+  signal?: AbortSignal;
+}
+
+export interface MediaStore {
+  readonly driver: "fs" | "s3";
+  /** Streams `source` in (hashing while writing); the file is visible only once complete. */
+  put(source: AsyncIterable<Uint8Array>, opts: PutOptions): Promise<StoredMedia>;
+  /** Metadata, or null for an unknown, malformed or pruned id. */
+  stat(mediaId: string): Promise<StoredMedia | null>;
+  /** A fresh stream of the bytes, or null (unknown, malformed or pruned). */
+  open(mediaId: string): Promise<Readable | null>;
+  /** Removes files older than the retention; returns how many. */
+  prune(now?: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+export type MediaStoreErrorCode = "too_large" | "aborted" | "io";
+
+export class MediaStoreError extends Error {
+  constructor(
+    readonly reason: MediaStoreErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "MediaStoreError";
+  }
+}
+
+/** The hex digest of a well-formed id, or null. */
+export function mediaHex(mediaId: string): string | null {
+  return MEDIA_ID_RE.exec(mediaId)?.[1] ?? null;
+}
