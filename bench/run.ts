@@ -14,6 +14,7 @@ const benches = [
   "pipeline-bullmq",
   "gateway",
   "prompt-build",
+  "markdown",
 ];
 
 process.stdout.write(

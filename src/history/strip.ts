@@ -1,3 +1,5 @@
+import { fenceOpen, isFenceClose } from "../fence.js";
+
 /**
  * Assistant text normalisation (SEMANTICS §3): removes thinking, memory scaffolding, plain-text
  * tool-call XML, downgraded tool markers and leaked control tokens, leaving code as is.
@@ -20,22 +22,19 @@ function protectCode(text: string): { masked: string; restore: (s: string) => st
   let plain = "";
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i] ?? "";
-    const open = /^ {0,3}(`{3,}|~{3,})([^\n]*)/.exec(line);
-    // A backtick fence's info string may not contain backticks (CommonMark).
-    if (!open || (open[1]?.[0] === "`" && open[2]?.includes("`"))) {
+    const open = fenceOpen(line);
+    if (!open) {
       plain += line;
       continue;
     }
     out += protectInline(plain, hold);
     plain = "";
-    const fence = open[1] ?? "```";
     let block = line;
     let closed = false;
     while (++i < lines.length) {
       const l = lines[i] ?? "";
       block += l;
-      const close = /^ {0,3}(`{3,}|~{3,})[ \t]*\n?$/.exec(l);
-      if (close && close[1]?.[0] === fence[0] && (close[1]?.length ?? 0) >= fence.length) {
+      if (isFenceClose(l, open.marker)) {
         closed = true;
         break;
       }

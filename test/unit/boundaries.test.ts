@@ -52,6 +52,7 @@ const FLOORS: ReadonlyArray<{ floor: string; rooms: readonly string[] }> = [
       "src/errors.ts",
       "src/log.ts",
       "src/redact.ts",
+      "src/fence.ts",
       "src/hash.ts",
       "src/deadlines.ts",
       "src/json-limits.ts",

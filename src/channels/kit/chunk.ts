@@ -1,5 +1,5 @@
 import { InvalidParamsError } from "../../errors.js";
-import { FENCE_OPEN, isFenceClose } from "./format/parse.js";
+import { fenceOpen, isFenceClose } from "../../fence.js";
 
 /**
  * Split text into messages of at most `limit` UTF-16 units (the unit every platform limit
@@ -62,8 +62,8 @@ function scanLines(body: string, upTo: number): Line[] {
     if (fence) {
       if (isFenceClose(text, fence.marker)) fence = undefined;
     } else {
-      const m = FENCE_OPEN.exec(text);
-      if (m) fence = { open: text.trim(), marker: m[1] ?? "```" };
+      const open = fenceOpen(text);
+      if (open) fence = { open: text.trim(), marker: open.marker };
     }
     lines.push({ start, end, fence: before, openAfter: fence, blank: !before && !text.trim() });
     if (nl < 0) break;

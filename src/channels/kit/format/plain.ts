@@ -1,4 +1,3 @@
-import { inlineText } from "./parse.js";
 import type { Dialect } from "./render.js";
 import { linkText } from "./whatsapp.js";
 
@@ -10,7 +9,7 @@ export const plainText: Dialect = {
   italic: (s) => s,
   strike: (s) => s,
   spoiler: (s) => s,
-  link: (url, label) => linkText(url, inlineText(label)),
+  link: (url, _label, text) => linkText(url, text),
   autolink: (url) => url,
   token: (raw) => raw,
   fence: (_lang, code) => code,

@@ -1,4 +1,3 @@
-import { inlineText } from "./parse.js";
 import type { Dialect } from "./render.js";
 
 /**
@@ -22,8 +21,7 @@ export const slackMrkdwn: Dialect = {
   italic: (s) => `_${s}_`,
   strike: (s) => `~${s}~`,
   spoiler: (s) => s,
-  link: (url, label) => {
-    const text = inlineText(label);
+  link: (url, _label, text) => {
     return text && text !== url ? `<${escapeUrl(url)}|${escapeLabel(text)}>` : `<${escapeUrl(url)}>`;
   },
   autolink: (url) => `<${escapeUrl(url)}>`,

@@ -21,8 +21,7 @@ export const telegramHtml: Dialect = {
   italic: (s) => `<i>${s}</i>`,
   strike: (s) => `<s>${s}</s>`,
   spoiler: (s) => `<tg-spoiler>${s}</tg-spoiler>`,
-  link: (url, label, render) => {
-    const inner = render(label);
+  link: (url, inner) => {
     if (!LINKABLE.test(url)) return `${inner} (${escapeHtml(url)})`;
     return `<a href="${escapeAttr(url)}">${inner}</a>`;
   },

@@ -1,4 +1,3 @@
-import { inlineText } from "./parse.js";
 import type { Dialect } from "./render.js";
 
 /** WhatsApp: `*bold*`, `_italic_`, `~strike~`, backtick code; no escaping, links written out. */
@@ -9,7 +8,7 @@ export const whatsappText: Dialect = {
   italic: (s) => `_${s}_`,
   strike: (s) => `~${s}~`,
   spoiler: (s) => s,
-  link: (url, label) => linkText(url, inlineText(label)),
+  link: (url, _label, text) => linkText(url, text),
   autolink: (url) => url,
   token: (raw) => raw,
   fence: (_lang, code) => `\`\`\`\n${code}\n\`\`\``,
