@@ -14,6 +14,15 @@ export interface GatewayEvents {
    */
   "run.delta": { runId: string; sessionKey: string; text: string; reset?: true };
   "run.typing": { runId: string; sessionKey: string; on: boolean };
+  /** A tool call waits for an approver (API.md §8.3); `approval.resolved` carries the decision. */
+  "approval.requested": { id: string; sessionKey: string; runId: string; tool: string };
+  "approval.resolved": {
+    id: string;
+    sessionKey: string;
+    runId: string;
+    tool: string;
+    decision: "allow-once" | "allow-always" | "deny" | "timeout";
+  };
 }
 
 export type GatewayEventName = keyof GatewayEvents;

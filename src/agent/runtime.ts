@@ -1,3 +1,4 @@
+import { guardToolCall } from "../approvals/gate.js";
 import type { CompactionConfig, ContextPruningConfig } from "../config/context.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
@@ -56,6 +57,8 @@ interface Turn {
   pruneCfg: ContextPruningConfig;
   compCfg: CompactionConfig;
   maxSteps: number;
+  /** `<channel>:<senderId>` of the person whose message started the turn (approvals: "requester"). */
+  requester?: string;
 }
 
 /** What changes from step to step of one turn. */
@@ -199,7 +202,9 @@ export class AgentRuntime {
       extra: job.messages.map((m) => m.extraSystem ?? "").filter(Boolean),
     });
     const windowTokens = services.models.contextTokens(model.modelRef);
+    const person = job.messages.find((m) => m.provenance?.kind === "external_user")?.provenance;
     return {
+      ...(person?.channel && person.senderId ? { requester: `${person.channel}:${person.senderId}` } : {}),
       job,
       ctx,
       streaming,
@@ -269,7 +274,7 @@ export class AgentRuntime {
         toolName: call.name,
         runId: job.runId,
       });
-      const result = await this.#execTool(call.name, call.arguments, turn.caller, ctx, effectId, () => {
+      const result = await this.#execTool(call.name, call.arguments, turn, effectId, () => {
         state.yielded = true;
       });
       await this.append(ref, key, {
@@ -488,11 +493,11 @@ export class AgentRuntime {
   async #execTool(
     name: string,
     rawArgs: string,
-    caller: ToolCaller,
-    ctx: JobContext,
+    turn: Turn,
     effectId: string,
     onYield: () => void,
   ): Promise<Record<string, unknown>> {
+    const { caller, ctx } = turn;
     let args: unknown = {};
     if (rawArgs.trim() !== "") {
       // A model's arguments are untrusted input like any request body: nesting is bounded too.
@@ -501,13 +506,26 @@ export class AgentRuntime {
       args = parsed.value;
     }
     try {
-      const out = await this.tools.invoke(name, args, {
-        services: this.services,
-        caller,
-        signal: ctx.signal,
-        effectId,
-        yieldTurn: () => onYield(),
-      });
+      const out = await this.tools.invoke(
+        name,
+        args,
+        { services: this.services, caller, signal: ctx.signal, effectId, yieldTurn: () => onYield() },
+        // tools.approvals: allow, deny, or ask (the run waits here for an approver)
+        (parsed, run) =>
+          guardToolCall(
+            this.services,
+            {
+              caller,
+              tool: name,
+              args: parsed,
+              effectId,
+              signal: ctx.signal,
+              traits: this.tools.traits(name),
+              ...(turn.requester ? { requester: turn.requester } : {}),
+            },
+            run,
+          ),
+      );
       if (out.ok) return out.result;
       return { status: out.code === "FORBIDDEN" ? "forbidden" : "error", error: out.message };
     } catch (err) {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { ToolTraits } from "../approvals/policy.js";
 import { formatIssues } from "../errors.js";
 import { explainDenied, resolveToolSet, toolPolicyInput, toolReport } from "../policy/tool-policy.js";
 import type { Services } from "../services/index.js";
@@ -119,7 +120,27 @@ export class ToolRegistry {
     }
   }
 
-  async invoke(name: string, rawArgs: unknown, ctx: ToolContext): Promise<InvokeOutcome> {
+  /** What the approval policy needs of a tool: MCP or not, and its read-only hint. */
+  traits(name: string): ToolTraits {
+    const tool = this.#tools.get(name);
+    if (!tool) return { mcp: name.includes("__") };
+    if (tool.server === undefined) return { mcp: false };
+    return {
+      mcp: true,
+      ...(tool.annotations?.readOnlyHint !== undefined ? { readOnly: tool.annotations.readOnlyHint } : {}),
+    };
+  }
+
+  /**
+   * `guard` (a model turn's approval gate) gets the validated args and decides whether and when
+   * `run` executes the tool; without it the tool runs at once.
+   */
+  async invoke(
+    name: string,
+    rawArgs: unknown,
+    ctx: ToolContext,
+    guard?: (args: unknown, run: () => Promise<ToolResult>) => Promise<ToolResult>,
+  ): Promise<InvokeOutcome> {
     const tool = this.#tools.get(name);
     if (!tool)
       return {
@@ -141,6 +162,7 @@ export class ToolRegistry {
     if (!parsed.success) {
       return { ok: false, code: "INVALID_PARAMS", message: formatIssues(parsed.error.issues, `${name}: `) };
     }
-    return { ok: true, result: await tool.execute(parsed.data, ctx) };
+    const run = () => tool.execute(parsed.data, ctx);
+    return { ok: true, result: guard ? await guard(parsed.data, run) : await run() };
   }
 }

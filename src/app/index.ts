@@ -1,7 +1,7 @@
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
 import { createJobHandlers } from "../agent/turn-handler.js";
-import type { ChannelAdapter } from "../channels/types.js";
+import type { ChannelAdapter, InboundAction } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import { installCronFlow } from "../cron/flow.js";
 import { CronService } from "../cron/service.js";
@@ -22,6 +22,7 @@ import {
 } from "../gateway/token.js";
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
+import { handleApprovalPress } from "../routing/gates/approvals.js";
 import { createRouter, type Router } from "../routing/router.js";
 import type { CronDriver } from "../services/cron.js";
 import type { Delivery, Services } from "../services/index.js";
@@ -209,12 +210,14 @@ function appLifecycle(
       const onInbound = async (msg: Parameters<typeof router.handle>[0]) => {
         await router.handle(msg);
       };
+      // Button presses (approval requests) go to the approvals gate of the router.
+      const onAction = (press: InboundAction) => handleApprovalPress(services, press);
       for (const a of adapters) {
         // A live connection under a lease is started by its lease, in one gateway at a time.
         if (leases && a.exclusive) continue;
-        await a.start(onInbound, ctx);
+        await a.start(onInbound, { ...ctx, onAction });
       }
-      await leases?.start((a, lease) => a.start(onInbound, { ...ctx, lease }));
+      await leases?.start((a, lease) => a.start(onInbound, { ...ctx, lease, onAction }));
       // Hand-offs from workers are posted once the channels are up.
       if (drivers.handoff && role === "gateway")
         await drivers.handoff.consume((req) => services.delivery.deliver(req));

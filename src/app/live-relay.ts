@@ -29,7 +29,14 @@ import { closeClient } from "../redis/close.js";
 export const AUDIENCE_TTL_MS = 60_000;
 const AUDIENCE_REFRESH_MS = 10_000;
 
-export const RELAYED_EVENTS = ["run.delta", "run.typing", "message.appended", "session.updated"] as const;
+export const RELAYED_EVENTS = [
+  "run.delta",
+  "run.typing",
+  "message.appended",
+  "session.updated",
+  "approval.requested",
+  "approval.resolved",
+] as const;
 type Relayed = (typeof RELAYED_EVENTS)[number];
 const relayed: ReadonlySet<string> = new Set(RELAYED_EVENTS);
 

@@ -101,6 +101,15 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "tools.sessions_spawn.attachments.maxTotalBytes": "Largest total in bytes.",
   "tools.agentToAgent.enabled": "Let session tools reach other agents' sessions (with visibility all).",
   "tools.agentToAgent.allow": "Agent ids (globs) that may reach each other; empty = all.",
+  "tools.approvals":
+    "Approval before a tool call (docs/approvals.md): allow, ask (the run waits for an approver) or deny.",
+  "tools.approvals.default":
+    "auto: MCP tools marked readOnlyHint run, other MCP tools ask, the session tools run; or allow / ask / deny for every tool no rule matches.",
+  "tools.approvals.rules":
+    "First match wins: { tool (glob), action: allow|ask|deny, args?: { name: glob } }.",
+  "tools.approvals.approvers":
+    'Who may decide: "owners" (channels.<name>.owners), "requester" (the chat\'s sender, and owners), or a list like ["telegram:111"].',
+  "tools.approvals.timeoutSeconds": "An unanswered request is denied after this long (reason timeout).",
   agents: "The agents and their defaults.",
   "agents.defaults.model": "Model of agents that name none (before models.default).",
   "agents.defaults.maxToolSteps": "Most model calls in one turn.",

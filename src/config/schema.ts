@@ -266,6 +266,33 @@ const allowDeny = z.strictObject({
   deny: z.array(z.string()).default([]),
 });
 
+/** `tools.approvals` (API.md §8.3): allow / ask / deny per tool call. */
+export const approvalRuleSchema = z.strictObject({
+  /** Tool name as the model sees it; `*` globs (`files__*`). */
+  tool: z.string().min(1),
+  action: z.enum(["allow", "ask", "deny"]),
+  /** Argument name → glob over its value as text (`*` within a path segment, `**` across). */
+  args: z.record(z.string(), z.string()).optional(),
+});
+
+export const approvalsSchema = z
+  .strictObject({
+    default: z.enum(["auto", "allow", "ask", "deny"]).default("auto"),
+    rules: z.array(approvalRuleSchema).default([]),
+    approvers: z
+      .union([z.enum(["owners", "requester"]), z.array(z.string().min(1)).min(1)])
+      .default("owners"),
+    timeoutSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 24 * 3600)
+      .default(600),
+  })
+  .default({ default: "auto", rules: [], approvers: "owners", timeoutSeconds: 600 });
+
+export type ApprovalsConfig = z.output<typeof approvalsSchema>;
+
 export const toolsSchema = z
   .strictObject({
     profile: z.enum(["minimal", "messaging", "coding", "full"]).default("coding"),
@@ -302,6 +329,7 @@ export const toolsSchema = z
     agentToAgent: z
       .strictObject({ enabled: z.boolean().default(false), allow: z.array(z.string()).default([]) })
       .default({ enabled: false, allow: [] }),
+    approvals: approvalsSchema,
   })
   .default({
     profile: "coding",
@@ -313,6 +341,7 @@ export const toolsSchema = z
       attachments: { enabled: false, maxFiles: 50, maxFileBytes: 1048576, maxTotalBytes: 5242880 },
     },
     agentToAgent: { enabled: false, allow: [] },
+    approvals: { default: "auto", rules: [], approvers: "owners", timeoutSeconds: 600 },
   });
 
 const subagentDefaults = z.strictObject({

@@ -34,6 +34,17 @@ const requestSchema = z.object({
     .optional(),
   bypassPolicy: z.boolean().optional(),
   kind: z.enum(["reply", "failure"]).optional(),
+  actions: z
+    .array(
+      z.object({
+        id: z.string().min(1),
+        label: z.string().min(1),
+        style: z.enum(["primary", "success", "danger"]).optional(),
+      }),
+    )
+    .max(10)
+    .optional(),
+  actionsFallback: z.string().optional(),
 });
 
 /** The job id of a request: one job per idempotency key (BullMQ ids may not contain ":"). */

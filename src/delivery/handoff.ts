@@ -1,4 +1,10 @@
-import type { Delivery, DeliveryOutcome, DeliveryRequest, ReplyStream } from "../services/index.js";
+import type {
+  Delivery,
+  DeliveryEdit,
+  DeliveryOutcome,
+  DeliveryRequest,
+  ReplyStream,
+} from "../services/index.js";
 
 /** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
 export interface HandoffQueue {
@@ -25,5 +31,9 @@ export class HandoffDelivery implements Delivery {
 
   async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
     return (await this.local.openStream?.(req)) ?? null;
+  }
+
+  async edit(req: DeliveryEdit): Promise<boolean> {
+    return (await this.local.edit?.(req)) ?? false;
   }
 }

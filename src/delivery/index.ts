@@ -1,6 +1,6 @@
 import { chunkText } from "../channels/kit/chunk.js";
 import { type MarkdownDialect, renderMarkdown } from "../channels/kit/format/index.js";
-import type { ChannelAdapter } from "../channels/types.js";
+import type { ChannelAdapter, OutboundAction } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
@@ -8,6 +8,7 @@ import { retryLoop } from "../retry/index.js";
 import type {
   ChannelRegistry,
   Delivery,
+  DeliveryEdit,
   DeliveryOutcome,
   DeliveryRequest,
   ReplyStream,
@@ -91,7 +92,34 @@ export class ChannelDelivery implements Delivery {
   async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
     const target = await this.#target(req);
     if ("status" in target) return target;
-    return this.#post(target, req.text, req.idempotencyKey, { kind: req.kind ?? "reply" });
+    const withActions = req.actions && req.actions.length > 0;
+    const buttons = withActions && target.adapter.capabilities.buttons === true;
+    const text =
+      withActions && !buttons && req.actionsFallback ? `${req.text}\n\n${req.actionsFallback}` : req.text;
+    return this.#post(target, text, req.idempotencyKey, {
+      kind: req.kind ?? "reply",
+      ...(buttons && req.actions ? { actions: req.actions } : {}),
+    });
+  }
+
+  async edit(req: DeliveryEdit): Promise<boolean> {
+    const adapter = this.services.channels.get(req.route.channel, req.route.accountId);
+    if (!adapter?.edit) return false;
+    const [text] = renderChunks(req.text, adapter.capabilities.markdown, adapter.capabilities.textLimit);
+    if (!text) return false;
+    await this.#withRetry(
+      () =>
+        adapter.edit?.({
+          accountId: req.route.accountId ?? adapter.accountId,
+          to: req.route.to,
+          ...(req.route.threadId ? { threadId: req.route.threadId } : {}),
+          format: adapter.capabilities.markdown === "plain" ? "plain" : "native",
+          text,
+          messageId: req.messageId,
+          ...(req.actions && adapter.capabilities.buttons ? { actions: req.actions } : {}),
+        }) ?? Promise.resolve(),
+    );
+    return true;
   }
 
   async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
@@ -169,7 +197,13 @@ export class ChannelDelivery implements Delivery {
     target: Target,
     rawText: string,
     key: string,
-    opts: { kind: "reply" | "failure"; editFirst?: boolean; firstMessageId?: string; shown?: string },
+    opts: {
+      kind: "reply" | "failure";
+      editFirst?: boolean;
+      firstMessageId?: string;
+      shown?: string;
+      actions?: OutboundAction[];
+    },
   ): Promise<DeliveryOutcome> {
     const { store, logger } = this.services;
     const { adapter, route, entry } = target;
@@ -218,7 +252,10 @@ export class ChannelDelivery implements Delivery {
           ids.push(messageId);
           continue;
         }
-        const res = await this.#withRetry(() => adapter.send({ ...base, text: chunk }));
+        const last = i === chunks.length - 1;
+        const res = await this.#withRetry(() =>
+          adapter.send({ ...base, text: chunk, ...(last && opts.actions ? { actions: opts.actions } : {}) }),
+        );
         await store.outbox.complete(id, res, OUTBOX_TTL_MS);
         ids.push(...res.messageIds);
       } catch (err) {

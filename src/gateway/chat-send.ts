@@ -81,7 +81,7 @@ export async function chatSend(
   const timeoutSeconds = p.timeoutSeconds ?? 30;
   if (timeoutSeconds === 0) return { runId: run.runId, status: "accepted", sessionKey: entry.key };
   const rec = await services.pipeline.wait(run.runId, Math.min(timeoutSeconds, MAX_TIMEOUT_SECONDS) * 1000);
-  if (!rec || rec.status === "queued" || rec.status === "running") {
+  if (!rec || rec.status === "queued" || rec.status === "running" || rec.status === "waiting") {
     return {
       runId: run.runId,
       status: "timeout",

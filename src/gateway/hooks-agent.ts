@@ -316,7 +316,7 @@ async function runHookTurn(
     return { runId: rec.runId, status: "accepted", sessionKey };
   }
   const done = await services.pipeline.wait(rec.runId, timeoutSeconds * 1000);
-  if (!done || done.status === "queued" || done.status === "running")
+  if (!done || done.status === "queued" || done.status === "running" || done.status === "waiting")
     return {
       runId: rec.runId,
       status: "timeout",

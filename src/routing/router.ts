@@ -11,6 +11,7 @@ import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx, RouterDeps } from "./context.js";
 import { ensureRouted } from "./ensure.js";
 import { dmAccess } from "./gates/access.js";
+import { approvalCommands } from "./gates/approvals.js";
 import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
@@ -234,7 +235,14 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
 
 export function createRouter(services: RouterDeps) {
   const pre = compose<InboundCtx>([dedupe]);
-  const post = compose<RoutedCtx>([ownerCommands, pairCommand, dmAccess, sessionCommands, mentionGate]);
+  const post = compose<RoutedCtx>([
+    approvalCommands,
+    ownerCommands,
+    pairCommand,
+    dmAccess,
+    sessionCommands,
+    mentionGate,
+  ]);
 
   async function handleInbound(msg: InboundMessage): Promise<RouteResult> {
     const ctx: InboundCtx = { msg, services, policy: channelPolicy(services.config, msg.channel) };

@@ -1,4 +1,4 @@
-import type { ChannelAdapter } from "../channels/types.js";
+import type { ChannelAdapter, OutboundAction } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import type { EventBus } from "../events.js";
 import type { Logger } from "../log.js";
@@ -44,6 +44,20 @@ export interface DeliveryRequest {
   bypassPolicy?: boolean;
   /** `failure`: a failed turn's line to the person (rendered as an error where the chat can). */
   kind?: "reply" | "failure";
+  /**
+   * Buttons under the (last chunk of the) message where the channel has them
+   * (`capabilities.buttons`); elsewhere `actionsFallback` is appended to the text instead.
+   */
+  actions?: OutboundAction[];
+  actionsFallback?: string;
+}
+
+/** Replaces the text of a message delivery posted (and its buttons: `actions: []` removes them). */
+export interface DeliveryEdit {
+  route: { channel: string; to: string; accountId?: string; threadId?: string };
+  messageId: string;
+  text: string;
+  actions?: OutboundAction[];
 }
 
 /** A reply streamed into the chat as an edited preview (src/delivery/stream.ts). */
@@ -75,6 +89,8 @@ export interface Delivery {
    * `streaming` is not "partial", there is no route, or the send policy denies.
    */
   openStream?(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null>;
+  /** Edits a posted message where this process runs its channel; false when it cannot. */
+  edit?(req: DeliveryEdit): Promise<boolean>;
 }
 
 export interface Services {

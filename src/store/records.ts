@@ -11,6 +11,7 @@ import type { RunRecord, RunStatus, SessionEntry } from "./types.js";
 export const RUN_STATUSES = [
   "queued",
   "running",
+  "waiting",
   "ok",
   "error",
   "timeout",

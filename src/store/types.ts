@@ -237,7 +237,8 @@ export interface TranscriptStore {
   close(): Promise<void>;
 }
 
-export type RunStatus = "queued" | "running" | "ok" | "error" | "timeout" | "aborted";
+/** `waiting`: paused before a tool call until an approver decides (API.md §8.3); not final. */
+export type RunStatus = "queued" | "running" | "waiting" | "ok" | "error" | "timeout" | "aborted";
 export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["ok", "error", "timeout", "aborted"]);
 
 /** Whether the run has finished (ok, error, timeout or aborted). */
@@ -263,6 +264,8 @@ export interface RunRecord {
   deliver?: boolean;
   /** Why the reply could not be delivered, when it could not. */
   deliveryError?: string;
+  /** While `waiting`: the approval the run waits for (cleared when it runs again). */
+  waitingFor?: { approvalId: string; tool: string; args: unknown };
 }
 
 export interface RunStore {

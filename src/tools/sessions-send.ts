@@ -253,7 +253,7 @@ export const sessionsSendTool = defineTool({
     }
     if (rec === null)
       return { runId, status: "error", error: `run ${runId} is unknown`, sessionKey: shownKey };
-    if (rec.status === "queued" || rec.status === "running") {
+    if (rec.status === "queued" || rec.status === "running" || rec.status === "waiting") {
       return {
         runId,
         status: "timeout",

@@ -38,6 +38,10 @@ export interface SessionTool<S extends z.ZodType = z.ZodType> {
    * leaves attachment contents out). Default: stored unchanged.
    */
   transcriptArgs?(args: unknown): unknown;
+  /** The MCP server a bridged tool comes from (absent for the session tools). */
+  server?: string;
+  /** The tool's MCP annotations; `readOnlyHint` lets `tools.approvals.default: "auto"` run it unasked. */
+  annotations?: { readOnlyHint?: boolean };
 }
 
 /** Helper so each tool file keeps its arg types without casts. */

@@ -553,7 +553,7 @@ export function storeContract(name: string, make: StoreFactory): void {
       });
 
       it("runs.put and runs.patch refuse an unknown status, naming the allowed ones", async () => {
-        const message = "must be one of queued, running, ok, error, timeout, aborted";
+        const message = "must be one of queued, running, waiting, ok, error, timeout, aborted";
         const r: RunRecord = {
           runId: "r1",
           sessionKey: "k",

@@ -1,12 +1,15 @@
 import type {
+  ActionHandler,
+  AdapterContext,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
+  EditMessage,
   InboundHandler,
   InboundMessage,
   OutboundMessage,
 } from "../../src/channels/types.js";
-import { inboundMessageSchema } from "../../src/channels/types.js";
+import { type InboundAction, inboundActionSchema, inboundMessageSchema } from "../../src/channels/types.js";
 import { RateLimitedError } from "../../src/errors.js";
 
 /**
@@ -17,7 +20,10 @@ export class MemoryChannel implements ChannelAdapter {
   readonly sent: OutboundMessage[] = [];
   readonly typing: Array<{ to: string; threadId?: string }> = [];
   readonly threads: Array<{ to: string; title: string; threadId: string }> = [];
+  /** Edits of sent messages (approval requests after their decision). */
+  readonly edits: EditMessage[] = [];
   #onInbound: InboundHandler | null = null;
+  #onAction: ActionHandler | null = null;
   #state: ChannelStatus = "stopped";
   #failures: Array<"rate" | "error"> = [];
   #nextId = 1;
@@ -34,8 +40,9 @@ export class MemoryChannel implements ChannelAdapter {
     },
   ) {}
 
-  async start(onInbound: InboundHandler): Promise<void> {
+  async start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
     this.#onInbound = onInbound;
+    this.#onAction = ctx?.onAction ?? null;
     this.#state = "connected";
   }
 
@@ -84,6 +91,26 @@ export class MemoryChannel implements ChannelAdapter {
       ...partial,
     });
     await this.#onInbound(msg);
+  }
+
+  async edit(msg: EditMessage): Promise<void> {
+    this.edits.push(msg);
+  }
+
+  /** A press of a button under a sent message, as a platform would report it; resolves with the notice. */
+  async press(
+    partial: Partial<InboundAction> & { actionId: string; messageId: string },
+  ): Promise<{ notice?: string }> {
+    if (!this.#onAction) throw new Error("channel not started with an action handler");
+    const press = inboundActionSchema.parse({
+      channel: this.channel,
+      accountId: this.accountId,
+      chatType: "direct",
+      peerId: "u1",
+      senderId: partial.senderId ?? partial.peerId ?? "u1",
+      ...partial,
+    });
+    return this.#onAction(press);
   }
 
   texts(): string[] {

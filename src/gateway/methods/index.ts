@@ -1,6 +1,7 @@
 import type { ToolRegistry } from "../../agent/tool-registry.js";
 import type { Services } from "../../services/index.js";
 import type { RpcDispatcher } from "../rpc.js";
+import { registerApprovalMethods } from "./approvals.js";
 import { registerChatMethods } from "./chat.js";
 import { registerCronMethods } from "./cron.js";
 import { registerDashboardMethods } from "./dashboard.js";
@@ -37,4 +38,5 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   registerDashboardMethods(rpc, services);
   if (services.cron) registerCronMethods(rpc, services.cron);
   registerPairingMethods(rpc, services);
+  registerApprovalMethods(rpc, services);
 }

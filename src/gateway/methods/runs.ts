@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { NotFoundError } from "../../errors.js";
 import type { Services } from "../../services/index.js";
+import { FINAL_RUN_STATUSES } from "../../store/types.js";
 import { method, type RpcDispatcher } from "../rpc.js";
 
 /** `runs.get` and `agent.wait` (API.md §4). */
@@ -22,6 +23,7 @@ export function registerRunMethods(rpc: RpcDispatcher, services: Pick<Services, 
         ...(run.error ? { error: run.error } : {}),
         ...(run.usage ? { usage: run.usage } : {}),
         ...(run.deliveryError ? { deliveryError: run.deliveryError } : {}),
+        ...(run.status === "waiting" && run.waitingFor ? { waitingFor: run.waitingFor } : {}),
       };
     }),
   );
@@ -36,7 +38,7 @@ export function registerRunMethods(rpc: RpcDispatcher, services: Pick<Services, 
       async (p) => {
         const run = await services.pipeline.wait(p.runId, p.timeoutMs);
         if (!run) throw new NotFoundError("run", p.runId);
-        const final = run.status !== "queued" && run.status !== "running";
+        const final = FINAL_RUN_STATUSES.has(run.status);
         return {
           runId: run.runId,
           status: final ? run.status : "running",

@@ -32,7 +32,7 @@ export const runRecordSchema: z.ZodType<RunRecord> = z.object({
   runId: z.string(),
   sessionKey: z.string(),
   agentId: z.string(),
-  status: z.enum(["queued", "running", "ok", "error", "timeout", "aborted"]),
+  status: z.enum(["queued", "running", "waiting", "ok", "error", "timeout", "aborted"]),
   createdAt: z.number(),
   startedAt: z.number().optional(),
   endedAt: z.number().optional(),
@@ -43,6 +43,7 @@ export const runRecordSchema: z.ZodType<RunRecord> = z.object({
   origin: z.string().optional(),
   deliver: z.boolean().optional(),
   deliveryError: z.string().optional(),
+  waitingFor: z.object({ approvalId: z.string(), tool: z.string(), args: z.unknown() }).optional(),
 });
 
 /** Messages on the `{tag}:bus` channel. `from` is the sending pipeline instance. */
