@@ -3,6 +3,7 @@ import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import type {
+  AdapterContext,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
@@ -103,8 +104,8 @@ export class DiscordChannel implements ChannelAdapter {
   /** The gateway socket: with many gateways only one holds it (a second would get every event too). */
   readonly exclusive = true;
 
-  start(onInbound: InboundHandler): Promise<void> {
-    return this.life.start(onInbound);
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
+    return this.life.start(onInbound, ctx);
   }
 
   stop(): Promise<void> {

@@ -7,6 +7,8 @@ import type { Logger } from "../../src/log.js";
  */
 export const discordChannelConfigSchema = z.strictObject({
   accountId: z.string().min(1),
+  /** Largest attachment taken, MB (`channels.discord.mediaMaxMb`); larger ones are never fetched. */
+  mediaMaxMb: z.number().positive().default(25),
   /** Bot token from the Developer Portal (Bot → Reset Token). A leading "Bot " is tolerated. */
   token: z
     .string()

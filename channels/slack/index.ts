@@ -122,7 +122,7 @@ export class SlackChannel implements ChannelAdapter {
 
   start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
     this.lease = ctx?.lease;
-    return this.life.start(onInbound);
+    return this.life.start(onInbound, ctx);
   }
 
   stop(): Promise<void> {

@@ -9,6 +9,8 @@ import type { Logger } from "../../src/log.js";
 export const slackChannelConfigSchema = z
   .strictObject({
     accountId: z.string().min(1),
+    /** Largest attachment taken, MB (`channels.slack.mediaMaxMb`); larger ones are never fetched. */
+    mediaMaxMb: z.number().positive().default(20),
     /** Bot User OAuth token, `xoxb-…`. */
     botToken: z.string().min(1),
     /** App-level token with `connections:write`, `xapp-…`; required in socket mode. */

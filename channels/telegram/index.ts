@@ -1,5 +1,6 @@
 import { Bot, type Context, type Transformer } from "grammy";
-import type { Update } from "grammy/types";
+import type { Message, Update } from "grammy/types";
+import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { ConflictBackoff } from "../../src/channels/kit/conflict.js";
 import { deliverWithRetry } from "../../src/channels/kit/inbound-retry.js";
@@ -22,6 +23,14 @@ import type { Logger } from "../../src/log.js";
 import { abortableSleep } from "../../src/retry/index.js";
 import { toSwitchboardError } from "./errors.js";
 import { telegramUpdateToInbound } from "./inbound.js";
+import {
+  AlbumGatherer,
+  sendTelegramMedia,
+  TELEGRAM_CAPTION_LIMIT,
+  type TelegramDownload,
+  telegramAttachments,
+  telegramDownloader,
+} from "./media.js";
 import {
   createTelegramTopic,
   editTelegramMessage,
@@ -65,19 +74,23 @@ export class TelegramChannel implements ChannelAdapter {
     createThread: true,
     // Flood control: about one message a second per chat, 20 a minute in a group.
     streaming: { editIntervalMs: 1000, groupEditIntervalMs: 3000 },
+    media: { captionLimit: TELEGRAM_CAPTION_LIMIT, voiceNotes: true },
   };
 
   private readonly bot: Bot;
   private readonly log: Logger;
   private readonly life: ChannelLifecycle;
   private polling: Promise<void> | undefined;
-  /** Aborted by stop(): cuts inbound retry waits short. */
+  /** Aborted by stop(): cuts inbound retry waits and downloads short. */
   private stopSignal = new AbortController();
   /** The lease this gateway polls under (many gateways on Redis); absent: polls freely. */
   private lease: AccountLease | undefined;
   /** 409 on getUpdates: retried with backoff, never the end of polling (API.md §8.5). */
   private readonly conflicts: ConflictBackoff;
   private inConflict = false;
+  private readonly download: TelegramDownload;
+  /** Album items by chat and media_group_id, until the album is complete. */
+  private readonly albums: AlbumGatherer<Update>;
 
   constructor(
     private readonly config: ResolvedTelegramChannelConfig,
@@ -99,6 +112,12 @@ export class TelegramChannel implements ChannelAdapter {
         "otherwise run one gateway per token, or stop the other poller",
     );
     this.bot.api.config.use(this.pollGuard);
+    this.download = telegramDownloader(this.bot.api, config.apiRoot ?? "https://api.telegram.org", config.token);
+    this.albums = new AlbumGatherer(
+      (updates) => void this.life.track(this.onAlbum(updates)),
+      config.albumQuietMs,
+      config.albumMaxWaitMs,
+    );
     this.bot.on(["message", "channel_post"], (ctx) => this.onUpdate(ctx));
     // Polling-mode middleware errors land here; onUpdate already retried and logged.
     this.bot.catch((err) =>
@@ -108,6 +127,8 @@ export class TelegramChannel implements ChannelAdapter {
       connect: () => this.connect(),
       startError: (err) => toSwitchboardError(err, "start"),
       disconnect: async () => {
+        // Albums still gathering are handed over now (their downloads see the stop and end as notes).
+        this.albums.flushAll();
         this.stopSignal.abort();
         if (!this.bot.isRunning()) return;
         // Aborts a pending getUpdates (or grammY's start-up retries) and confirms the offset of
@@ -134,7 +155,7 @@ export class TelegramChannel implements ChannelAdapter {
 
   start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
     this.lease = ctx?.lease;
-    return this.life.start(onInbound);
+    return this.life.start(onInbound, ctx);
   }
 
   stop(): Promise<void> {
@@ -142,6 +163,14 @@ export class TelegramChannel implements ChannelAdapter {
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
+    if (msg.attachments?.length) {
+      const messageIds = await sendTelegramMedia(
+        this.bot.api,
+        { ...msg, attachments: msg.attachments },
+        { captionLimit: TELEGRAM_CAPTION_LIMIT, textLimit: this.capabilities.textLimit, logger: this.log },
+      );
+      return { messageIds };
+    }
     const messageIds = await sendTelegramMessage(this.bot.api, msg, this.capabilities.textLimit, this.log);
     return { messageIds };
   }
@@ -294,8 +323,53 @@ export class TelegramChannel implements ChannelAdapter {
       this.log.warn({ updateId: ctx.update.update_id, err: result.error }, "telegram update dropped");
       return;
     }
-    if (this.config.mode === "webhook") return handler(result.message);
-    await this.deliverWithRetry(handler, result.message);
+    const msg = (ctx.update.message ?? ctx.update.channel_post) as Message;
+    if (msg.media_group_id) {
+      // One album is one turn: its items are gathered and handed over together (see onAlbum).
+      this.albums.add(`${msg.chat.id}:${msg.media_group_id}`, ctx.update);
+      return;
+    }
+    const message = await this.withParts(result.message, [msg]);
+    if (this.config.mode === "webhook") return handler(message);
+    await this.deliverWithRetry(handler, message);
+  }
+
+  /**
+   * The gathered items of one album as one InboundMessage: the captioned item's text, every
+   * item's media in message order. Handed over with retries in both modes (the updates were
+   * already acknowledged while the album gathered).
+   */
+  private async onAlbum(updates: Update[]): Promise<void> {
+    const handler = this.life.handler;
+    if (!handler) return;
+    const me = this.bot.botInfo;
+    const inCtx = { accountId: this.accountId, botId: me.id, botUsername: me.username };
+    const items = updates
+      .map((u) => ({ msg: (u.message ?? u.channel_post) as Message, result: telegramUpdateToInbound(u, inCtx) }))
+      .filter((x) => x.result.kind === "message")
+      .sort((a, b) => a.msg.message_id - b.msg.message_id);
+    const first = items.find((x) => x.msg.caption) ?? items[0];
+    if (!first || first.result.kind !== "message") return;
+    const base = first.result.message;
+    const media = items.flatMap((x) => (x.result.kind === "message" ? x.result.message.media : []));
+    const head = items[0]?.msg ?? first.msg;
+    const message = await this.withParts(
+      { ...base, messageId: String(head.message_id), media },
+      items.map((x) => x.msg),
+    );
+    await this.deliverWithRetry(handler, message);
+  }
+
+  /** The message with its attachments taken by the app's media sink (when one is wired in). */
+  private async withParts(message: InboundMessage, msgs: Message[]): Promise<InboundMessage> {
+    const attachments = msgs.flatMap((m) => telegramAttachments(m, this.download));
+    const parts = await takeAttachments(this.life.context, attachments, {
+      channel: "telegram",
+      accountId: this.accountId,
+      maxBytes: megabytes(this.config.mediaMaxMb),
+      signal: this.stopSignal.signal,
+    });
+    return parts ? { ...message, parts } : message;
   }
 
   private async deliverWithRetry(handler: InboundHandler, msg: InboundMessage): Promise<void> {

@@ -21,7 +21,7 @@ export async function sendTelegramMessage(
   textLimit: number,
   logger: Logger,
 ): Promise<string[]> {
-  const topic = topicId(msg.threadId);
+  const topic = topicIdOf(msg.threadId);
   const chunks = messagesOf(msg.text, textLimit);
   const ids: string[] = [];
   for (const [i, chunk] of chunks.entries()) {
@@ -30,7 +30,7 @@ export async function sendTelegramMessage(
       ...(i === 0 && msg.replyToMessageId
         ? {
             reply_parameters: {
-              message_id: messageId(msg.replyToMessageId),
+              message_id: messageIdOf(msg.replyToMessageId),
               allow_sending_without_reply: true,
             },
           }
@@ -62,7 +62,7 @@ export async function sendTelegramMessage(
  * Telegram rejects is resent as the plain text a reader would see.
  */
 export async function editTelegramMessage(api: Api, msg: EditMessage, logger: Logger): Promise<void> {
-  const id = messageId(msg.messageId);
+  const id = messageIdOf(msg.messageId);
   const edit = async (text: string, html: boolean) => {
     try {
       await api.editMessageText(msg.to, id, text, html ? { parse_mode: "HTML" } : {});
@@ -85,7 +85,7 @@ export async function editTelegramMessage(api: Api, msg: EditMessage, logger: Lo
 }
 
 export async function sendTelegramTyping(api: Api, to: string, threadId?: string): Promise<void> {
-  const topic = topicId(threadId);
+  const topic = topicIdOf(threadId);
   try {
     await api.sendChatAction(to, "typing", topic !== undefined ? { message_thread_id: topic } : {});
   } catch (err) {
@@ -108,14 +108,14 @@ export async function createTelegramTopic(
   }
 }
 
-function topicId(threadId: string | undefined): number | undefined {
+export function topicIdOf(threadId: string | undefined): number | undefined {
   if (threadId === undefined) return undefined;
   if (!/^\d+$/.test(threadId))
     throw new InvalidParamsError(`threadId: telegram topic ids are numeric, got "${threadId}"`);
   return Number(threadId);
 }
 
-function messageId(id: string): number {
+export function messageIdOf(id: string): number {
   if (!/^\d+$/.test(id))
     throw new InvalidParamsError(`replyToMessageId: telegram message ids are numeric, got "${id}"`);
   return Number(id);

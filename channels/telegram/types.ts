@@ -8,6 +8,8 @@ import type { Logger } from "../../src/log.js";
 export const telegramChannelConfigSchema = z
   .strictObject({
     accountId: z.string().min(1),
+    /** Largest attachment taken, MB (`channels.telegram.mediaMaxMb`); larger ones are never fetched. */
+    mediaMaxMb: z.number().positive().default(20),
     token: z.string().min(1),
     /** Bot API base URL without trailing slash. Default: https://api.telegram.org (grammY's default). */
     apiRoot: z
@@ -31,6 +33,10 @@ export const telegramChannelConfigSchema = z
      * Telegram redeliver.
      */
     inboundRetryDelaysMs: z.array(z.number().int().min(0)).default([250, 1000, 4000]),
+    /** An album (items sharing `media_group_id`) is handed over once no item came for this long, ms. */
+    albumQuietMs: z.number().int().min(0).max(10_000).default(800),
+    /** …or at the latest this long after its first item, ms. */
+    albumMaxWaitMs: z.number().int().min(0).max(30_000).default(3000),
   })
   .superRefine((c, ctx) => {
     if (c.mode === "webhook" && !c.webhookSecret) {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import {
+  type AdapterContext,
   type ChannelAdapter,
   type ChannelCapabilities,
   type ChannelStatus,
@@ -79,8 +80,8 @@ export class WebchatChannel implements ChannelAdapter {
     });
   }
 
-  start(onInbound: InboundHandler): Promise<void> {
-    return this.life.start(onInbound);
+  start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
+    return this.life.start(onInbound, ctx);
   }
 
   /** Also closes pages that connected while stopped. */

@@ -144,7 +144,7 @@ export class WhatsAppChannel implements ChannelAdapter {
    */
   start(onInbound: InboundHandler, ctx?: AdapterContext): Promise<void> {
     this.lease = ctx?.lease;
-    return this.life.start(onInbound);
+    return this.life.start(onInbound, ctx);
   }
 
   stop(): Promise<void> {

@@ -8,6 +8,8 @@ import type { Logger } from "../../src/log.js";
  */
 export const whatsappChannelConfigSchema = z.strictObject({
   accountId: z.string().min(1),
+  /** Largest attachment taken, MB (`channels.whatsapp.mediaMaxMb`); larger ones are never fetched. */
+  mediaMaxMb: z.number().positive().default(50),
   /**
    * Baileys auth state folder (creds.json + signal keys), created with mode 0700. The gateway
    * passes it resolved; default `<stateDir>/whatsapp/<accountId>`.

@@ -25,7 +25,7 @@ export async function createChannels(
   const hooks: WebhookMount[] = [];
   for (const [accountId, acc] of Object.entries(config.channels.telegram?.accounts ?? {})) {
     const tg = (await import("../../channels/telegram/index.js")).createTelegramChannel(
-      { accountId, ...acc },
+      { accountId, ...acc, mediaMaxMb: config.channels.telegram?.mediaMaxMb },
       { logger: logger.child({ channel: "telegram", accountId }) },
     );
     adapters.push(tg);
@@ -39,7 +39,7 @@ export async function createChannels(
   }
   for (const [accountId, acc] of Object.entries(config.channels.slack?.accounts ?? {})) {
     const sl = (await import("../../channels/slack/index.js")).createSlackChannel(
-      { accountId, ...acc },
+      { accountId, ...acc, mediaMaxMb: config.channels.slack?.mediaMaxMb },
       { logger: logger.child({ channel: "slack", accountId }) },
     );
     adapters.push(sl);
@@ -49,7 +49,7 @@ export async function createChannels(
   for (const [accountId, acc] of Object.entries(config.channels.discord?.accounts ?? {})) {
     adapters.push(
       (await import("../../channels/discord/index.js")).createDiscordChannel(
-        { accountId, ...acc },
+        { accountId, ...acc, mediaMaxMb: config.channels.discord?.mediaMaxMb },
         { logger: logger.child({ channel: "discord", accountId }) },
       ),
     );
@@ -57,7 +57,11 @@ export async function createChannels(
   for (const [accountId, acc] of Object.entries(config.channels.whatsapp?.accounts ?? {})) {
     adapters.push(
       (await import("../../channels/whatsapp/index.js")).createWhatsAppChannel(
-        { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
+        {
+          accountId,
+          mediaMaxMb: config.channels.whatsapp?.mediaMaxMb,
+          ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}),
+        },
         { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
       ),
     );

@@ -165,6 +165,8 @@ for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {
   CONFIG_DESCRIPTIONS[`channels.${ch}.groups.requireMention`] ??=
     "In groups, answer only when mentioned or replied to.";
   CONFIG_DESCRIPTIONS[`channels.${ch}.groups.mentionPatterns`] ??= "Extra regexes that count as a mention.";
+  CONFIG_DESCRIPTIONS[`channels.${ch}.mediaMaxMb`] ??=
+    "Largest photo, voice note or file taken from this channel, MB; larger ones are not downloaded (a too_large note).";
 }
 
 // Long conversations (docs/sessions-and-memory.md): pruning, compaction, resets, session commands.

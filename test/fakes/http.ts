@@ -52,3 +52,39 @@ export async function loopbackServer(
     },
   };
 }
+
+/** One parsed multipart/form-data body: text fields and file parts (bytes in memory; test sizes). */
+export interface MultipartBody {
+  fields: Record<string, string>;
+  files: Array<{ field: string; filename: string; mimeType: string; bytes: Buffer }>;
+}
+
+/**
+ * Parses a multipart body with @fastify/busboy (the parser @fastify/multipart uses; Node 20's
+ * `Response.formData()` rejects grammY's multipart bodies).
+ */
+export async function parseMultipart(contentType: string, body: Buffer): Promise<MultipartBody> {
+  const { Busboy } = await import("@fastify/busboy");
+  return new Promise((resolve, reject) => {
+    const out: MultipartBody = { fields: {}, files: [] };
+    const bb = Busboy({ headers: { "content-type": contentType } });
+    const pending: Promise<void>[] = [];
+    bb.on("field", (name, value) => {
+      out.fields[name] = value;
+    });
+    bb.on("file", (field, stream, filename, _enc, mimeType) => {
+      pending.push(
+        (async () => {
+          const chunks: Buffer[] = [];
+          for await (const c of stream) chunks.push(c as Buffer);
+          out.files.push({ field, filename, mimeType, bytes: Buffer.concat(chunks) });
+        })(),
+      );
+    });
+    bb.on("finish", () => {
+      Promise.all(pending).then(() => resolve(out), reject);
+    });
+    bb.on("error", reject);
+    bb.end(body);
+  });
+}

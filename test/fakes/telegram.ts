@@ -9,7 +9,7 @@
  * 409 Conflict, as Telegram answers two processes polling one token.
  */
 import type http from "node:http";
-import { type LoopbackServer, loopbackServer } from "./http.js";
+import { type LoopbackServer, loopbackServer, type MultipartBody, parseMultipart } from "./http.js";
 
 export interface TelegramCall {
   method: string;
@@ -64,6 +64,13 @@ export class FakeTelegram {
   /** getUpdates calls answered 409 because another was open. */
   conflicts = 0;
   exclusivePolling = false;
+  /** Files the bot can fetch: getFile by file_id, then GET /file/bot<token>/<file_path>. */
+  private readonly files = new Map<string, { path: string; bytes: Buffer; stall?: boolean }>();
+  private nextFileId = 1;
+  /** GET /file/... requests, with whether they came with the right token. */
+  readonly fileRequests: Array<{ path: string; tokenOk: boolean }> = [];
+  /** Multipart uploads (sendPhoto, sendVoice, …): the form fields and file parts as received. */
+  readonly uploads: Array<{ method: string } & MultipartBody> = [];
 
   private constructor(token: string) {
     this.token = token;
@@ -113,6 +120,16 @@ export class FakeTelegram {
       ...message,
     };
     return this.pushUpdate({ [kind]: msg });
+  }
+
+  /**
+   * A file the bot may download; returns its file_id. `stall`: the download sends its headers and
+   * the first bytes, then nothing more (never ends).
+   */
+  addFile(bytes: Buffer, filePath = `documents/file_${this.nextFileId}.bin`, stall = false): string {
+    const fileId = `FILE${this.nextFileId++}`;
+    this.files.set(fileId, { path: filePath, bytes, ...(stall ? { stall } : {}) });
+    return fileId;
   }
 
   /** Resolves once the bot has confirmed `updateId` (a getUpdates with a larger offset). */
@@ -194,6 +211,8 @@ export class FakeTelegram {
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
+    const file = /^\/file\/bot([^/]+)\/(.+)$/.exec(req.url ?? "");
+    if (req.method === "GET" && file) return this.serveFile(res, file[1] as string, file[2] as string);
     const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? "");
     const send = (status: number, body: unknown): void => {
       res.writeHead(status, { "content-type": "application/json" });
@@ -208,8 +227,23 @@ export class FakeTelegram {
       return;
     }
     const method = m[2] as string;
-    const raw = Buffer.concat(chunks).toString("utf8");
-    const payload = (raw ? JSON.parse(raw) : {}) as Record<string, unknown>;
+    const body = Buffer.concat(chunks);
+    const type = req.headers["content-type"] ?? "";
+    let payload: Record<string, unknown>;
+    if (type.startsWith("multipart/form-data")) {
+      const form = await parseMultipart(type, body);
+      this.uploads.push({ method, ...form });
+      payload = { ...form.fields };
+      // Objects come JSON-encoded as form fields; numbers as text.
+      for (const [k, v] of Object.entries(form.fields)) {
+        if (k === "caption") continue;
+        if (/^-?\d+$/.test(v)) payload[k] = Number(v);
+        else if (v.startsWith("{") || v.startsWith("[")) payload[k] = JSON.parse(v);
+      }
+    } else {
+      const raw = body.toString("utf8");
+      payload = (raw ? JSON.parse(raw) : {}) as Record<string, unknown>;
+    }
     const call: TelegramCall = { method, payload, at: Date.now() };
     this.calls.push(call);
     const reply = (result: unknown): void => {
@@ -293,6 +327,35 @@ export class FakeTelegram {
           text: payload.text,
         });
       }
+      case "getFile": {
+        const f = this.files.get(String(payload.file_id));
+        if (!f) return fail({ code: 400, description: "Bad Request: invalid file_id" });
+        if (f.bytes.length > 20 * 1024 * 1024) return fail({ code: 400, description: "Bad Request: file is too big" });
+        return reply({
+          file_id: payload.file_id,
+          file_unique_id: `u${payload.file_id}`,
+          file_size: f.bytes.length,
+          file_path: f.path,
+        });
+      }
+      case "sendPhoto":
+      case "sendDocument":
+      case "sendVoice":
+      case "sendAudio":
+      case "sendVideo": {
+        const caption = typeof payload.caption === "string" ? payload.caption : "";
+        if (caption.length > TELEGRAM_CAPTION_LIMIT)
+          return fail({ code: 400, description: "Bad Request: message caption is too long" });
+        if (payload.parse_mode === "HTML" && caption && typeof parseTelegramHtml(caption) !== "string")
+          return fail({ code: 400, description: "Bad Request: can't parse entities: caption" });
+        const messageId = this.nextMessageId++;
+        return reply({
+          message_id: messageId,
+          date: 1_700_000_000,
+          chat: { id: Number(payload.chat_id), type: Number(payload.chat_id) > 0 ? "private" : "supergroup" },
+          ...(caption ? { caption } : {}),
+        });
+      }
       case "createForumTopic":
         return reply({ message_thread_id: this.nextTopicId++, name: payload.name, icon_color: 7322096 });
       default:
@@ -350,6 +413,24 @@ export class FakeTelegram {
     reply(this.updates.filter((u) => u.update_id >= offset).slice(0, limit));
   }
 
+  private serveFile(res: http.ServerResponse, token: string, filePath: string): void {
+    const tokenOk = token === this.token;
+    this.fileRequests.push({ path: filePath, tokenOk });
+    this.notifyCall();
+    const f = [...this.files.values()].find((x) => x.path === decodeURIComponent(filePath));
+    if (!tokenOk || !f) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ ok: false, error_code: 404, description: "Not Found" }));
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(f.bytes.length) });
+    if (f.stall) {
+      res.write(f.bytes.subarray(0, Math.min(16, f.bytes.length)));
+      return;
+    }
+    res.end(f.bytes);
+  }
+
   private notifyCall(): void {
     for (const w of [...this.callWaiters]) {
       this.callWaiters.delete(w);
@@ -357,6 +438,9 @@ export class FakeTelegram {
     }
   }
 }
+
+/** The Bot API's caption limit (photos, documents, voice, …). */
+export const TELEGRAM_CAPTION_LIMIT = 1024;
 
 /** The Bot API's message text limit, counted after entity parsing. */
 export const TELEGRAM_TEXT_LIMIT = 4096;

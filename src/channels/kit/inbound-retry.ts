@@ -73,11 +73,26 @@ export class InboundQueue {
     private readonly log: Logger,
   ) {}
 
-  /** Resolves once the message was accepted or given up on; never rejects. */
-  push(chatKey: string, msg: InboundMessage, handler: InboundHandler): Promise<void> {
-    const run = (this.tails.get(chatKey) ?? Promise.resolve()).then(() =>
-      deliverWithRetry(handler, msg, this.retryDelaysMs, this.log, this.abort.signal),
-    );
+  /**
+   * Resolves once the message was accepted or given up on; never rejects. `msg` may be a function
+   * that finishes the message first (its attachments taken by the media sink), run in the chat's
+   * turn so order holds; if it fails the message is dropped with an error log.
+   */
+  push(
+    chatKey: string,
+    msg: InboundMessage | (() => Promise<InboundMessage>),
+    handler: InboundHandler,
+  ): Promise<void> {
+    const run = (this.tails.get(chatKey) ?? Promise.resolve()).then(async () => {
+      let ready: InboundMessage;
+      try {
+        ready = typeof msg === "function" ? await msg() : msg;
+      } catch (err) {
+        this.log.error({ err: errorMessage(err), chatKey }, "inbound message could not be prepared; dropped");
+        return;
+      }
+      await deliverWithRetry(handler, ready, this.retryDelaysMs, this.log, this.abort.signal);
+    });
     this.tails.set(chatKey, run);
     void run.finally(() => {
       if (this.tails.get(chatKey) === run) this.tails.delete(chatKey);

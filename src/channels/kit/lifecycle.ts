@@ -1,6 +1,6 @@
 import type { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import type { ChannelStatus, InboundHandler } from "../types.js";
+import type { AdapterContext, ChannelStatus, InboundHandler } from "../types.js";
 
 /** What one adapter does at each point of the lifecycle; the order around them is the kit's. */
 export interface LifecycleSteps {
@@ -27,6 +27,7 @@ export class ChannelLifecycle {
   #state: ChannelStatus = "stopped";
   #detail: string | undefined;
   #handler: InboundHandler | undefined;
+  #context: AdapterContext = {};
   #starting: Promise<void> | undefined;
   #stopping = false;
   readonly #inflight = new Set<Promise<unknown>>();
@@ -44,6 +45,11 @@ export class ChannelLifecycle {
   /** The inbound handler while started (also while a stop is in progress). */
   get handler(): InboundHandler | undefined {
     return this.#handler;
+  }
+
+  /** What the app handed over at start (media sink, press handler); empty before the first start. */
+  get context(): AdapterContext {
+    return this.#context;
   }
 
   /** True from the moment stop() is called until the next start(). */
@@ -65,12 +71,13 @@ export class ChannelLifecycle {
     return this.#detail ? { state: this.#state, detail: this.#detail } : { state: this.#state };
   }
 
-  async start(onInbound: InboundHandler): Promise<void> {
+  async start(onInbound: InboundHandler, ctx: AdapterContext = {}): Promise<void> {
     if (this.#handler) {
       this.log.debug(`${this.channel} channel already started`);
       return this.#starting;
     }
     this.#handler = onInbound;
+    this.#context = ctx;
     this.#stopping = false;
     this.set("starting");
     this.#starting = this.steps.connect().catch(async (err: unknown) => {
