@@ -1,10 +1,10 @@
 import { Bot, type Context, type Transformer } from "grammy";
 import type { Message, Update } from "grammy/types";
-import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { ConflictBackoff } from "../../src/channels/kit/conflict.js";
 import { deliverWithRetry } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
+import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import type {
   AccountLease,
   AdapterContext,
@@ -112,7 +112,11 @@ export class TelegramChannel implements ChannelAdapter {
         "otherwise run one gateway per token, or stop the other poller",
     );
     this.bot.api.config.use(this.pollGuard);
-    this.download = telegramDownloader(this.bot.api, config.apiRoot ?? "https://api.telegram.org", config.token);
+    this.download = telegramDownloader(
+      this.bot.api,
+      config.apiRoot ?? "https://api.telegram.org",
+      config.token,
+    );
     this.albums = new AlbumGatherer(
       (updates) => void this.life.track(this.onAlbum(updates)),
       config.albumQuietMs,
@@ -345,11 +349,14 @@ export class TelegramChannel implements ChannelAdapter {
     const me = this.bot.botInfo;
     const inCtx = { accountId: this.accountId, botId: me.id, botUsername: me.username };
     const items = updates
-      .map((u) => ({ msg: (u.message ?? u.channel_post) as Message, result: telegramUpdateToInbound(u, inCtx) }))
+      .map((u) => ({
+        msg: (u.message ?? u.channel_post) as Message,
+        result: telegramUpdateToInbound(u, inCtx),
+      }))
       .filter((x) => x.result.kind === "message")
       .sort((a, b) => a.msg.message_id - b.msg.message_id);
     const first = items.find((x) => x.msg.caption) ?? items[0];
-    if (!first || first.result.kind !== "message") return;
+    if (first?.result.kind !== "message") return;
     const base = first.result.message;
     const media = items.flatMap((x) => (x.result.kind === "message" ? x.result.message.media : []));
     const head = items[0]?.msg ?? first.msg;

@@ -1,8 +1,8 @@
 import { type Api, InputFile } from "grammy";
 import type { Message } from "grammy/types";
+import { telegramHtmlToPlain } from "../../src/channels/kit/format/index.js";
 import { fetchPlatformFile, originOf, splitCaption } from "../../src/channels/kit/media.js";
 import type { InboundAttachment, OutboundAttachment, OutboundMessage } from "../../src/channels/types.js";
-import { telegramHtmlToPlain } from "../../src/channels/kit/format/index.js";
 import { SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { isEntityParseError, toSwitchboardError } from "./errors.js";
@@ -55,16 +55,20 @@ export function telegramDownloader(api: Api, apiRoot: string, token: string): Te
  */
 export function telegramAttachments(msg: Message, download: TelegramDownload): InboundAttachment[] {
   const out: InboundAttachment[] = [];
-  const add = (
-    fileId: string,
-    a: Omit<InboundAttachment, "open">,
-    size: number | undefined,
-  ): void => {
-    out.push({ ...a, ...(size !== undefined ? { bytes: size } : {}), open: (signal) => download(fileId, signal) });
+  const add = (fileId: string, a: Omit<InboundAttachment, "open">, size: number | undefined): void => {
+    out.push({
+      ...a,
+      ...(size !== undefined ? { bytes: size } : {}),
+      open: (signal) => download(fileId, signal),
+    });
   };
   const photo = msg.photo?.at(-1);
   if (photo)
-    add(photo.file_id, { kind: "image", mimeType: "image/jpeg", width: photo.width, height: photo.height }, photo.file_size);
+    add(
+      photo.file_id,
+      { kind: "image", mimeType: "image/jpeg", width: photo.width, height: photo.height },
+      photo.file_size,
+    );
   if (msg.voice)
     add(
       msg.voice.file_id,
@@ -125,7 +129,11 @@ export function telegramAttachments(msg: Message, download: TelegramDownload): I
       sticker.file_id,
       {
         kind: "sticker",
-        mimeType: sticker.is_animated ? "application/x-tgsticker" : sticker.is_video ? "video/webm" : "image/webp",
+        mimeType: sticker.is_animated
+          ? "application/x-tgsticker"
+          : sticker.is_video
+            ? "video/webm"
+            : "image/webp",
         width: sticker.width,
         height: sticker.height,
         ...(sticker.emoji ? { name: `sticker ${sticker.emoji}` } : {}),
@@ -142,7 +150,10 @@ export function telegramAttachments(msg: Message, download: TelegramDownload): I
  * over what is pending at once.
  */
 export class AlbumGatherer<T> {
-  private readonly open = new Map<string, { items: T[]; timer: NodeJS.Timeout; deadline: number }>();
+  private readonly open = new Map<
+    string,
+    { items: T[]; timer: NodeJS.Timeout | undefined; deadline: number }
+  >();
 
   constructor(
     private readonly flush: (items: T[]) => void,
@@ -153,17 +164,19 @@ export class AlbumGatherer<T> {
 
   add(key: string, item: T): void {
     const now = Date.now();
-    const album = this.open.get(key);
-    if (album) {
-      clearTimeout(album.timer);
-      album.items.push(item);
-    } else {
-      this.open.set(key, { items: [item], timer: undefined as unknown as NodeJS.Timeout, deadline: now + this.maxWaitMs });
+    let album = this.open.get(key);
+    if (album) clearTimeout(album.timer);
+    else {
+      album = { items: [], timer: undefined, deadline: now + this.maxWaitMs };
+      this.open.set(key, album);
     }
-    const current = this.open.get(key) as { items: T[]; timer: NodeJS.Timeout; deadline: number };
-    if (current.items.length >= this.maxItems) return this.done(key);
-    const wait = Math.max(0, Math.min(this.quietMs, current.deadline - now));
-    current.timer = setTimeout(() => this.done(key), wait);
+    album.items.push(item);
+    if (album.items.length >= this.maxItems) {
+      this.done(key);
+      return;
+    }
+    const wait = Math.max(0, Math.min(this.quietMs, album.deadline - now));
+    album.timer = setTimeout(() => this.done(key), wait);
   }
 
   flushAll(): void {
@@ -197,7 +210,12 @@ export async function sendTelegramMedia(
     const base = {
       ...(topic !== undefined && msg.threadId !== "1" ? { message_thread_id: topic } : {}),
       ...(i === 0 && msg.replyToMessageId
-        ? { reply_parameters: { message_id: messageIdOf(msg.replyToMessageId), allow_sending_without_reply: true } }
+        ? {
+            reply_parameters: {
+              message_id: messageIdOf(msg.replyToMessageId),
+              allow_sending_without_reply: true,
+            },
+          }
         : {}),
     };
     const text = i === 0 && caption.trim() ? caption : undefined;
@@ -242,7 +260,9 @@ type SendOther = {
 };
 
 /** Which Bot API method a file goes out with. */
-export function methodFor(a: OutboundAttachment): "sendPhoto" | "sendVoice" | "sendAudio" | "sendVideo" | "sendDocument" {
+export function methodFor(
+  a: OutboundAttachment,
+): "sendPhoto" | "sendVoice" | "sendAudio" | "sendVideo" | "sendDocument" {
   if (a.kind === "image" && PHOTO_TYPES.has(a.mimeType.toLowerCase()) && a.bytes <= PHOTO_MAX_BYTES)
     return "sendPhoto";
   if (a.kind === "audio") return a.voice && VOICE_TYPES.test(a.mimeType) ? "sendVoice" : "sendAudio";

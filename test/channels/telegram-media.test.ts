@@ -3,8 +3,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTelegramChannel, type TelegramChannel } from "../../channels/telegram/index.js";
 import type { InboundMessage } from "../../src/channels/types.js";
 import { silentLogger } from "../../src/log.js";
-import { FakeTelegram, type FakeUser, TELEGRAM_CAPTION_LIMIT } from "../fakes/telegram.js";
 import { outboundFile, TestMediaSink } from "../fakes/media-sink.js";
+import { FakeTelegram, type FakeUser, TELEGRAM_CAPTION_LIMIT } from "../fakes/telegram.js";
 import { eventually } from "../helpers.js";
 
 const ADA: FakeUser = { id: 4242, is_bot: false, first_name: "Ada", username: "ada" };
@@ -74,11 +74,43 @@ describe("telegram media (grammY against the loopback Bot API)", () => {
     const files = Array.from({ length: 6 }, (_, i) => randomBytes(1000 + i));
     const ids = files.map((b, i) => fake.addFile(b, `f/${i}`));
     const sends: Array<Record<string, unknown>> = [
-      { voice: { file_id: ids[0], file_unique_id: "v", duration: 12, mime_type: "audio/ogg", file_size: 1000 } },
-      { audio: { file_id: ids[1], file_unique_id: "a", duration: 200, file_name: "song.mp3", mime_type: "audio/mpeg" } },
-      { video: { file_id: ids[2], file_unique_id: "vi", width: 640, height: 360, duration: 5, mime_type: "video/mp4" } },
+      {
+        voice: {
+          file_id: ids[0],
+          file_unique_id: "v",
+          duration: 12,
+          mime_type: "audio/ogg",
+          file_size: 1000,
+        },
+      },
+      {
+        audio: {
+          file_id: ids[1],
+          file_unique_id: "a",
+          duration: 200,
+          file_name: "song.mp3",
+          mime_type: "audio/mpeg",
+        },
+      },
+      {
+        video: {
+          file_id: ids[2],
+          file_unique_id: "vi",
+          width: 640,
+          height: 360,
+          duration: 5,
+          mime_type: "video/mp4",
+        },
+      },
       { video_note: { file_id: ids[3], file_unique_id: "vn", length: 240, duration: 4 } },
-      { document: { file_id: ids[4], file_unique_id: "d", file_name: "report.pdf", mime_type: "application/pdf" } },
+      {
+        document: {
+          file_id: ids[4],
+          file_unique_id: "d",
+          file_name: "report.pdf",
+          mime_type: "application/pdf",
+        },
+      },
       {
         sticker: {
           file_id: ids[5],
@@ -95,7 +127,12 @@ describe("telegram media (grammY against the loopback Bot API)", () => {
     for (const s of sends) fake.pushMessage(DM, ADA, s);
     await eventually(() => inbound.length === 6, 300);
     const parts = inbound.map((m) => m.parts?.[0]);
-    expect(parts[0]).toMatchObject({ type: "audio", voice: true, durationSeconds: 12, mimeType: "audio/ogg" });
+    expect(parts[0]).toMatchObject({
+      type: "audio",
+      voice: true,
+      durationSeconds: 12,
+      mimeType: "audio/ogg",
+    });
     expect(parts[1]).toMatchObject({ type: "audio", voice: false, durationSeconds: 200 });
     expect(parts[2]).toMatchObject({ type: "video", mimeType: "video/mp4", durationSeconds: 5 });
     expect(parts[3]).toMatchObject({ type: "video", mimeType: "video/mp4", durationSeconds: 4 });
@@ -113,7 +150,9 @@ describe("telegram media (grammY against the loopback Bot API)", () => {
     const a = randomBytes(2000);
     const b = randomBytes(3000);
     const c = randomBytes(4000);
-    const photo = (id: string, n: number) => [{ file_id: id, file_unique_id: id, width: 10, height: 10, file_size: n }];
+    const photo = (id: string, n: number) => [
+      { file_id: id, file_unique_id: id, width: 10, height: 10, file_size: n },
+    ];
     fake.pushMessage(DM, ADA, { media_group_id: "alb1", photo: photo(fake.addFile(a, "p/a"), a.length) });
     fake.pushMessage(DM, ADA, {
       media_group_id: "alb1",
@@ -143,7 +182,9 @@ describe("telegram media (grammY against the loopback Bot API)", () => {
     });
     const msg = await eventually(() => inbound[0], 300);
     expect(msg.text).toBe("big one");
-    expect(msg.parts).toEqual([{ type: "media_note", reason: "too_large", name: "huge.bin", bytes: 2_000_000_000 }]);
+    expect(msg.parts).toEqual([
+      { type: "media_note", reason: "too_large", name: "huge.bin", bytes: 2_000_000_000 },
+    ]);
     expect(fake.calls.some((c) => c.method === "getFile")).toBe(false);
     expect(fake.fileRequests).toEqual([]);
   });
@@ -155,7 +196,11 @@ describe("telegram media (grammY against the loopback Bot API)", () => {
     fake.pushMessage(DM, ADA, { document: { file_id: id, file_unique_id: "x", file_name: "stall.bin" } });
     const msg = await eventually(() => inbound[0], 300);
     expect(Date.now() - t0).toBeLessThan(2500);
-    expect(msg.parts?.[0]).toMatchObject({ type: "media_note", reason: "download_failed", name: "stall.bin" });
+    expect(msg.parts?.[0]).toMatchObject({
+      type: "media_note",
+      reason: "download_failed",
+      name: "stall.bin",
+    });
   });
 
   it("hands a file name with path tricks and bidi characters to the sink as is, never using it as a path", async () => {

@@ -18,7 +18,8 @@ export interface TakenFile {
 
 export class TestMediaSink implements MediaSink {
   readonly dir = mkdtempSync(path.join(os.tmpdir(), "sb-sink-"));
-  readonly calls: Array<{ attachments: readonly InboundAttachment[]; channel: string; maxBytes: number }> = [];
+  readonly calls: Array<{ attachments: readonly InboundAttachment[]; channel: string; maxBytes: number }> =
+    [];
   readonly stored = new Map<string, Buffer>();
   /** Attachments whose `open` was called. */
   opened = 0;

@@ -330,7 +330,8 @@ export class FakeTelegram {
       case "getFile": {
         const f = this.files.get(String(payload.file_id));
         if (!f) return fail({ code: 400, description: "Bad Request: invalid file_id" });
-        if (f.bytes.length > 20 * 1024 * 1024) return fail({ code: 400, description: "Bad Request: file is too big" });
+        if (f.bytes.length > 20 * 1024 * 1024)
+          return fail({ code: 400, description: "Bad Request: file is too big" });
         return reply({
           file_id: payload.file_id,
           file_unique_id: `u${payload.file_id}`,
@@ -423,7 +424,10 @@ export class FakeTelegram {
       res.end(JSON.stringify({ ok: false, error_code: 404, description: "Not Found" }));
       return;
     }
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(f.bytes.length) });
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      "content-length": String(f.bytes.length),
+    });
     if (f.stall) {
       res.write(f.bytes.subarray(0, Math.min(16, f.bytes.length)));
       return;
