@@ -5,7 +5,7 @@ import { resolveApproval } from "../../../src/approvals/resolve.js";
 import { parseConfig } from "../../../src/config/index.js";
 import { EventBus } from "../../../src/events.js";
 import { silentLogger } from "../../../src/log.js";
-import type { Services } from "../../../src/services/index.js";
+import type { DeliveryRequest, Services } from "../../../src/services/index.js";
 import { createFsStore } from "../../../src/store/fs/index.js";
 import { createRedisStore } from "../../../src/store/redis/index.js";
 import type { SessionEntry, StoreDriver } from "../../../src/store/types.js";
@@ -45,7 +45,7 @@ function servicesOn(store: StoreDriver, timeoutSeconds = 600): Services {
     logger: silentLogger(),
     now: Date.now,
     delivery: {
-      async deliver(req) {
+      async deliver(req: DeliveryRequest) {
         delivered.push(req.idempotencyKey);
         return { status: "sent", channel: "memory", messageIds: ["m1"] };
       },
