@@ -149,7 +149,7 @@ export class AgentRuntime {
     }
 
     // 3. Steps until a final answer, a yield, the step limit or a failure.
-    const turn = this.#setUp(job, ctx, streaming, entry, ref, model);
+    const turn = await this.#setUp(job, ctx, streaming, entry, ref, model);
     const state: TurnState = {
       entry,
       pruning: false,
@@ -178,18 +178,20 @@ export class AgentRuntime {
   }
 
   /** What a turn fixes before its first model call: caller, tools, system prompt, window sizes. */
-  #setUp(
+  async #setUp(
     job: TurnJob,
     ctx: JobContext,
     streaming: TurnStreaming,
     entry: SessionEntry,
     ref: TranscriptRef,
     model: { modelRef: string; resolved: ResolvedModel },
-  ): Turn {
+  ): Promise<Turn> {
     const { services } = this;
     const cfg = services.config;
     const agentCfg = cfg.agents.list.find((a) => a.id === entry.agentId);
     const caller: ToolCaller = { ...callerOf(services, entry), runId: job.runId };
+    // the agent's MCP servers are started on first use (bounded by their timeouts)
+    await this.tools.prepare(caller, ctx.signal);
     const specs = this.tools.specs(services, caller);
     const interSource = job.messages.find((m) => m.provenance?.kind === "inter_session")?.provenance
       ?.sourceSessionKey;

@@ -1,10 +1,18 @@
 import { z } from "zod";
 import type { ToolTraits } from "../approvals/policy.js";
 import { formatIssues } from "../errors.js";
-import { explainDenied, resolveToolSet, toolPolicyInput, toolReport } from "../policy/tool-policy.js";
+import {
+  explainDenied,
+  resolveToolSet,
+  type ToolSetInput,
+  toolPolicyInput,
+  toolReport,
+} from "../policy/tool-policy.js";
 import type { Services } from "../services/index.js";
 import type { ToolSpec } from "../services/models.js";
 import type { SessionTool, ToolCaller, ToolContext, ToolResult } from "../tools/types.js";
+import type { McpManager, McpTool } from "./mcp/manager.js";
+import type { McpToolInfo } from "./mcp/types.js";
 
 /**
  * Which tools a caller may use, their JSON schemas, and invocation with validation. The model
@@ -15,8 +23,12 @@ export type InvokeOutcome =
   | { ok: true; result: ToolResult }
   | { ok: false; code: "FORBIDDEN" | "INVALID_PARAMS" | "NOT_FOUND"; message: string };
 
-function policyInput(services: Services, caller: ToolCaller) {
-  return toolPolicyInput(services.config, caller);
+/** One entry of `tools.list` / `/tools`: MCP tools carry their server. */
+export interface ToolListEntry {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  server?: string;
 }
 
 /**
@@ -33,7 +45,11 @@ export class ToolRegistry {
   readonly #specs = new WeakMap<object, Map<string, readonly ToolSpec[]>>();
   readonly #schemas = new WeakMap<object, Map<string, z.ZodType>>();
 
-  constructor(tools: SessionTool[]) {
+  /** `mcp`: the process's MCP servers, whose tools join each agent's set (API.md §8.3). */
+  constructor(
+    tools: SessionTool[],
+    readonly mcp?: McpManager,
+  ) {
     for (const t of tools) this.#tools.set(t.name, t);
   }
 
@@ -41,9 +57,34 @@ export class ToolRegistry {
     return [...this.#tools.keys()];
   }
 
+  /**
+   * Starts (or waits for) the caller's agent's MCP servers, so its MCP tools are listed; bounded by
+   * each server's timeout. A no-op for an agent without MCP servers, or once they are up.
+   */
+  async prepare(caller: Pick<ToolCaller, "agentId">, signal?: AbortSignal): Promise<void> {
+    await this.mcp?.prepare(caller.agentId, signal);
+  }
+
+  /** For approvals: the MCP server, tool and annotations behind a model-facing name, if it is one. */
+  mcpInfo(agentId: string, name: string): McpToolInfo | undefined {
+    return this.#tools.has(name) ? undefined : this.mcp?.info(agentId, name);
+  }
+
+  #mcpTools(caller: ToolCaller): McpTool[] {
+    return this.mcp?.toolsOf(caller.agentId) ?? [];
+  }
+
+  /** The policy input of a caller: the session tools, plus the agent's MCP tools when it has any. */
+  #policy(services: Services, caller: ToolCaller): ToolSetInput {
+    const mcp = this.#mcpTools(caller).map((t) => t.name);
+    if (mcp.length === 0) return toolPolicyInput(services.config, caller);
+    return toolPolicyInput(services.config, caller, [...this.names(), ...mcp], mcp);
+  }
+
   allowedFor(services: Services, caller: ToolCaller): Set<string> {
-    const set = resolveToolSet(policyInput(services, caller));
-    return new Set([...set].filter((n) => this.#tools.has(n)));
+    const mcp = new Set(this.#mcpTools(caller).map((t) => t.name));
+    const set = resolveToolSet(this.#policy(services, caller));
+    return new Set([...set].filter((n) => this.#tools.has(n) || mcp.has(n)));
   }
 
   /**
@@ -54,16 +95,25 @@ export class ToolRegistry {
     services: Services,
     caller: ToolCaller,
   ): {
-    tools: Array<{ name: string; description: string; parameters: Record<string, unknown> }>;
+    tools: ToolListEntry[];
     removed: Array<{ name: string; by: string; reason: string }>;
   } {
-    const { removed } = toolReport(toolPolicyInput(services.config, caller, this.names()));
+    const mcp = this.#mcpTools(caller);
+    const input = this.#policy(services, caller);
+    const { removed } = toolReport(
+      mcp.length > 0 ? input : toolPolicyInput(services.config, caller, this.names()),
+    );
+    const servers = new Map(mcp.map((t) => [t.name, t.server]));
     return {
-      tools: this.specs(services, caller).map((s) => ({
-        name: s.name,
-        description: s.description,
-        parameters: s.parameters,
-      })),
+      tools: this.specs(services, caller).map((s) => {
+        const server = servers.get(s.name);
+        return {
+          name: s.name,
+          description: s.description,
+          parameters: s.parameters,
+          ...(server ? { server } : {}),
+        };
+      }),
       removed: removed.sort((a, b) => a.name.localeCompare(b.name)),
     };
   }
@@ -75,12 +125,17 @@ export class ToolRegistry {
       byCaller = new Map();
       this.#specs.set(services.config, byCaller);
     }
-    const key = callerKey(caller);
+    // MCP tool lists change as servers start and restart: their generation is part of the key
+    const key = `${callerKey(caller)}\u0000${this.mcp?.generation ?? 0}`;
     const hit = byCaller.get(key);
     if (hit) return hit;
     const out: ToolSpec[] = [];
+    const mcp = new Map(this.#mcpTools(caller).map((t) => [t.name, t]));
     for (const name of this.allowedFor(services, caller)) {
       const tool = this.#tools.get(name);
+      const remote = mcp.get(name);
+      if (remote)
+        out.push(Object.freeze({ name, description: remote.description, parameters: remote.parameters }));
       if (!tool) continue;
       const json = z.toJSONSchema(this.#schema(tool, services, caller), {
         io: "input",
@@ -142,6 +197,7 @@ export class ToolRegistry {
     guard?: (args: unknown, run: () => Promise<ToolResult>) => Promise<ToolResult>,
   ): Promise<InvokeOutcome> {
     const tool = this.#tools.get(name);
+    if (!tool && this.mcp && name.includes("__")) return this.#invokeMcp(name, rawArgs, ctx);
     if (!tool)
       return {
         ok: false,
@@ -154,7 +210,7 @@ export class ToolRegistry {
         ok: false,
         code: "FORBIDDEN",
         message:
-          explainDenied(name, policyInput(ctx.services, ctx.caller)) ??
+          explainDenied(name, this.#policy(ctx.services, ctx.caller)) ??
           `tool ${name} is not allowed for this session`,
       };
     }
@@ -164,5 +220,29 @@ export class ToolRegistry {
     }
     const run = () => tool.execute(parsed.data, ctx);
     return { ok: true, result: guard ? await guard(parsed.data, run) : await run() };
+  }
+
+  /** An MCP tool: the same policy check, then the server's own schema, then the call. */
+  async #invokeMcp(name: string, rawArgs: unknown, ctx: ToolContext): Promise<InvokeOutcome> {
+    const mcp = this.mcp!;
+    await mcp.prepare(ctx.caller.agentId, ctx.signal);
+    const tool = mcp.find(ctx.caller.agentId, name);
+    if (!tool) {
+      const server = name.slice(0, name.indexOf("__"));
+      const known = mcp.serversOf(ctx.caller.agentId).includes(server);
+      return {
+        ok: false,
+        code: known ? "NOT_FOUND" : "FORBIDDEN",
+        message: known
+          ? `MCP server "${server}" has no tool "${name.slice(server.length + 2)}" (or it is not running)`
+          : `tool ${name} is not available to agent ${ctx.caller.agentId} (its agents.list[].mcp does not name "${server}")`,
+      };
+    }
+    const denied = explainDenied(name, this.#policy(ctx.services, ctx.caller));
+    if (denied !== null) return { ok: false, code: "FORBIDDEN", message: denied };
+    const args = rawArgs ?? {};
+    const valid = tool.validate(args);
+    if (!valid.ok) return { ok: false, code: "INVALID_PARAMS", message: `${name}: ${valid.message}` };
+    return { ok: true, result: await mcp.call(tool, args as Record<string, unknown>, ctx.signal) };
   }
 }

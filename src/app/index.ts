@@ -1,3 +1,4 @@
+import { McpManager } from "../agent/mcp/manager.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
 import { createJobHandlers } from "../agent/turn-handler.js";
@@ -26,6 +27,7 @@ import { handleApprovalPress } from "../routing/gates/approvals.js";
 import { createRouter, type Router } from "../routing/router.js";
 import type { CronDriver } from "../services/cron.js";
 import type { Delivery, Services } from "../services/index.js";
+import { callerOf } from "../sessions/service.js";
 import { allTools } from "../tools/index.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
@@ -102,7 +104,16 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     now,
     media,
   };
-  const tools = new ToolRegistry(allTools());
+  // MCP servers run in the process that runs turns (a bullmq worker has its own), started on first use
+  const mcp = new McpManager({ config, logger, baseDir: loaded.baseDir, version: services.version, now });
+  const tools = new ToolRegistry(allTools(), mcp);
+  services.toolCatalog = {
+    report: async (entry) => {
+      const caller = callerOf(services, entry);
+      await tools.prepare(caller);
+      return tools.report(services, caller);
+    },
+  };
   const runtime = new AgentRuntime(services, tools);
   const handlers: HandlerRegistry = { beforeTurn: [], afterTurn: [], background: {} };
   // Follow-up flows of the session tools: reply-back loop + announce (a2a), completion announces, archive.
@@ -237,6 +248,8 @@ function appLifecycle(
       await services.pipeline.stop();
       stopPrune?.();
       await services.media?.close();
+      // after the pipeline: no turn calls a tool any more; each server goes with its process group
+      await app.tools.mcp?.stop();
       await drivers.store.close();
       await drivers.redis.close();
     },

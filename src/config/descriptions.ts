@@ -126,6 +126,8 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "agents.list[].model": 'Model as "<provider>/<model>"; the provider must be configured.',
   "agents.list[].systemPrompt": "System prompt.",
   "agents.list[].workspace": "Working directory of the agent (sub-agent attachments land below it).",
+  "agents.list[].mcp":
+    "Names in mcp.servers whose tools this agent may use (default none); each tool is <server>__<tool>.",
   "agents.list[].subagents.allowAgents": 'Other agents this one may spawn; ["*"] = any.',
   bindings:
     "Which agent answers which chat: exact peer, then thread parent, account, channel, else the first agent.",
@@ -154,6 +156,23 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "channels.whatsapp.accounts.<account>.authDir":
     "Where the link credentials are kept; default stateDir/whatsapp/<account>.",
   "channels.webchat.enabled": "Serve the web chat at / on the gateway port.",
+  mcp: "MCP servers whose tools agents may use (docs/tools.md).",
+  "mcp.servers":
+    "By name (letters, digits, '-', single '_'): a command over stdio, or a Streamable HTTP url.",
+  "mcp.servers.<name>.command":
+    "stdio: the program to run, started on first use in its own process group (stopped with the gateway).",
+  "mcp.servers.<name>.args": "stdio: its arguments.",
+  "mcp.servers.<name>.env":
+    "stdio: environment added to a minimal inherited one (HOME, PATH, SHELL, TERM, USER, LOGNAME); use ${VAR} for secrets.",
+  "mcp.servers.<name>.cwd": "stdio: working directory; null: the gateway's.",
+  "mcp.servers.<name>.url": "Streamable HTTP: the server's endpoint.",
+  "mcp.servers.<name>.headers": "Streamable HTTP: headers sent with every request (e.g. Authorization).",
+  "mcp.servers.<name>.timeoutSeconds":
+    "A tool call must answer within this (waiting for a restart included); later is a tool error for the model.",
+  "mcp.servers.<name>.startTimeoutSeconds":
+    "A start (spawn or connect, initialize, list the tools) must be done within this; npx may download first.",
+  "mcp.servers.<name>.maxResultChars":
+    "Text of one tool result the model sees; longer is cut, and the cut is said.",
 };
 
 for (const ch of ["telegram", "slack", "discord", "whatsapp"]) {

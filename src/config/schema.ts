@@ -7,6 +7,7 @@ import {
   contextPruningSchema,
   sessionResetSchema,
 } from "./context.js";
+import { mcpSchema } from "./mcp.js";
 import { mediaMaxMb, mediaSchema } from "./media.js";
 import { parseDurationMs, type Schedule, scheduleProblems } from "./schedule.js";
 
@@ -381,6 +382,8 @@ export const agentSchema = z.strictObject({
     .optional(),
   sandbox: z.strictObject({ mode: z.enum(["off", "all"]).optional() }).optional(),
   tools: agentToolsOverride.optional(),
+  /** Names in `mcp.servers` whose tools this agent may use (default: none). */
+  mcp: z.array(z.string()).optional(),
   contextPruning: contextPruningOverride,
   compaction: compactionOverride,
 });
@@ -694,6 +697,7 @@ export const configSchema = z
     cron: cronSchema,
     hooks: hooksSchema,
     media: mediaSchema,
+    mcp: mcpSchema,
   })
   .superRefine((c, ctx) => {
     if (c.hooks.token && c.gateway.auth.token && c.hooks.token === c.gateway.auth.token)
@@ -703,6 +707,16 @@ export const configSchema = z
         path: ["hooks", "token"],
       });
     const agents = new Set(c.agents.list.map((a) => a.id));
+    c.agents.list.forEach((a, i) => {
+      a.mcp?.forEach((name, j) => {
+        if (!Object.hasOwn(c.mcp.servers, name))
+          ctx.addIssue({
+            code: "custom",
+            message: `MCP server "${name}" is not configured (mcp.servers)`,
+            path: ["agents", "list", i, "mcp", j],
+          });
+      });
+    });
     c.cron.jobs.forEach((j, i) => {
       if (!agents.has(j.agentId))
         ctx.addIssue({

@@ -70,13 +70,20 @@ export interface ToolSetInput {
   subagent?: { depth: number; maxSpawnDepth: number; allow: readonly string[]; deny: readonly string[] };
   /** Tool universe (default SESSION_TOOLS). */
   knownTools?: readonly string[];
+  /**
+   * The agent's MCP tools (`<server>__<tool>`, API.md §8.3): they join whatever profile the agent
+   * has; deny lists and the sub-agent layers apply to them as to any tool.
+   */
+  mcpTools?: readonly string[];
   /** Only for messages: which `agents.list[]` entry the override came from. */
   agentId?: string;
 }
 
-function matchTool(pattern: string, tool: string): boolean {
+function matchTool(pattern: string, name: string): boolean {
   const p = pattern.trim().toLowerCase();
   if (p === "") return false;
+  // MCP tools may have capitals (`files__ReadFile`); patterns match them case-blind too
+  const tool = name.toLowerCase();
   if (!p.includes("*")) return p === tool;
   const re = new RegExp(
     `^${p
@@ -155,7 +162,8 @@ export function explainRemoval(tool: string, input: ToolSetInput): ToolRemoval |
   if (anyMatch(input.deny, tool)) return removed("deny", `${tool} is denied by tools.deny`);
 
   const profile = override?.profile ?? input.profile;
-  const inProfile = (TOOL_PROFILES[profile] as readonly string[]).includes(tool);
+  const inProfile =
+    (TOOL_PROFILES[profile] as readonly string[]).includes(tool) || (input.mcpTools?.includes(tool) ?? false);
   if (inProfile || anyMatch(input.alsoAllow, tool) || anyMatch(override?.alsoAllow, tool)) return null;
   const byAgent = override?.profile !== undefined;
   return removed(
@@ -184,6 +192,7 @@ export function toolPolicyInput(
   config: Config,
   caller: { agentId: string; depth: number },
   knownTools?: readonly string[],
+  mcpTools?: readonly string[],
 ): ToolSetInput {
   const agent = config.agents.list.find((a) => a.id === caller.agentId);
   const maxSpawnDepth = agent?.subagents?.maxSpawnDepth ?? config.agents.defaults.subagents.maxSpawnDepth;
@@ -204,5 +213,6 @@ export function toolPolicyInput(
         }
       : {}),
     ...(knownTools ? { knownTools } : {}),
+    ...(mcpTools && mcpTools.length > 0 ? { mcpTools } : {}),
   };
 }

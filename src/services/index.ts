@@ -93,6 +93,15 @@ export interface Delivery {
   edit?(req: DeliveryEdit): Promise<boolean>;
 }
 
+/** The tools a session may use as `tools.list` reports them (MCP tools with their server): `/tools`. */
+export interface ToolCatalog {
+  /** For the session of `entry` (its agent, depth and sandbox). */
+  report(entry: SessionEntry): Promise<{
+    tools: Array<{ name: string; server?: string }>;
+    removed: Array<{ name: string; by: string; reason: string }>;
+  }>;
+}
+
 export interface Services {
   config: Config;
   /** Relative paths in the config resolve against this. */
@@ -111,4 +120,6 @@ export interface Services {
   cron?: CronJobs;
   /** The media store (API.md §8.1; absent in tests that build services by hand). */
   media?: MediaStore;
+  /** The tool registry's report (set by the app; MCP tools need their servers started). */
+  toolCatalog?: ToolCatalog;
 }

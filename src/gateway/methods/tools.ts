@@ -12,7 +12,9 @@ export function registerToolMethods(rpc: RpcDispatcher, services: Services, tool
     "tools.list",
     method(z.strictObject({ sessionKey: z.string().min(1) }), async (p) => {
       const entry = await requireSession(services, p.sessionKey);
-      return { sessionKey: entry.key, ...tools.report(services, callerOf(services, entry)) };
+      const caller = callerOf(services, entry);
+      await tools.prepare(caller);
+      return { sessionKey: entry.key, ...tools.report(services, caller) };
     }),
   );
 

@@ -32,11 +32,25 @@ export function parseOwnerCommand(text: string): Command | null {
   return { kind: "bad", text: "usage: /send on|off|inherit" };
 }
 
-/** The `/tools` answer: the session's effective tools and which layer removed each other one. */
-export function toolsText(services: Pick<Services, "config">, entry: SessionEntry): string {
-  const { allowed, removed } = toolReport(
-    toolPolicyInput(services.config, { agentId: entry.agentId, depth: entry.spawnDepth ?? 0 }),
-  );
+/**
+ * The `/tools` answer: the session's effective tools (an MCP tool with its server) and which layer
+ * removed each other one.
+ */
+export async function toolsText(
+  services: Pick<Services, "config" | "toolCatalog">,
+  entry: SessionEntry,
+): Promise<string> {
+  let allowed: string[];
+  let removed: Array<{ name: string; by: string; reason: string }>;
+  if (services.toolCatalog) {
+    const report = await services.toolCatalog.report(entry);
+    allowed = report.tools.map((t) => (t.server ? `${t.name} (MCP server ${t.server})` : t.name));
+    removed = report.removed;
+  } else {
+    ({ allowed, removed } = toolReport(
+      toolPolicyInput(services.config, { agentId: entry.agentId, depth: entry.spawnDepth ?? 0 }),
+    ));
+  }
   const lines = [`Tools for ${entry.key}: ${allowed.length > 0 ? allowed.join(", ") : "(none)"}`];
   if (removed.length > 0) {
     lines.push("Removed:");
@@ -63,7 +77,7 @@ export const ownerCommands: Middleware<RoutedCtx> = async (ctx, next) => {
     await replyToCommand(ctx, cmd.text);
   } else if (cmd.kind === "tools") {
     const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
-    await replyToCommand(ctx, toolsText(services, entry));
+    await replyToCommand(ctx, await toolsText(services, entry));
   } else if (cmd.kind === "status") {
     const entry = (await services.store.sessions.get(ctx.sessionKey)) ?? (await ensureRouted(ctx));
     await replyToCommand(ctx, await statusCard(services, entry));

@@ -277,3 +277,34 @@ describe("toolReport: which layer removed what", () => {
     expect(r.removed.map((x) => x.name)).not.toContain("subagents");
   });
 });
+
+describe("MCP tools (API.md §8.3)", () => {
+  const mcpTools = ["files__read_file", "files__Write_File"];
+  const input = (extra: Partial<ToolSetInput> = {}): ToolSetInput => ({
+    profile: "minimal",
+    alsoAllow: [],
+    deny: [],
+    knownTools: [...SESSION_TOOLS, ...mcpTools],
+    mcpTools,
+    ...extra,
+  });
+
+  it("join whatever profile the agent has, even minimal", () => {
+    const set = resolveToolSet(input());
+    expect([...set].sort()).toEqual(["files__Write_File", "files__read_file", "session_status"]);
+  });
+
+  it("tools.deny and the agent's deny remove them, by glob, case-blind", () => {
+    expect(resolveToolSet(input({ deny: ["files__write_*"] })).has("files__Write_File")).toBe(false);
+    const byAgent = input({ agentOverride: { deny: ["files__*"] }, agentId: "main" });
+    expect(resolveToolSet(byAgent).has("files__read_file")).toBe(false);
+    expect(explainDenied("files__read_file", byAgent)).toContain("agents.list[main].tools.deny");
+  });
+
+  it("the sub-agent allow list restricts them like any tool", () => {
+    const sub = input({ subagent: { depth: 1, maxSpawnDepth: 1, allow: ["files__read_*"], deny: [] } });
+    const set = resolveToolSet(sub);
+    expect(set.has("files__read_file")).toBe(true);
+    expect(set.has("files__Write_File")).toBe(false);
+  });
+});
