@@ -175,10 +175,15 @@ export class ToolRegistry {
     }
   }
 
-  /** What the approval policy needs of a tool: MCP or not, and its read-only hint. */
+  /** What the approval policy needs of a tool: MCP or not, and its read-only hint (MCP annotations). */
   traits(name: string): ToolTraits {
     const tool = this.#tools.get(name);
-    if (!tool) return { mcp: name.includes("__") };
+    if (!tool) {
+      const info = this.mcp?.describe(name);
+      if (!info) return { mcp: name.includes("__") };
+      const hint = info.annotations.readOnlyHint;
+      return { mcp: true, ...(hint !== undefined ? { readOnly: hint } : {}) };
+    }
     if (tool.server === undefined) return { mcp: false };
     return {
       mcp: true,
@@ -197,7 +202,7 @@ export class ToolRegistry {
     guard?: (args: unknown, run: () => Promise<ToolResult>) => Promise<ToolResult>,
   ): Promise<InvokeOutcome> {
     const tool = this.#tools.get(name);
-    if (!tool && this.mcp && name.includes("__")) return this.#invokeMcp(name, rawArgs, ctx);
+    if (!tool && this.mcp && name.includes("__")) return this.#invokeMcp(name, rawArgs, ctx, guard);
     if (!tool)
       return {
         ok: false,
@@ -223,7 +228,12 @@ export class ToolRegistry {
   }
 
   /** An MCP tool: the same policy check, then the server's own schema, then the call. */
-  async #invokeMcp(name: string, rawArgs: unknown, ctx: ToolContext): Promise<InvokeOutcome> {
+  async #invokeMcp(
+    name: string,
+    rawArgs: unknown,
+    ctx: ToolContext,
+    guard?: (args: unknown, run: () => Promise<ToolResult>) => Promise<ToolResult>,
+  ): Promise<InvokeOutcome> {
     const mcp = this.mcp!;
     await mcp.prepare(ctx.caller.agentId, ctx.signal);
     const tool = mcp.find(ctx.caller.agentId, name);
@@ -243,6 +253,8 @@ export class ToolRegistry {
     const args = rawArgs ?? {};
     const valid = tool.validate(args);
     if (!valid.ok) return { ok: false, code: "INVALID_PARAMS", message: `${name}: ${valid.message}` };
-    return { ok: true, result: await mcp.call(tool, args as Record<string, unknown>, ctx.signal) };
+    // validated against the server's own schema: an object
+    const run = () => mcp.call(tool, args as Record<string, unknown>, ctx.signal);
+    return { ok: true, result: guard ? await guard(args, run) : await run() };
   }
 }

@@ -23,6 +23,7 @@ const scripted = (server: string) => ({
           ["^half-write (\\S+)$", "write_note", { name: "$1" }],
           ["^read (\\S+)$", "read_note", { name: "$1" }],
           ["^who$", "whoami", {}],
+          ["^res (\\S+)$", "note_resource", { name: "$1" }],
         ].map(([match, tool, args]) => ({
           match: match as string,
           toolCalls: [{ name: `${server}__${tool as string}`, args: args as Record<string, string> }],
@@ -63,6 +64,15 @@ describe("an MCP server over stdio", () => {
       {
         ...scripted("notes"),
         mcp: { servers: { notes: mcpStdioServer({ timeoutSeconds: 2 }) } },
+        // auto: read_note (readOnlyHint) runs unasked, any other MCP tool asks, unless a rule allows it
+        tools: {
+          approvals: {
+            rules: [
+              { tool: "notes__write_note", action: "allow" as const },
+              { tool: "notes__whoami", action: "allow" as const },
+            ],
+          },
+        },
         agents: {
           list: [
             { id: "main", mcp: ["notes"] },
@@ -97,6 +107,33 @@ describe("an MCP server over stdio", () => {
       "notes__read_note",
     ]);
     expect(JSON.stringify(results.at(-1))).toContain("buy milk");
+  });
+
+  it("approvals see the MCP annotations: a tool without readOnlyHint waits for a decision, then runs once", async () => {
+    expect(t.app.tools.traits("notes__read_note")).toEqual({ mcp: true, readOnly: true });
+    expect(t.app.tools.traits("notes__note_resource")).toEqual({ mcp: true });
+    expect(t.app.tools.mcpInfo("main", "notes__read_note")).toEqual({
+      server: "notes",
+      tool: "read_note",
+      annotations: { readOnlyHint: true, title: "Read a note" },
+    });
+    await t.invoke("main", "notes__write_note", { name: "asked", text: "approved body" });
+    const sent = await t.rpc("chat.send", {
+      sessionKey: "agent:main:ask",
+      message: "res asked",
+      timeoutSeconds: 0.5,
+    });
+    const runId = sent.result.runId;
+    const waiting = await t.rpc("runs.get", { runId });
+    expect(waiting.result).toMatchObject({
+      status: "waiting",
+      waitingFor: { tool: "notes__note_resource", args: { name: "asked" } },
+    });
+    await t.rpc("approvals.resolve", { id: waiting.result.waitingFor.approvalId, decision: "allow-once" });
+    const done = await t.rpc("agent.wait", { runId, timeoutMs: 10_000 });
+    expect(done.result.status).toBe("ok");
+    const run = await t.rpc("runs.get", { runId });
+    expect(JSON.stringify(run.result)).toContain("approved body");
   });
 
   it("tools.list shows each MCP tool as <server>__<tool> with its server, description and JSON schema", async () => {
@@ -277,6 +314,7 @@ describe("an MCP server over Streamable HTTP", () => {
         },
       },
       agents: { list: [{ id: "main", mcp: ["remote"] }] },
+      tools: { approvals: { default: "allow" as const } },
     });
   });
   afterAll(async () => {

@@ -119,6 +119,14 @@ export class McpManager {
     return this.#connections.get(server)?.tool(name.slice(i + 2));
   }
 
+  /** Server, tool and annotations of a model-facing name (any agent's), as last listed. */
+  describe(name: string): McpToolInfo | undefined {
+    const i = name.indexOf("__");
+    if (i <= 0) return undefined;
+    const t = this.#connections.get(name.slice(0, i))?.tool(name.slice(i + 2));
+    return t ? { server: t.server, tool: t.tool, annotations: t.annotations } : undefined;
+  }
+
   /** Server, tool and annotations of a model-facing name the agent has, for approvals. */
   info(agentId: string, name: string): McpToolInfo | undefined {
     const t = this.find(agentId, name);
