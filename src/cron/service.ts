@@ -1,7 +1,8 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { backoffMs, parseDurationMs } from "../config/schedule.js";
 import { type CronJobConfig, cronJobSchema } from "../config/schema.js";
 import { formatIssues, InvalidParamsError, NotFoundError, SwitchboardError } from "../errors.js";
+import { uuidFrom } from "../ids.js";
 import type {
   CronDriver,
   CronJob,
@@ -40,13 +41,6 @@ export interface CronTurnMeta {
   jobId: string;
   tickAt: number;
   trigger: CronRunEntry["trigger"];
-}
-
-/** A deterministic UUID (v4 layout) from a seed: the isolated session of one tick is always the same. */
-export function uuidFrom(seed: string): string {
-  const h = createHash("sha256").update(seed).digest("hex");
-  const v = ((Number.parseInt(h[16] ?? "0", 16) & 0x3) | 0x8).toString(16);
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${v}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
 export function isolatedRunKey(jobId: string, runId: string): string {

@@ -1,9 +1,10 @@
 import type { InboundMessage } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
+import { uuidFrom } from "../ids.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
-import { buildSessionKey, idPart, uuidFrom } from "../sessions/keys.js";
+import { buildSessionKey, idPart } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { SwitchboardError } from "../errors.js";
 import { BoundedMap } from "../ordered-set.js";
 import type { ChatType, SessionKind } from "../store/types.js";
@@ -154,18 +154,6 @@ export function buildSessionKey(input: BuildSessionKeyInput): string {
   const thread = idPart(input.threadId);
   if (thread !== "") base = `${base}:thread:${thread}`;
   return base;
-}
-
-/**
- * A UUID v4-shaped id derived from `seed` (SHA-256): the same seed always gives the same id.
- * Effects of a job (a spawned sub-agent's session and run) use it so a re-run reuses them.
- */
-export function uuidFrom(seed: string): string {
-  const h = createHash("sha256").update(seed).digest();
-  h[6] = (h[6]! & 0x0f) | 0x40;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString("hex");
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
 export function subagentKey(agentId: string, uuid: string = randomUUID()): string {

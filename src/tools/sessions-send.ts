@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import { type A2ARequest, primaryContext } from "../flows/a2a.js";
+import { uuidFrom } from "../ids.js";
 import { checkVisible, resolveVisibleTarget, sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import {
@@ -10,7 +11,6 @@ import {
   isThreadKey,
   MAX_KEY_LENGTH,
   normalizeKey,
-  uuidFrom,
 } from "../sessions/keys.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";

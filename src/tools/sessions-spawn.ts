@@ -19,10 +19,11 @@ import {
   subagentSettings,
 } from "../flows/spawn.js";
 import { buildHistoryView } from "../history/view.js";
+import { uuidFrom } from "../ids.js";
 import { spawnedByChain } from "../policy/access.js";
 import { bindingSettings, THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services/index.js";
-import { deriveChannel, subagentKey, uuidFrom } from "../sessions/keys.js";
+import { deriveChannel, subagentKey } from "../sessions/keys.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 

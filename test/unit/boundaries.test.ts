@@ -54,6 +54,7 @@ const FLOORS: ReadonlyArray<{ floor: string; rooms: readonly string[] }> = [
       "src/redact.ts",
       "src/fence.ts",
       "src/hash.ts",
+      "src/ids.ts",
       "src/deadlines.ts",
       "src/json-limits.ts",
       "src/ordered-set.ts",
