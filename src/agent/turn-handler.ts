@@ -1,3 +1,4 @@
+import { channelSettings } from "../config/channels.js";
 import { DEFAULT_FAILURE_TEXT } from "../config/schema.js";
 import { routeOf, streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
@@ -29,10 +30,8 @@ interface ChatSide {
 
 async function chatSide(services: Services, job: TurnJob, entry: SessionEntry): Promise<ChatSide> {
   const route = routeOf(entry);
-  const channelCfg = route
-    ? (services.config.channels as Record<string, { failureText?: string } | undefined>)[route.channel]
-    : undefined;
-  const failureText = channelCfg?.failureText ?? DEFAULT_FAILURE_TEXT;
+  const failureText =
+    (route && channelSettings(services.config, route.channel)?.failureText) ?? DEFAULT_FAILURE_TEXT;
   const mode = route ? streamingMode(services.config, route.channel) : "partial";
   if (mode === "off") return { streaming: { enabled: false }, stream: null, failureText };
   const stream =

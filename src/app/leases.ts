@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import os from "node:os";
 import type { Redis } from "ioredis";
 import type { AccountLease, ChannelAdapter } from "../channels/types.js";
+import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -410,11 +411,7 @@ export async function createAccountLeases(
     renewMs: config.gateway.leases.renewMs,
     logger: logger.child({ component: "leases" }),
   });
-  const channels = config.channels as unknown as Record<
-    string,
-    { accounts?: Record<string, unknown> } | undefined
-  >;
   for (const a of exclusive)
-    leases.add(a, configFingerprint(channels[a.channel]?.accounts?.[a.accountId] ?? null));
+    leases.add(a, configFingerprint(channelSettings(config, a.channel)?.accounts?.[a.accountId] ?? null));
   return leases;
 }

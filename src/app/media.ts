@@ -1,5 +1,6 @@
 import path from "node:path";
 import type { MediaSink } from "../channels/types.js";
+import { channelSettings } from "../config/channels.js";
 import { parseDurationMs } from "../config/schedule.js";
 import type { Config } from "../config/schema.js";
 import type { Logger } from "../log.js";
@@ -43,7 +44,7 @@ export function createMediaStore(
 
 /** `channels.<name>.mediaMaxMb` in bytes (decimals allowed), or undefined for an unknown channel. */
 export function channelMaxBytes(config: Config, channel: string): number | undefined {
-  const c = (config.channels as Record<string, { mediaMaxMb?: number } | undefined>)[channel];
+  const c = channelSettings(config, channel);
   return c?.mediaMaxMb !== undefined ? Math.floor(c.mediaMaxMb * MiB) : undefined;
 }
 

@@ -1,6 +1,7 @@
 import { chunkText } from "../channels/kit/chunk.js";
 import { type MarkdownDialect, renderMarkdown } from "../channels/kit/format/index.js";
 import type { ChannelAdapter, OutboundAction } from "../channels/types.js";
+import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
 import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
@@ -71,10 +72,7 @@ interface Target {
 
 /** A channel's `streaming` setting (API.md §7); the web chat and unknown channels stream. */
 export function streamingMode(config: Config, channel: string): "partial" | "off" | "final" {
-  const ch = (config.channels as Record<string, { streaming?: "partial" | "off" | "final" } | undefined>)[
-    channel
-  ];
-  return ch?.streaming ?? "partial";
+  return channelSettings(config, channel)?.streaming ?? "partial";
 }
 
 /** Routes from the store, the adapters, the send policy and rendering from the config. */

@@ -1,3 +1,4 @@
+import { channelSettings } from "../config/channels.js";
 import type { Services } from "../services/index.js";
 import { routeOf } from "./index.js";
 
@@ -25,9 +26,7 @@ export async function startTyping(
     const entry = await services.store.sessions.get(sessionKey).catch(() => null);
     const route = entry ? routeOf(entry) : null;
     const adapter = route ? services.channels.get(route.channel, route.accountId) : undefined;
-    const enabled =
-      (services.config.channels as Record<string, { typing?: boolean } | undefined>)[route?.channel ?? ""]
-        ?.typing ?? true;
+    const enabled = (route && channelSettings(services.config, route.channel)?.typing) ?? true;
     if (route && adapter?.sendTyping && adapter.capabilities.typing && enabled) {
       const log = services.logger;
       const send = () =>

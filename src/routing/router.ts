@@ -1,4 +1,5 @@
 import type { InboundMessage } from "../channels/types.js";
+import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
 import { uuidFrom } from "../ids.js";
@@ -28,14 +29,7 @@ import { sessionCommands } from "./gates/session-commands.js";
 const CHAT_CHANNELS: ReadonlySet<string> = new Set(["telegram", "slack", "discord", "whatsapp"]);
 
 export function channelPolicy(config: Config, channel: string): ChannelPolicy {
-  const c = (config.channels as Record<string, unknown>)[channel] as
-    | Partial<{
-        allowFrom: string[];
-        dmPolicy: ChannelPolicy["dmPolicy"];
-        owners: string[];
-        groups: { requireMention: boolean; mentionPatterns: string[] };
-      }>
-    | undefined;
+  const c = channelSettings(config, channel);
   // The chat channels default to pairing (API.md §7); others (web chat, behind the gateway token) are open.
   const chat = CHAT_CHANNELS.has(channel);
   return {
@@ -99,9 +93,7 @@ export function bindingSettings(
   config: Pick<Config, "channels" | "session">,
   channel: string,
 ): { enabled: boolean; idleHours: number; maxAgeHours: number; enabledBy: string } {
-  const perChannel = (
-    config.channels as Record<string, { threadBindings?: Partial<typeof config.session.threadBindings> }>
-  )[channel]?.threadBindings;
+  const perChannel = channelSettings(config, channel)?.threadBindings;
   const enabledBy =
     perChannel?.enabled !== undefined
       ? `channels.${channel}.threadBindings.enabled`

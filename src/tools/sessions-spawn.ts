@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { z } from "zod";
+import { channelSettings } from "../config/channels.js";
 import type { AgentConfig, Config } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
@@ -254,9 +255,7 @@ export interface SpawnPlan {
 export function defaultSpawnContext(config: Config, thread: boolean, channel?: string): "isolated" | "fork" {
   if (!thread) return "isolated";
   const perChannel = channel
-    ? (config.channels as Record<string, { threadBindings?: { defaultSpawnContext?: "isolated" | "fork" } }>)[
-        channel
-      ]?.threadBindings?.defaultSpawnContext
+    ? channelSettings(config, channel)?.threadBindings?.defaultSpawnContext
     : undefined;
   return perChannel ?? config.session.threadBindings.defaultSpawnContext;
 }

@@ -1,3 +1,4 @@
+import { channelSettings } from "../../config/channels.js";
 import type { CommandAccess } from "../../config/context.js";
 import type { Config } from "../../config/schema.js";
 import { sendBlocked } from "../../policy/access.js";
@@ -38,9 +39,7 @@ export function parseSessionCommand(text: string): SessionCommand | null {
 }
 
 function commandAccess(config: Config, channel: string, kind: SessionCommand["kind"]): CommandAccess {
-  const c = (config.channels as Record<string, { commands?: Record<string, CommandAccess> }>)[channel]
-    ?.commands;
-  return c?.[kind] ?? "all";
+  return channelSettings(config, channel)?.commands?.[kind] ?? "all";
 }
 
 export const sessionCommands: Middleware<RoutedCtx> = async (ctx, next) => {
