@@ -1,6 +1,7 @@
 import { type Decision, resolveApproval } from "../../approvals/index.js";
 import { type ApprovalRecord, ApprovalStore } from "../../approvals/store.js";
 import { type InboundAction, inboundActionSchema } from "../../channels/types.js";
+import { channelSettings } from "../../config/channels.js";
 import type { Config } from "../../config/schema.js";
 import { formatIssues } from "../../errors.js";
 import type { Middleware } from "../compose.js";
@@ -42,8 +43,7 @@ export function isApprover(config: Config, rec: ApprovalRecord, channel: string,
   if (channel === "webchat") return rec.route?.channel === "webchat";
   const approvers = config.tools.approvals.approvers;
   if (Array.isArray(approvers)) return senderAllowed(approvers, channel, senderId);
-  const channels = config.channels as Record<string, { owners?: string[] } | undefined>;
-  const owners = (channels[channel]?.owners ?? []).filter((o) => o !== "*");
+  const owners = (channelSettings(config, channel)?.owners ?? []).filter((o) => o !== "*");
   if (senderAllowed(owners, channel, senderId)) return true;
   return approvers === "requester" && rec.requester?.toLowerCase() === `${channel}:${senderId}`.toLowerCase();
 }
