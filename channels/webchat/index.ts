@@ -7,6 +7,7 @@ import {
   type ChannelStatus,
   type EditMessage,
   type InboundHandler,
+  inboundActionSchema,
   inboundMessageSchema,
   type OutboundMessage,
 } from "../../src/channels/types.js";
@@ -55,6 +56,8 @@ export class WebchatChannel implements ChannelAdapter {
     createThread: false,
     // Edits are frames on a local socket: every delta goes out as it arrives.
     streaming: { editIntervalMs: 0, groupEditIntervalMs: 0 },
+    // Buttons under a message (approval requests); a press comes back as an `action` frame.
+    buttons: true,
   };
   private readonly life: ChannelLifecycle;
   private readonly sockets = new Map<string, Set<WebchatSocket>>();
@@ -197,6 +200,10 @@ export class WebchatChannel implements ChannelAdapter {
       socket.send(JSON.stringify({ type: "pong" }));
       return;
     }
+    if (frame.data.type === "action") {
+      await this.onPress(socket, visitorId, frame.data.messageId, frame.data.actionId);
+      return;
+    }
     const { id, text } = frame.data;
     if (text.length > this.config.maxMessageChars) {
       socket.send(
@@ -244,6 +251,29 @@ export class WebchatChannel implements ChannelAdapter {
     }
   }
 
+  /** A press of a button under a message: the visitor's own chat only; the answer is a `notice` frame. */
+  private async onPress(socket: WebchatSocket, visitorId: string, messageId: string, actionId: string) {
+    const onAction = this.life.context.onAction;
+    const shown = this.shown.get(messageId);
+    if (!onAction || !shown || shown.to !== visitorId) {
+      socket.send(JSON.stringify({ type: "notice", id: messageId, text: "Refused: no such button here." }));
+      return;
+    }
+    const press = inboundActionSchema.parse({
+      channel: this.channel,
+      accountId: this.accountId,
+      chatType: "direct",
+      peerId: visitorId,
+      senderId: visitorId,
+      senderName: "web visitor",
+      messageId,
+      actionId,
+    });
+    const { notice } = await onAction(press);
+    if (notice && socket.readyState === socket.OPEN)
+      socket.send(JSON.stringify({ type: "notice", id: messageId, text: notice }));
+  }
+
   private push(visitorId: string, frame: string): boolean {
     const set = this.sockets.get(visitorId);
     let sent = false;
@@ -264,6 +294,9 @@ export class WebchatChannel implements ChannelAdapter {
       role: "assistant",
       text: msg.text,
       ...(msg.kind === "failure" ? { kind: "failure" } : {}),
+      ...(msg.actions?.length
+        ? { actions: msg.actions.map(({ id, label, style }) => ({ id, label, style })) }
+        : {}),
     });
     this.remember(id, msg.to, msg.text, false);
     if (!this.push(msg.to, frame)) {
@@ -278,6 +311,24 @@ export class WebchatChannel implements ChannelAdapter {
   /** A streamed message grows: only the new text travels when the edit appends; otherwise the whole text. */
   async edit(msg: EditMessage): Promise<void> {
     const before = this.shown.get(msg.messageId)?.text;
+    if (msg.actions) {
+      // buttons change (`[]` removes them): the whole message travels again
+      const frame = JSON.stringify({
+        type: "message",
+        id: msg.messageId,
+        role: "assistant",
+        text: msg.text,
+        actions: msg.actions.map(({ id, label, style }) => ({ id, label, style })),
+      });
+      this.remember(msg.messageId, msg.to, msg.text, false);
+      if (!this.push(msg.to, frame)) {
+        const list = this.backlog.get(msg.to) ?? [];
+        list.push(frame);
+        while (list.length > this.config.backlogPerVisitor) list.shift();
+        this.backlog.set(msg.to, list);
+      }
+      return;
+    }
     const frame =
       before !== undefined && msg.text.startsWith(before)
         ? { type: "delta", id: msg.messageId, text: msg.text.slice(before.length) }

@@ -101,6 +101,20 @@ body.locked #gate{display:block}body.locked #log,body.locked form,body.locked #t
   const flush = () => { raf = 0; const stick = nearBottom(); for (const el of dirty) render(el, el.dataset.raw); dirty.clear(); scroll(stick); };
   const grow = (el, text) => { el.dataset.raw = text; dirty.add(el); if (!raf) raf = requestAnimationFrame(flush); };
 
+  // Buttons under a message (approval requests): a press sends an action frame; [] removes them.
+  const buttons = (el, id, actions) => {
+    const old = el.nextSibling && el.nextSibling.dataset && el.nextSibling.dataset.actionsFor === id ? el.nextSibling : null;
+    if (old) old.remove();
+    if (!actions.length) return;
+    const row = document.createElement("div"); row.className = "actions"; row.dataset.actionsFor = id;
+    for (const a of actions) {
+      const b = document.createElement("button"); b.type = "button"; b.textContent = String(a.label); b.dataset.actionId = String(a.id);
+      if (a.style) b.className = String(a.style);
+      b.onclick = () => { const frame = JSON.stringify({ type: "action", messageId: id, actionId: String(a.id) }); if (ws && ws.readyState === 1) ws.send(frame); else queue.push(frame); };
+      row.appendChild(b);
+    }
+    el.after(row);
+  };
   let ws, seq = 0, queue = [], attempt = 0, locked = false;
   const lock = () => { locked = true; document.body.classList.add("locked"); setConn("locked", "token needed"); try { ws && ws.close(); } catch {} };
   const connect = () => {
@@ -114,9 +128,12 @@ body.locked #gate{display:block}body.locked #log,body.locked form,body.locked #t
       else if (f.type === "message") {
         typing.textContent = "";
         if (f.kind === "failure") { addError(f.text); return; }
-        const el = f.id && bubbles.get(f.id);
-        if (el) grow(el, f.text); else add("assistant", f.text, f.id);
+        const el0 = f.id && bubbles.get(f.id);
+        const el = el0 || add("assistant", f.text, f.id);
+        if (el0) grow(el0, f.text);
+        if (Array.isArray(f.actions)) buttons(el, f.id, f.actions);
       }
+      else if (f.type === "notice") { const el = f.id && bubbles.get(f.id); const n = document.createElement("div"); n.className = "notice"; n.dataset.testid = "action-notice"; n.textContent = f.text; if (el) el.after(n); else log.appendChild(n); scroll(true); }
       else if (f.type === "delta") { const el = bubbles.get(f.id); if (el) grow(el, (el.dataset.raw ?? el.dataset.text ?? "") + f.text); }
       else if (f.type === "typing") typing.textContent = f.on === false ? "" : "typing…";
       else if (f.type === "error") { if (f.code === "UNAUTHORIZED") lock(); else addError(f.message); }

@@ -43,4 +43,10 @@ export interface WebchatSocket {
 export const clientFrameSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("message"), id: z.string().min(1).max(100), text: z.string().min(1) }),
   z.strictObject({ type: z.literal("ping") }),
+  /** A press of a button under the message `messageId` (the gateway checks it is this visitor's). */
+  z.strictObject({
+    type: z.literal("action"),
+    messageId: z.string().min(1).max(100),
+    actionId: z.string().min(1).max(256),
+  }),
 ]);
