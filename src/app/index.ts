@@ -1,3 +1,4 @@
+import { mediaImageSink } from "../agent/mcp/images.js";
 import { McpManager } from "../agent/mcp/manager.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
@@ -105,7 +106,15 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     media,
   };
   // MCP servers run in the process that runs turns (a bullmq worker has its own), started on first use
-  const mcp = new McpManager({ config, logger, baseDir: loaded.baseDir, version: services.version, now });
+  const mcp = new McpManager({
+    config,
+    logger,
+    baseDir: loaded.baseDir,
+    version: services.version,
+    now,
+    // images from tools become media parts
+    ...(services.media ? { images: mediaImageSink(services.media, config.media.maxBytes.image) } : {}),
+  });
   const tools = new ToolRegistry(allTools(), mcp);
   services.toolCatalog = {
     report: async (entry) => {

@@ -1,7 +1,14 @@
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { toolsText } from "../../src/routing/gates/owner-commands.js";
-import { HUGE_TEXT_CHARS, type McpHttpFake, mcpStdioServer, startMcpHttpFake } from "../fakes/mcp.js";
+import {
+  FAKE_PNG,
+  HUGE_TEXT_CHARS,
+  type McpHttpFake,
+  mcpStdioServer,
+  startMcpHttpFake,
+} from "../fakes/mcp.js";
 import { capturingLogger, startTestApp, type TestApp } from "../harness.js";
 
 /**
@@ -212,9 +219,18 @@ describe("an MCP server over stdio", () => {
     expect(turn.result.reply).toContain("must have required property 'text'");
   });
 
-  it("images become a one-line note (no media store yet), embedded resources text", async () => {
+  it("images go into the media store as media parts (typed by their bytes); embedded resources are text", async () => {
     const snap = await t.invoke("main", "notes__snapshot", {});
-    expect(snap).toEqual({ status: "ok", text: "the notes board:\n[image image/png, 70 B: not shown]" });
+    const hex = createHash("sha256").update(FAKE_PNG).digest("hex");
+    expect(snap).toEqual({
+      status: "ok",
+      text: `the notes board:\n[image image/png, 70 B: sha256:${hex}]`,
+      parts: [{ type: "image", mediaId: `sha256:${hex}`, mimeType: "image/png", bytes: FAKE_PNG.length }],
+    });
+    expect(await t.app.services.media?.stat(`sha256:${hex}`)).toMatchObject({
+      mimeType: "image/png",
+      bytes: 70,
+    });
     await t.invoke("main", "notes__write_note", { name: "r", text: "resource body" });
     const res = await t.invoke("main", "notes__note_resource", { name: "r" });
     expect(res.text).toBe("[resource note://r (text/plain)]\nresource body");

@@ -65,11 +65,6 @@ export class McpManager {
     return this.#generation;
   }
 
-  /** Sets the image sink (the app wires the media store in once it exists). */
-  set images(sink: McpImageSink | undefined) {
-    this.#options.images = sink;
-  }
-
   /** The `mcp.servers` names the agent may use (`agents.list[].mcp`). */
   serversOf(agentId: string): readonly string[] {
     return this.#options.config.agents.list.find((a) => a.id === agentId)?.mcp ?? [];

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { MediaPart } from "../../channels/types.js";
+import { formatBytes } from "../../media/parts.js";
 import type { ToolResult } from "../../tools/types.js";
 
 /**
@@ -55,12 +56,6 @@ export interface MapOptions {
   signal: AbortSignal;
 }
 
-export function sizeText(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} kB`;
-  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
-}
-
 function base64Bytes(b64: string): number {
   const pad = b64.endsWith("==") ? 2 : b64.endsWith("=") ? 1 : 0;
   return Math.floor((b64.length * 3) / 4) - pad;
@@ -92,10 +87,10 @@ export async function mapToolResult(raw: unknown, opts: MapOptions): Promise<Too
         if ("note" in stored) texts.push(stored.note);
         else {
           parts.push(stored);
-          texts.push(`[image ${stored.mimeType}, ${sizeText(stored.bytes)}: ${stored.mediaId}]`);
+          texts.push(`[image ${stored.mimeType}, ${formatBytes(stored.bytes)}: ${stored.mediaId}]`);
         }
       } else {
-        texts.push(`[${type} ${mimeType}, ${sizeText(base64Bytes(data))}: not shown]`);
+        texts.push(`[${type} ${mimeType}, ${formatBytes(base64Bytes(data))}: not shown]`);
       }
       continue;
     }
@@ -105,7 +100,9 @@ export async function mapToolResult(raw: unknown, opts: MapOptions): Promise<Too
       const type = r.mimeType ? ` (${r.mimeType})` : "";
       if ("text" in r) texts.push(`[resource ${r.uri}${type}]\n${r.text}`);
       else
-        texts.push(`[resource ${r.uri}${type}, ${sizeText(base64Bytes(r.blob))} of binary data: not shown]`);
+        texts.push(
+          `[resource ${r.uri}${type}, ${formatBytes(base64Bytes(r.blob))} of binary data: not shown]`,
+        );
       continue;
     }
     const link = linkItem.safeParse(item);
