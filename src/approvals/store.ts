@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ALWAYS_NS, APPROVALS_NS, BY_CHAT_NS, RESULTS_NS } from "../store/kv-namespaces.js";
 import type { StoreDriver } from "../store/types.js";
 
 /**
@@ -10,11 +11,6 @@ import type { StoreDriver } from "../store/types.js";
  * changes nothing. The approved call runs once the same way (`approval:ran:<id>`).
  */
 
-export const APPROVALS_NS = "approvals";
-export const ALWAYS_NS = "approvals.always";
-export const RESULTS_NS = "approvals.results";
-/** The newest pending approval posted into a chat, by chat: the numbered reply (`1`/`2`/`3`) decides it. */
-export const BY_CHAT_NS = "approvals.bychat";
 /** Claims outlive any approval: a request lives at most a week (timeoutSeconds). */
 const CLAIM_TTL_MS = 8 * 24 * 3600 * 1000;
 /** Decided approvals are kept this long (a late press is told who decided), then dropped. */

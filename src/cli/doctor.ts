@@ -10,6 +10,7 @@ import { errorMessage } from "../errors.js";
 import { silentLogger } from "../log.js";
 import { PairingStore } from "../routing/pairing.js";
 import type { CronJob } from "../services/cron.js";
+import { CRON_JOBS_NS } from "../store/kv-namespaces.js";
 import { clientFor } from "./context.js";
 
 /** `switchboard doctor`: every check prints ok / warn / fail with what to do about it. */
@@ -310,7 +311,7 @@ async function runtimeCronJobs(loaded: ReturnType<typeof loadConfig>): Promise<C
     const { store, close } = await openStore(loaded, silentLogger());
     try {
       const out: CronJob[] = [];
-      for (const { value } of await store.kv.list<{ job: unknown }>("cron.jobs")) {
+      for (const { value } of await store.kv.list<{ job: unknown }>(CRON_JOBS_NS)) {
         const p = cronJobSchema.safeParse(value.job);
         if (p.success) out.push(p.data);
       }

@@ -2,6 +2,7 @@ import { firstTick, nextTickAfter, scheduleSignature } from "../config/schedule.
 import { MAX_TIMER_MS } from "../deadlines.js";
 import type { Logger } from "../log.js";
 import type { CronDriver, CronJob, TickHandler } from "../services/cron.js";
+import { CRON_NEXT_NS, CRON_RETRY_NS } from "../store/kv-namespaces.js";
 import type { KeyValueStore } from "../store/types.js";
 
 /**
@@ -13,8 +14,6 @@ import type { KeyValueStore } from "../store/types.js";
  * collapse into one, as BullMQ's do).
  */
 
-const NS_NEXT = "cron.next";
-const NS_RETRY = "cron.retry";
 /** After a tick handler failed (store or queue unavailable), try again this much later. */
 const HANDLER_RETRY_MS = 5_000;
 /** Ticks handled per wake-up at most (bounds one pass of the loop). */
@@ -70,8 +69,8 @@ export class LocalCronDriver implements CronDriver {
     this.#stopped = false;
     this.#startedAt = this.#clock.now();
     const { kv } = this.opts;
-    for (const { key, value } of await kv.list<NextRecord>(NS_NEXT)) this.#next.set(key, value);
-    for (const { key, value } of await kv.list<RetryRecord>(NS_RETRY)) this.#retries.set(key, value);
+    for (const { key, value } of await kv.list<NextRecord>(CRON_NEXT_NS)) this.#next.set(key, value);
+    for (const { key, value } of await kv.list<RetryRecord>(CRON_RETRY_NS)) this.#retries.set(key, value);
     const wanted = new Set(jobs.map((j) => j.id));
     for (const id of [...this.#next.keys()]) if (!wanted.has(id)) await this.#dropNext(id);
     for (const job of jobs) await this.#schedule(job);
@@ -89,7 +88,7 @@ export class LocalCronDriver implements CronDriver {
     for (const [k, r] of [...this.#retries]) {
       if (r.jobId !== jobId) continue;
       this.#retries.delete(k);
-      await this.opts.kv.delete(NS_RETRY, k);
+      await this.opts.kv.delete(CRON_RETRY_NS, k);
     }
     this.#arm();
   }
@@ -98,7 +97,7 @@ export class LocalCronDriver implements CronDriver {
     const key = `${jobId}|${atMs}`;
     if (this.#retries.has(key)) return;
     const rec = { jobId, at: atMs };
-    await this.opts.kv.set(NS_RETRY, key, rec);
+    await this.opts.kv.set(CRON_RETRY_NS, key, rec);
     this.#retries.set(key, rec);
     this.#arm();
   }
@@ -142,13 +141,13 @@ export class LocalCronDriver implements CronDriver {
       return;
     }
     const rec = { at, sig };
-    await this.opts.kv.set(NS_NEXT, job.id, rec);
+    await this.opts.kv.set(CRON_NEXT_NS, job.id, rec);
     this.#next.set(job.id, rec);
   }
 
   async #dropNext(jobId: string): Promise<void> {
     if (!this.#next.delete(jobId)) return;
-    await this.opts.kv.delete(NS_NEXT, jobId);
+    await this.opts.kv.delete(CRON_NEXT_NS, jobId);
   }
 
   #earliest(): number | null {
@@ -205,7 +204,7 @@ export class LocalCronDriver implements CronDriver {
             retry: true,
           });
           this.#retries.delete(due.key);
-          await this.opts.kv.delete(NS_RETRY, due.key);
+          await this.opts.kv.delete(CRON_RETRY_NS, due.key);
           continue;
         }
         const job = this.#jobs.get(due.jobId);
@@ -217,7 +216,7 @@ export class LocalCronDriver implements CronDriver {
         if (next === null) await this.#dropNext(job.id);
         else {
           const rec = { at: next, sig: due.rec.sig };
-          await this.opts.kv.set(NS_NEXT, job.id, rec);
+          await this.opts.kv.set(CRON_NEXT_NS, job.id, rec);
           this.#next.set(job.id, rec);
         }
       } catch (err) {

@@ -16,6 +16,7 @@ import type {
 import type { Services } from "../services/index.js";
 import { cronKey, mainKey, normalizeKeyInput } from "../sessions/keys.js";
 import { ensureSession, resolveSessionRef } from "../sessions/service.js";
+import { CRON_JOBS_NS, CRON_STATE_NS, cronRunsNs } from "../store/kv-namespaces.js";
 
 export type { CronJobView } from "../services/cron.js";
 
@@ -27,9 +28,6 @@ export type { CronJobView } from "../services/cron.js";
  * tick delivered twice (crash, two processes) is one run.
  */
 
-const NS_JOBS = "cron.jobs";
-const NS_STATE = "cron.state";
-const runsNs = (jobId: string) => `cron.runs:${jobId}`;
 /** Run-log lines kept per job (newest). */
 export const RUN_LOG_KEEP = 50;
 export const REPLY_PREVIEW_CHARS = 200;
@@ -102,7 +100,7 @@ export class CronService implements CronJobs {
     const out: Array<{ job: CronJob; source: "config" | "runtime"; createdBy?: string }> =
       this.configJobs().map((job) => ({ job, source: "config" }));
     const fromConfig = new Set(out.map((j) => j.job.id));
-    const stored = await this.services.store.kv.list<StoredCronJob>(NS_JOBS);
+    const stored = await this.services.store.kv.list<StoredCronJob>(CRON_JOBS_NS);
     stored.sort((a, b) => a.value.createdAt - b.value.createdAt);
     for (const { value } of stored) {
       if (fromConfig.has(value.job.id)) continue;
@@ -121,7 +119,7 @@ export class CronService implements CronJobs {
     const key = id.trim().toLowerCase();
     const cfg = this.configJobs().find((j) => j.id === key);
     if (cfg) return { job: cfg, source: "config" };
-    const stored = await this.services.store.kv.get<StoredCronJob>(NS_JOBS, key);
+    const stored = await this.services.store.kv.get<StoredCronJob>(CRON_JOBS_NS, key);
     return stored
       ? { job: stored.job, source: "runtime", ...(stored.createdBy ? { createdBy: stored.createdBy } : {}) }
       : null;
@@ -221,8 +219,8 @@ export class CronService implements CronJobs {
       createdAt: this.services.now(),
       ...(opts.createdBy ? { createdBy: opts.createdBy } : {}),
     };
-    await this.services.store.kv.set(NS_JOBS, job.id, rec);
-    await this.services.store.kv.delete(NS_STATE, job.id);
+    await this.services.store.kv.set(CRON_JOBS_NS, job.id, rec);
+    await this.services.store.kv.delete(CRON_STATE_NS, job.id);
     await this.#driver?.put(job);
     return this.view({ job, source: "runtime", ...(opts.createdBy ? { createdBy: opts.createdBy } : {}) });
   }
@@ -237,8 +235,8 @@ export class CronService implements CronJobs {
     if ("id" in patch)
       throw new InvalidParamsError("patch.id: a job's id cannot change (remove it and add a new one)");
     const job = await this.#validate({ ...cur.job, ...patch, id: cur.job.id }, "patch.");
-    const stored = await this.services.store.kv.get<StoredCronJob>(NS_JOBS, job.id);
-    await this.services.store.kv.set(NS_JOBS, job.id, {
+    const stored = await this.services.store.kv.get<StoredCronJob>(CRON_JOBS_NS, job.id);
+    await this.services.store.kv.set(CRON_JOBS_NS, job.id, {
       ...(stored ?? { createdAt: this.services.now() }),
       job,
     });
@@ -261,19 +259,19 @@ export class CronService implements CronJobs {
   }
 
   async #forget(jobId: string): Promise<void> {
-    await this.services.store.kv.delete(NS_JOBS, jobId);
-    await this.services.store.kv.delete(NS_STATE, jobId);
+    await this.services.store.kv.delete(CRON_JOBS_NS, jobId);
+    await this.services.store.kv.delete(CRON_STATE_NS, jobId);
     await this.#driver?.remove(jobId);
   }
 
   // ─── state and run log ─────────────────────────────────────────────────────────────────────
 
   async state(jobId: string): Promise<CronJobState> {
-    return (await this.services.store.kv.get<CronJobState>(NS_STATE, jobId)) ?? { failures: 0 };
+    return (await this.services.store.kv.get<CronJobState>(CRON_STATE_NS, jobId)) ?? { failures: 0 };
   }
 
   async #putState(jobId: string, st: CronJobState): Promise<void> {
-    await this.services.store.kv.set(NS_STATE, jobId, st);
+    await this.services.store.kv.set(CRON_STATE_NS, jobId, st);
   }
 
   async #finished(job: CronJob): Promise<boolean> {
@@ -284,7 +282,7 @@ export class CronService implements CronJobs {
   async runs(jobId: string, limit = 20): Promise<CronRunEntry[]> {
     const j = await this.getJob(jobId);
     const id = j?.job.id ?? jobId.trim().toLowerCase();
-    const all = await this.services.store.kv.list<CronRunEntry>(runsNs(id));
+    const all = await this.services.store.kv.list<CronRunEntry>(cronRunsNs(id));
     if (!j && all.length === 0) throw new NotFoundError("cron job", jobId);
     all.sort((a, b) => (a.key < b.key ? 1 : a.key > b.key ? -1 : 0));
     const out = all.slice(0, Math.max(1, Math.min(RUN_LOG_KEEP, limit))).map((e) => e.value);
@@ -298,7 +296,7 @@ export class CronService implements CronJobs {
   }
 
   async #logRun(entry: CronRunEntry): Promise<void> {
-    const ns = runsNs(entry.jobId);
+    const ns = cronRunsNs(entry.jobId);
     await this.services.store.kv.set(ns, `${padTick(entry.tickAt)}|${entry.runId}`, entry);
     const all = await this.services.store.kv.list<CronRunEntry>(ns);
     if (all.length <= RUN_LOG_KEEP) return;
@@ -307,7 +305,7 @@ export class CronService implements CronJobs {
   }
 
   async #runEntry(jobId: string, tickAt: number, runId: string): Promise<CronRunEntry | null> {
-    return this.services.store.kv.get<CronRunEntry>(runsNs(jobId), `${padTick(tickAt)}|${runId}`);
+    return this.services.store.kv.get<CronRunEntry>(cronRunsNs(jobId), `${padTick(tickAt)}|${runId}`);
   }
 
   // ─── ticks ─────────────────────────────────────────────────────────────────────────────────

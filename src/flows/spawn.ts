@@ -14,6 +14,13 @@ import {
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import {
+  KV_ANNOUNCES,
+  KV_SPAWN_REQUESTS,
+  KV_SUPPRESSED,
+  KV_UNDELIVERED,
+  KV_YIELDED,
+} from "../store/kv-namespaces.js";
+import {
   isFinal,
   type RunRecord,
   type RunStatus,
@@ -42,17 +49,6 @@ export { isFinal };
  */
 
 // ─── shared with the tools ───────────────────────────────────────────────────────────────────
-
-/** The spawn request per child (text, system, timeout): `subagents steer` re-submits it. */
-export const KV_SPAWN_REQUESTS = "subagents.requests";
-/** Runs whose announce must not be sent (replaced by a restart with guidance). */
-export const KV_SUPPRESSED = "subagents.suppressed";
-/** Sessions that called sessions_yield: the next completion starts a turn for them. */
-export const KV_YIELDED = "subagents.yielded";
-/** Routing decision of an announce in progress (by child run id). */
-const KV_ANNOUNCES = "subagents.announces";
-/** Announces that reached nobody and whose child entry is gone too. */
-const KV_UNDELIVERED = "subagents.undelivered";
 
 export const spawnMetaSchema = z.object({
   requesterKey: z.string().min(1),

@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import { SwitchboardError } from "../errors.js";
 import type { Services } from "../services/index.js";
+import { PAIRING_APPROVED_NS, PAIRING_REQUESTS_NS } from "../store/kv-namespaces.js";
 import type { KeyValueStore } from "../store/types.js";
 import type { InboundCtx } from "./context.js";
 
@@ -11,8 +12,6 @@ import type { InboundCtx } from "./context.js";
  * and approvals live in the store's key-value space, so both drivers keep them across restarts.
  */
 
-export const PAIRING_REQUESTS_NS = "pairing.requests";
-export const PAIRING_APPROVED_NS = "pairing.approved";
 /** Codes: 8 characters, upper case, without the look-alikes 0 O 1 I. */
 export const CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 export const CODE_LENGTH = 8;

@@ -7,6 +7,7 @@ import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { buildSessionKey, idPart } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
+import { THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
@@ -46,7 +47,6 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
  * chat (`to`, the inbound `peerId`) as well as the thread: a thread id is unique only within its
  * chat (Telegram topic ids count per forum), so a binding must never capture another chat's thread.
  */
-export const THREAD_BINDINGS_NS = "threadBindings";
 export function threadBindingKey(channel: string, accountId: string, to: string, threadId: string): string {
   return `${channel}:${accountId}:${idPart(to)}:${threadId}`;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Config } from "../config/schema.js";
 import type { Services } from "../services/index.js";
+import { KV_SESSION_ARCHIVE } from "../store/kv-namespaces.js";
 import type { ChatType, SessionEntry, StoreDriver } from "../store/types.js";
 
 /**
@@ -10,8 +11,6 @@ import type { ChatType, SessionEntry, StoreDriver } from "../store/types.js";
  * archive record (kv `sessionArchive`, by old sessionId) keeps it reachable: `sessions_history`
  * with that sessionId reads it. Nothing is destroyed.
  */
-
-export const KV_SESSION_ARCHIVE = "sessionArchive";
 
 export type ResetReason = "command" | "rpc" | "daily" | "idle";
 

@@ -13,18 +13,14 @@ import {
   type WrittenAttachments,
   writeAttachments,
 } from "../flows/attachments.js";
-import {
-  activeChildren,
-  KV_SPAWN_REQUESTS,
-  type SpawnRequestRecord,
-  subagentSettings,
-} from "../flows/spawn.js";
+import { activeChildren, type SpawnRequestRecord, subagentSettings } from "../flows/spawn.js";
 import { buildHistoryView } from "../history/view.js";
 import { uuidFrom } from "../ids.js";
 import { spawnedByChain } from "../policy/access.js";
-import { bindingSettings, THREAD_BINDINGS_NS, threadBindingKey } from "../routing/router.js";
+import { bindingSettings, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services/index.js";
 import { deriveChannel, subagentKey } from "../sessions/keys.js";
+import { KV_SPAWN_REQUESTS, THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 

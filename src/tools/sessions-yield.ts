@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { KV_YIELDED } from "../flows/spawn.js";
+import { KV_YIELDED } from "../store/kv-namespaces.js";
 import { defineTool } from "./types.js";
 
 /**

@@ -4,14 +4,13 @@ import {
   awaitsReport,
   childrenOf,
   isFinal,
-  KV_SPAWN_REQUESTS,
-  KV_SUPPRESSED,
   type SpawnRequestRecord,
   submitAnnounce,
 } from "../flows/spawn.js";
 import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { normalizeKey } from "../sessions/keys.js";
+import { KV_SPAWN_REQUESTS, KV_SUPPRESSED } from "../store/kv-namespaces.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
 import { defineTool, type ToolContext, type ToolResult } from "./types.js";
 
