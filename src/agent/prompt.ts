@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mediaPartsOf, noteLine, textOfParts } from "../media/parts.js";
+import { renderUserParts } from "../media/render.js";
 import type { ModelMessage, ToolCall, ToolSpec } from "../services/models.js";
 import type { Provenance, TranscriptMessage } from "../store/types.js";
 
@@ -133,11 +133,7 @@ function stringLength(s: string): number {
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
   // A user line with media (API.md §8.1): its text, then one line per attachment.
-  if (Array.isArray(content)) {
-    const text = textOfParts(content) ?? "";
-    const lines = mediaPartsOf(content).map(noteLine);
-    return [text, ...lines].filter((l) => l !== "").join("\n");
-  }
+  if (Array.isArray(content)) return renderUserParts(content).text;
   if (content && typeof content === "object" && "text" in content && typeof content.text === "string")
     return content.text;
   return JSON.stringify(content ?? "");
@@ -202,7 +198,16 @@ function buildUnits(
     if (m.role === "user") {
       closeOpen();
       begin(m, i);
-      units.push([{ role: "user", content: renderUserContent(textOf(m.content), m.provenance) }]);
+      if (Array.isArray(m.content)) {
+        const r = renderUserParts(m.content);
+        units.push([
+          {
+            role: "user",
+            content: renderUserContent(r.text, m.provenance),
+            ...(r.images.length ? { images: r.images } : {}),
+          },
+        ]);
+      } else units.push([{ role: "user", content: renderUserContent(textOf(m.content), m.provenance) }]);
     } else if (m.role === "assistant") {
       closeOpen();
       begin(m, i);

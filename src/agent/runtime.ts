@@ -1,11 +1,13 @@
 import { guardToolCall } from "../approvals/gate.js";
+import type { MediaPart } from "../channels/types.js";
 import type { CompactionConfig, ContextPruningConfig } from "../config/context.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import { partsFromMeta, userContent } from "../media/parts.js";
+import { MediaUnderstanding } from "../media/understand.js";
 import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
-import type { ModelMessage, ToolSpec } from "../services/models.js";
+import type { ModelImage, ModelMessage, ToolSpec } from "../services/models.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { deriveChannel } from "../sessions/keys.js";
 import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
@@ -92,11 +94,25 @@ function addUsage(a: Usage, b: Usage): Usage {
   return out;
 }
 
+/** A prompt message with its pictures read, by the message the window handed out (stable objects). */
+const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; message: ModelMessage }>();
+
 export class AgentRuntime {
+  readonly #media: MediaUnderstanding | null;
+
   constructor(
     private readonly services: Services,
     private readonly tools: ToolRegistry,
-  ) {}
+  ) {
+    this.#media = services.media
+      ? new MediaUnderstanding({
+          store: services.media,
+          media: services.config.media,
+          providers: services.config.models.providers,
+          logger: services.logger,
+        })
+      : null;
+  }
 
   /**
    * Appends one message and announces it on the bus. The id is deterministic (see `stepId`), so
@@ -115,6 +131,74 @@ export class AgentRuntime {
     return full;
   }
 
+  /**
+   * A message's attachments understood before its line is written (API.md §8.1): transcripts and
+   * extracted counts in the parts, failures as `media_note`s; with `echoTranscript` the chat gets
+   * each transcript too.
+   */
+  async #understand(job: TurnJob, runId: string, parts: MediaPart[]): Promise<MediaPart[]> {
+    const media = this.#media;
+    if (!media || parts.length === 0) return parts;
+    const r = await media.enrich(parts);
+    if (job.deliver && media.config.understanding.audio.echoTranscript)
+      for (const [i, t] of r.transcripts.entries())
+        await this.services.delivery
+          .deliver({
+            sessionKey: job.sessionKey,
+            text: `🎤 ${t}`,
+            idempotencyKey: `${runId}:transcript:${i}`,
+          })
+          .catch((err: unknown) => this.services.logger.warn({ err }, "media: transcript echo failed"));
+    return r.parts;
+  }
+
+  /**
+   * The prompt's pictures, read right before the call (resized, cached): for a model marked
+   * `vision: false` (or with image understanding off) they stay out and the line says so.
+   * Messages without pictures are handed on as they are (the request JSON cache keys on them).
+   */
+  async #withImages(messages: readonly ModelMessage[], resolved: ResolvedModel): Promise<ModelMessage[]> {
+    const media = this.#media;
+    if (!messages.some((m) => m.role === "user" && m.images?.length)) return messages as ModelMessage[];
+    const info = this.services.config.models.providers[resolved.provider.id]?.models[resolved.model];
+    const vision = info?.vision !== false && media?.config.understanding.image.mode !== "off";
+    const out: ModelMessage[] = [];
+    for (const m of messages) {
+      if (m.role !== "user" || !m.images?.length) {
+        out.push(m);
+        continue;
+      }
+      const memo = withImagesMemo.get(m);
+      if (memo && memo.vision === vision) {
+        out.push(memo.message);
+        continue;
+      }
+      let message: ModelMessage;
+      if (!vision || !media) {
+        message = {
+          role: "user",
+          content: `${m.content}\n[${m.images.length === 1 ? "the image is" : "the images are"} not shown: this model does not take images]`,
+        };
+      } else {
+        const images: ModelImage[] = [];
+        const notes: string[] = [];
+        for (const img of m.images) {
+          const r = await media.image(img);
+          if (r.ok) images.push({ mediaId: img.mediaId, ...r.value });
+          else notes.push(`[an image could not be read: ${r.reason}]`);
+        }
+        message = {
+          role: "user",
+          content: notes.length ? `${m.content}\n${notes.join("\n")}` : m.content,
+          ...(images.length ? { images } : {}),
+        };
+      }
+      withImagesMemo.set(m, { vision, message });
+      out.push(message);
+    }
+    return out;
+  }
+
   /** `session`: the turn's session entry when the caller has just read it (else it is read here). */
   async runTurn(
     job: TurnJob,
@@ -130,10 +214,11 @@ export class AgentRuntime {
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
+      const parts = await this.#understand(job, m.runId, partsFromMeta(m.meta));
       await this.append(ref, entry.key, {
         id: `${m.runId}:in`,
         role: "user",
-        content: userContent(m.text, partsFromMeta(m.meta)),
+        content: userContent(m.text, parts),
         runId: job.runId,
         ...(m.provenance ? { provenance: m.provenance } : {}),
       });
@@ -309,6 +394,7 @@ export class AgentRuntime {
       return { ...c, messages, afterLine: Math.min(c.afterLine, messages.length) };
     };
     let sctx = await load();
+    await this.#warmMedia(sctx.messages);
     // Once a call of this turn pruned, the rest of the turn prunes too (one stable prefix per turn).
     state.pruning ||= pruningDue(turn.pruneCfg, lastModelCallAt(sctx), services.now());
     const planOpts = {
@@ -338,8 +424,17 @@ export class AgentRuntime {
     if (!done.ok) return plan;
     state.entry = done.entry;
     sctx = await load();
+    await this.#warmMedia(sctx.messages);
     state.anchor = undefined;
     return planPrompt(sctx, planOpts);
+  }
+
+  /** Document texts of the window's user lines, extracted (or found cached) before the prompt is built. */
+  async #warmMedia(messages: readonly TranscriptMessage[]): Promise<void> {
+    if (!this.#media) return;
+    const contents: unknown[] = [];
+    for (const m of messages) if (m.role === "user" && Array.isArray(m.content)) contents.push(m.content);
+    if (contents.length) await this.#media.warm(contents);
   }
 
   /** The model call, streamed when asked; records the prompt size, the usage and its price. */
@@ -357,7 +452,7 @@ export class AgentRuntime {
     const res = await resolved.provider.complete({
       model: resolved.model,
       system: plan.system,
-      messages: plan.messages as ModelMessage[],
+      messages: await this.#withImages(plan.messages as ModelMessage[], resolved),
       tools: turn.specs,
       signal: turn.ctx.signal,
       ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),

@@ -19,8 +19,15 @@ export interface ToolCall {
   arguments: string;
 }
 
+export interface ModelImage {
+  mediaId: string;
+  mimeType: string;
+  data?: string;
+}
+
 export type ModelMessage =
-  | { role: "user"; content: string }
+  /** `images`: a line's pictures (API.md §8.1); `data` (base64) is filled right before the call. */
+  | { role: "user"; content: string; images?: ModelImage[] }
   | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
   | { role: "tool"; toolCallId: string; name: string; content: string };
 

@@ -91,6 +91,10 @@ export interface OpenAIFake {
   requests: RecordedRequest[];
   /** Only the chat completion requests. */
   chatRequests(): RecordedRequest[];
+  /** `/audio/transcriptions` and `/audio/speech` requests (the transcription's body: model, language, file). */
+  audioRequests(): RecordedRequest[];
+  /** What `/audio/transcriptions` answers: a text, or a status and text per request. Default: a fixed line. */
+  setTranscription(answer: string | ((req: RecordedRequest) => { status: number; text: string })): void;
   /** Queue replies (or per-request handlers) for the next chat requests, in order. */
   enqueue(...replies: Array<FakeChatReply | FakeChatHandler>): void;
   /** Handler used when the queue is empty (default: echo the last user message). */
@@ -124,6 +128,10 @@ const approxTokens = (s: string) => Math.ceil(s.length / 4);
 
 export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<OpenAIFake> {
   const requests: RecordedRequest[] = [];
+  let transcriptFor: (req: RecordedRequest) => { status: number; text: string } = () => ({
+    status: 200,
+    text: "hello from the voice note",
+  });
   const queue: Array<FakeChatReply | FakeChatHandler> = [];
   let fallback: FakeChatHandler = echoHandler;
   let waiters: Array<{ n: number; resolve: () => void }> = [];
@@ -299,6 +307,8 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
+    const path0 = (req.url ?? "/").split("?")[0] ?? "/";
+    if (req.method === "POST" && path0 === "/v1/audio/transcriptions") return transcription(req, res, chunks);
     const raw = Buffer.concat(chunks).toString("utf8");
     let body: ChatRequestBody = {};
     if (raw) {
@@ -318,6 +328,17 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
       return;
     }
     if (rec.method === "POST" && path === "/v1/chat/completions") return chat(rec, res);
+    if (rec.method === "POST" && path === "/v1/audio/speech") {
+      // An Ogg/Opus-looking body: "OggS" capture pattern, then the input text (not real audio).
+      const audio = Buffer.concat([
+        Buffer.from("OggS\0\x02", "latin1"),
+        Buffer.alloc(22),
+        Buffer.from(String(body.input ?? "")),
+      ]);
+      res.writeHead(200, { "content-type": "audio/ogg", "content-length": String(audio.length) });
+      res.end(audio);
+      return;
+    }
     if (rec.method === "GET" && path === "/v1/models") {
       const data = (options.models ?? ["fake-model"]).map((m) => ({
         id: m,
@@ -332,6 +353,42 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     });
   }
 
+  /** `POST /v1/audio/transcriptions`: multipart `file`, `model`, `language?` (parsed by undici's FormData). */
+  async function transcription(req: IncomingMessage, res: ServerResponse, chunks: Buffer[]) {
+    const form = await new Request("http://fake/", {
+      method: "POST",
+      headers: { "content-type": String(req.headers["content-type"] ?? "") },
+      body: Buffer.concat(chunks),
+    }).formData();
+    const file = form.get("file");
+    const rec: RecordedRequest = {
+      method: "POST",
+      path: "/v1/audio/transcriptions",
+      headers: req.headers,
+      body: {
+        model: String(form.get("model") ?? ""),
+        language: form.get("language") ?? undefined,
+        response_format: form.get("response_format") ?? undefined,
+        file:
+          file && typeof file !== "string"
+            ? { name: file.name, type: file.type, bytes: file.size, text: await file.text() }
+            : undefined,
+      },
+    };
+    requests.push(rec);
+    notify();
+    if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+      sendJson(res, 401, { error: { message: "Incorrect API key provided", type: "invalid_request_error" } });
+      return;
+    }
+    const answer = transcriptFor(rec);
+    if (answer.status !== 200)
+      return sendJson(res, answer.status, {
+        error: { message: "transcription failed", type: "server_error" },
+      });
+    sendJson(res, 200, { text: answer.text });
+  }
+
   const loop = await loopbackServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       if (!res.headersSent) sendJson(res, 500, { error: { message: String(err), type: "server_error" } });
@@ -342,6 +399,10 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     url: `${loop.url}/v1`,
     requests,
     chatRequests: () => requests.filter((r) => r.path === "/v1/chat/completions"),
+    audioRequests: () => requests.filter((r) => r.path.startsWith("/v1/audio/")),
+    setTranscription: (answer) => {
+      transcriptFor = typeof answer === "function" ? answer : () => ({ status: 200, text: answer });
+    },
     enqueue: (...replies) => {
       queue.push(...replies);
     },

@@ -61,6 +61,8 @@ export const DEFAULT_MAX_TOKENS = 4096;
 // ---------------------------------------------------------------------------------------------
 // Mapping
 
+const ANTHROPIC_IMAGE_TYPES = new Set(["image/jpeg", "image/png", "image/gif", "image/webp"]);
+
 /** Anthropic rejects empty text blocks; an empty turn still has to be sent to keep the order. */
 const nonEmpty = (s: string) => (s.trim() === "" ? "(empty)" : s);
 
@@ -86,8 +88,21 @@ export function toAnthropicMessages(messages: ModelMessage[]): MessageParam[] {
     else out.push({ role: "user", content: blocks });
   };
   for (const m of messages) {
-    if (m.role === "user") pushUserBlocks([{ type: "text", text: nonEmpty(m.content) }]);
-    else if (m.role === "tool") {
+    if (m.role === "user") {
+      const blocks: ContentBlockParam[] = [{ type: "text", text: nonEmpty(m.content) }];
+      // Pictures as base64 image blocks (API.md §8.1), resized before they got here.
+      for (const img of m.images ?? [])
+        if (img.data && ANTHROPIC_IMAGE_TYPES.has(img.mimeType))
+          blocks.push({
+            type: "image",
+            source: {
+              type: "base64",
+              media_type: img.mimeType as "image/jpeg" | "image/png" | "image/gif" | "image/webp",
+              data: img.data,
+            },
+          });
+      pushUserBlocks(blocks);
+    } else if (m.role === "tool") {
       pushUserBlocks([{ type: "tool_result", tool_use_id: m.toolCallId, content: nonEmpty(m.content) }]);
     } else {
       const blocks: ContentBlockParam[] = [];

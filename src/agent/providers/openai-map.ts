@@ -14,7 +14,21 @@ import type { Usage } from "../../store/types.js";
 
 /** One model message as a Chat Completions message. */
 export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
-  if (m.role === "user") return { role: "user", content: m.content };
+  if (m.role === "user") {
+    const images = (m.images ?? []).filter((i) => i.data);
+    if (images.length === 0) return { role: "user", content: m.content };
+    // Pictures as image_url parts with data URLs (API.md §8.1), resized before they got here.
+    return {
+      role: "user",
+      content: [
+        { type: "text", text: m.content },
+        ...images.map((i) => ({
+          type: "image_url" as const,
+          image_url: { url: `data:${i.mimeType};base64,${i.data}` },
+        })),
+      ],
+    };
+  }
   if (m.role === "tool") return { role: "tool", tool_call_id: m.toolCallId, content: m.content };
   if (m.toolCalls && m.toolCalls.length > 0) {
     return {

@@ -1,0 +1,389 @@
+import type { Readable } from "node:stream";
+import type { MediaPart } from "../channels/types.js";
+import type { MediaConfig } from "../config/media.js";
+import type { ProviderConfig } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../log.js";
+import { extensionOf, isTextType } from "./sniff.js";
+import type { MediaStore } from "./types.js";
+
+/**
+ * What the model is shown of each attachment (API.md §8.1): voice notes and audio transcribed
+ * through the provider's OpenAI-compatible `/audio/transcriptions`, documents (PDF, DOCX, text,
+ * Markdown, CSV, JSON) extracted to text capped at `maxChars`, images read and resized so the
+ * longer side is ≤ `maxSide`. Every result is cached by mediaId (a prompt rebuild redoes
+ * nothing); every failure is a value with its reason, never a throw; every step is bounded in
+ * time and size (a corrupt PDF, a zip bomb, a lying type end as a note).
+ */
+
+export interface UnderstandingDeps {
+  store: MediaStore;
+  media: MediaConfig;
+  providers: Record<string, ProviderConfig>;
+  logger: Logger;
+  /** Transcription and extraction time limits (tests shorten them). */
+  transcribeTimeoutMs?: number;
+  extractTimeoutMs?: number;
+}
+
+export type Outcome<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+const PDF = "application/pdf";
+const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+/** A DOCX whose parts inflate past this is refused before it is read (zip bombs). */
+const MAX_DOCX_INFLATED = 64 * 1024 * 1024;
+const MAX_DOCX_ENTRIES = 5000;
+/** Largest file read for text (more is cut: the text is capped at maxChars anyway). */
+const MAX_TEXT_READ = 4 * 1024 * 1024;
+/** Images over this many bytes are re-encoded even when small enough in pixels (Anthropic: 5 MB base64). */
+const MAX_IMAGE_PASSTHROUGH = 3_500_000;
+const PASSTHROUGH_TYPES = new Set(["image/jpeg", "image/png", "image/webp", "image/gif"]);
+
+/** A small LRU by a weight (characters or bytes). */
+class Lru<V> {
+  readonly #map = new Map<string, { v: V; w: number }>();
+  #total = 0;
+  constructor(private readonly maxWeight: number) {}
+  get(k: string): V | undefined {
+    const e = this.#map.get(k);
+    if (!e) return undefined;
+    this.#map.delete(k);
+    this.#map.set(k, e);
+    return e.v;
+  }
+  set(k: string, v: V, w: number): void {
+    const old = this.#map.get(k);
+    if (old) {
+      this.#total -= old.w;
+      this.#map.delete(k);
+    }
+    if (w > this.maxWeight) return;
+    this.#map.set(k, { v, w });
+    this.#total += w;
+    for (const [key, e] of this.#map) {
+      if (this.#total <= this.maxWeight) break;
+      this.#map.delete(key);
+      this.#total -= e.w;
+    }
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+async function readStream(s: Readable, max: number): Promise<{ buf: Buffer; cut: boolean }> {
+  const out: Buffer[] = [];
+  let n = 0;
+  let cut = false;
+  for await (const c of s) {
+    const b = Buffer.from(c as Uint8Array);
+    if (n + b.length > max) {
+      out.push(b.subarray(0, max - n));
+      n = max;
+      cut = true;
+      s.destroy();
+      break;
+    }
+    out.push(b);
+    n += b.length;
+  }
+  return { buf: Buffer.concat(out, n), cut };
+}
+
+/** Whether the stored type (or, for generic zips, the name) is a document we extract. */
+export function isExtractable(mimeType: string, name?: string): boolean {
+  if (mimeType === PDF || mimeType === DOCX || isTextType(mimeType)) return true;
+  return mimeType === "application/zip" && extensionOf(name) === "docx";
+}
+
+/**
+ * Extracted document texts by mediaId, shared by the process: the prompt (built synchronously)
+ * reads them after the runtime warmed them for the window (`MediaUnderstanding.warm`).
+ */
+const documentTexts = new Lru<Outcome<{ text: string; chars: number; truncated: boolean }>>(8_000_000);
+
+/** The extracted text of a document already in the cache, or undefined. */
+export function cachedDocumentText(mediaId: string): string | undefined {
+  const r = documentTexts.get(`x:${mediaId}`);
+  return r?.ok ? r.value.text : undefined;
+}
+
+export class MediaUnderstanding {
+  readonly #texts = documentTexts;
+  readonly #transcripts = new Lru<Outcome<string>>(2_000_000);
+  readonly #images = new Lru<Outcome<{ mimeType: string; data: string }>>(48 * 1024 * 1024);
+  readonly #inflight = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly deps: UnderstandingDeps) {}
+
+  get config(): MediaConfig {
+    return this.deps.media;
+  }
+
+  /** Once per key at a time, cached when done. */
+  async #once<T>(
+    cache: Lru<Outcome<T>>,
+    key: string,
+    weight: (v: Outcome<T>) => number,
+    run: () => Promise<Outcome<T>>,
+  ): Promise<Outcome<T>> {
+    const hit = cache.get(key);
+    if (hit) return hit;
+    const running = this.#inflight.get(key) as Promise<Outcome<T>> | undefined;
+    if (running) return running;
+    const p = run()
+      .catch((err: unknown): Outcome<T> => ({ ok: false, reason: errorMessage(err) }))
+      .then((r) => {
+        cache.set(key, r, weight(r));
+        return r;
+      })
+      .finally(() => this.#inflight.delete(key));
+    this.#inflight.set(key, p);
+    return p;
+  }
+
+  /** The transcript of a stored audio file, or why not. */
+  transcribe(part: { mediaId: string; mimeType: string; name?: string }): Promise<Outcome<string>> {
+    return this.#once(
+      this.#transcripts,
+      `t:${part.mediaId}`,
+      (r) => (r.ok ? r.value.length : 100),
+      () => this.#transcribe(part),
+    );
+  }
+
+  async #transcribe(part: { mediaId: string; mimeType: string; name?: string }): Promise<Outcome<string>> {
+    const cfg = this.deps.media.understanding.audio;
+    const provider = this.deps.providers[cfg.provider];
+    if (provider?.kind !== "openai")
+      return {
+        ok: false,
+        reason: `media.understanding.audio.provider "${cfg.provider}" is not a configured openai-compatible provider`,
+      };
+    const stream = await this.deps.store.open(part.mediaId);
+    if (!stream) return { ok: false, reason: "the file is no longer stored" };
+    const { buf } = await readStream(stream, this.deps.media.maxBytes.audio);
+    const form = new FormData();
+    const ext =
+      extensionOf(part.name) ||
+      (part.mimeType.includes("ogg") || part.mimeType.includes("opus")
+        ? "ogg"
+        : (part.mimeType.split("/")[1] ?? "bin"));
+    form.append("file", new Blob([buf], { type: part.mimeType }), `audio.${ext}`);
+    form.append("model", cfg.model);
+    form.append("response_format", "json");
+    if (cfg.language) form.append("language", cfg.language);
+    const base = (provider.baseUrl ?? "https://api.openai.com/v1").replace(/\/+$/, "");
+    const res = await fetch(`${base}/audio/transcriptions`, {
+      method: "POST",
+      body: form,
+      headers: {
+        ...(provider.headers ?? {}),
+        ...(provider.apiKey ? { authorization: `Bearer ${provider.apiKey}` } : {}),
+      },
+      signal: AbortSignal.timeout(this.deps.transcribeTimeoutMs ?? 120_000),
+    });
+    if (!res.ok) return { ok: false, reason: `the transcription service answered HTTP ${res.status}` };
+    const body = (await res.json().catch(() => null)) as { text?: unknown } | null;
+    if (typeof body?.text !== "string")
+      return { ok: false, reason: "the transcription service sent no text" };
+    return { ok: true, value: body.text.trim() };
+  }
+
+  /** A document's text capped at `maxChars` (the cut said), or why not. */
+  extract(part: {
+    mediaId: string;
+    mimeType: string;
+    name?: string;
+  }): Promise<Outcome<{ text: string; chars: number; truncated: boolean }>> {
+    return this.#once(
+      this.#texts,
+      `x:${part.mediaId}`,
+      (r) => (r.ok ? r.value.text.length : 100),
+      () => withTimeout(this.#extract(part), this.deps.extractTimeoutMs ?? 20_000, "extraction"),
+    );
+  }
+
+  async #extract(part: {
+    mediaId: string;
+    mimeType: string;
+    name?: string;
+  }): Promise<Outcome<{ text: string; chars: number; truncated: boolean }>> {
+    const maxChars = this.deps.media.understanding.documents.maxChars;
+    const stream = await this.deps.store.open(part.mediaId);
+    if (!stream) return { ok: false, reason: "the file is no longer stored" };
+    let raw: string;
+    if (isTextType(part.mimeType)) {
+      const { buf } = await readStream(stream, Math.min(MAX_TEXT_READ, maxChars * 4 + 4));
+      raw = buf.toString("utf8");
+    } else {
+      const { buf, cut } = await readStream(stream, this.deps.media.maxBytes.file);
+      if (cut) return { ok: false, reason: "the file is larger than media.maxBytes.file" };
+      if (part.mimeType === PDF) raw = await pdfText(buf);
+      else if (part.mimeType === DOCX || part.mimeType === "application/zip") raw = await docxText(buf);
+      else return { ok: false, reason: `no text can be read from ${part.mimeType}` };
+    }
+    const text = raw.replace(/\r\n?/g, "\n").trim();
+    const chars = text.length;
+    if (chars <= maxChars) return { ok: true, value: { text, chars, truncated: false } };
+    return {
+      ok: true,
+      value: {
+        text: `${text.slice(0, maxChars)}\n[… cut at ${maxChars} of ${chars} characters]`,
+        chars,
+        truncated: true,
+      },
+    };
+  }
+
+  /** An image as base64 for a vision model, the longer side ≤ maxSide, or why not. */
+  image(part: { mediaId: string; mimeType: string }): Promise<Outcome<{ mimeType: string; data: string }>> {
+    const maxSide = this.deps.media.understanding.image.maxSide;
+    return this.#once(
+      this.#images,
+      `i:${part.mediaId}:${maxSide}`,
+      (r) => (r.ok ? r.value.data.length : 100),
+      () => withTimeout(this.#image(part, maxSide), this.deps.extractTimeoutMs ?? 20_000, "image resize"),
+    );
+  }
+
+  async #image(
+    part: { mediaId: string; mimeType: string },
+    maxSide: number,
+  ): Promise<Outcome<{ mimeType: string; data: string }>> {
+    const stream = await this.deps.store.open(part.mediaId);
+    if (!stream) return { ok: false, reason: "the file is no longer stored" };
+    const { buf, cut } = await readStream(stream, this.deps.media.maxBytes.image);
+    if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
+    const { default: sharp } = await import("sharp");
+    // limitInputPixels bounds a decompression bomb; animated images keep their first frame.
+    const img = sharp(buf, { limitInputPixels: 100_000_000 });
+    const meta = await img.metadata();
+    const w = meta.autoOrient?.width ?? meta.width ?? 0;
+    const h = meta.autoOrient?.height ?? meta.height ?? 0;
+    if (!w || !h) return { ok: false, reason: "the image could not be decoded" };
+    const oriented = !meta.orientation || meta.orientation === 1;
+    if (
+      Math.max(w, h) <= maxSide &&
+      buf.length <= MAX_IMAGE_PASSTHROUGH &&
+      PASSTHROUGH_TYPES.has(part.mimeType) &&
+      oriented &&
+      !(meta.pages && meta.pages > 1)
+    )
+      return { ok: true, value: { mimeType: part.mimeType, data: buf.toString("base64") } };
+    const out = await img
+      .rotate()
+      .resize({ width: maxSide, height: maxSide, fit: "inside", withoutEnlargement: true })
+      .jpeg({ quality: 85 })
+      .toBuffer();
+    return { ok: true, value: { mimeType: "image/jpeg", data: out.toString("base64") } };
+  }
+
+  /** Extracts (or finds cached) the text of every document part in `contents` (user lines). */
+  async warm(contents: readonly unknown[]): Promise<void> {
+    if (this.deps.media.understanding.documents.mode !== "extract") return;
+    for (const c of contents) {
+      if (!Array.isArray(c)) continue;
+      for (const p of c as Array<Partial<MediaPart>>)
+        if (
+          p?.type === "file" &&
+          typeof p.mediaId === "string" &&
+          p.extracted &&
+          typeof p.mimeType === "string"
+        )
+          await this.extract({
+            mediaId: p.mediaId,
+            mimeType: p.mimeType,
+            ...(p.name ? { name: p.name } : {}),
+          });
+    }
+  }
+
+  /**
+   * A turn's inbound parts, understood before its user line is written: audio gets its
+   * `transcript`, documents their `extracted` counts; a failure adds a `media_note` after the
+   * part with its reason (the file part itself is kept: the agent may send it on).
+   */
+  async enrich(parts: readonly MediaPart[]): Promise<{ parts: MediaPart[]; transcripts: string[] }> {
+    const u = this.deps.media.understanding;
+    const out: MediaPart[] = [];
+    const transcripts: string[] = [];
+    for (const p of parts) {
+      if (p.type === "audio" && u.audio.mode === "transcribe" && p.transcript === undefined) {
+        const r = await this.transcribe(p);
+        if (r.ok) {
+          out.push({ ...p, transcript: r.value });
+          transcripts.push(r.value);
+        } else {
+          this.deps.logger.warn({ mediaId: p.mediaId, reason: r.reason }, "media: transcription failed");
+          out.push(p, noteFor(p, "transcription_failed"));
+        }
+        continue;
+      }
+      if (
+        p.type === "file" &&
+        u.documents.mode === "extract" &&
+        isExtractable(p.mimeType, p.name) &&
+        !p.extracted
+      ) {
+        const r = await this.extract(p);
+        if (r.ok) out.push({ ...p, extracted: { chars: r.value.chars, truncated: r.value.truncated } });
+        else {
+          this.deps.logger.warn({ mediaId: p.mediaId, reason: r.reason }, "media: extraction failed");
+          out.push(p, noteFor(p, "extraction_failed"));
+        }
+        continue;
+      }
+      out.push(p);
+    }
+    return { parts: out, transcripts };
+  }
+}
+
+function noteFor(
+  p: Extract<MediaPart, { mediaId: string }>,
+  reason: "transcription_failed" | "extraction_failed",
+): MediaPart {
+  return {
+    type: "media_note",
+    reason,
+    mimeType: p.mimeType,
+    bytes: p.bytes,
+    ...(p.name ? { name: p.name } : {}),
+  };
+}
+
+async function pdfText(buf: Buffer): Promise<string> {
+  const { extractText, getDocumentProxy } = await import("unpdf");
+  const doc = await getDocumentProxy(new Uint8Array(buf));
+  try {
+    const { text } = await extractText(doc, { mergePages: true });
+    return text;
+  } finally {
+    await doc.destroy().catch(() => undefined);
+  }
+}
+
+/** DOCX text via mammoth, after the zip's declared inflated sizes are checked (zip bombs). */
+async function docxText(buf: Buffer): Promise<string> {
+  const { default: JSZip } = await import("jszip");
+  const zip = await JSZip.loadAsync(buf);
+  let inflated = 0;
+  let entries = 0;
+  for (const f of Object.values(zip.files)) {
+    entries++;
+    const size = (f as unknown as { _data?: { uncompressedSize?: number } })._data?.uncompressedSize ?? 0;
+    inflated += size;
+    if (entries > MAX_DOCX_ENTRIES || inflated > MAX_DOCX_INFLATED)
+      throw new Error(`the document inflates past ${MAX_DOCX_INFLATED} bytes (a zip bomb?)`);
+  }
+  if (!zip.file("word/document.xml")) throw new Error("not a Word document (no word/document.xml)");
+  const { default: mammoth } = await import("mammoth");
+  const { value } = await mammoth.extractRawText({ buffer: buf });
+  return value;
+}
