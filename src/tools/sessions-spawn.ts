@@ -5,15 +5,6 @@ import { channelSettings } from "../config/channels.js";
 import type { AgentConfig, Config } from "../config/schema.js";
 import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
-import {
-  type AttachmentReceipt,
-  attachmentDigests,
-  sanitizeMountPath,
-  validateAttachments,
-  type WrittenAttachments,
-  writeAttachments,
-} from "../flows/attachments.js";
-import { activeChildren, type SpawnRequestRecord, subagentSettings } from "../flows/spawn.js";
 import { buildHistoryView } from "../history/view.js";
 import { uuidFrom } from "../ids.js";
 import { spawnedByChain } from "../policy/access.js";
@@ -22,6 +13,15 @@ import type { Services } from "../services/index.js";
 import { deriveChannel, subagentKey } from "../sessions/keys.js";
 import { KV_SPAWN_REQUESTS, THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
+import {
+  type AttachmentReceipt,
+  attachmentDigests,
+  sanitizeMountPath,
+  validateAttachments,
+  type WrittenAttachments,
+  writeAttachments,
+} from "../subagents/attachments.js";
+import { activeChildren, type SpawnRequestRecord, subagentSettings } from "../subagents/flow.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
 /**
@@ -616,7 +616,7 @@ function childEntry(
       cleanup: plan.cleanup,
       runTimeoutSeconds: plan.runTimeoutSeconds,
       sandboxed: plan.targetSandboxed,
-      announcedRunId: "", // tracked: its requester's announce waits for this child's (flows/spawn.ts)
+      announcedRunId: "", // tracked: its requester's announce waits for this child's (subagents/flow.ts)
     },
     ...(binding
       ? {

@@ -133,7 +133,15 @@ describe("layer order (DESIGN.md): every import points down", () => {
  */
 const rules: Array<{ from: string; mustNotImport: string[]; except?: string[] }> = [
   { from: "src", mustNotImport: ["channels/"], except: ["src/app/"] },
-  ...["src/tools", "src/agent", "src/routing", "src/gateway", "src/delivery", "src/flows"].map((from) => ({
+  ...[
+    "src/tools",
+    "src/agent",
+    "src/routing",
+    "src/gateway",
+    "src/delivery",
+    "src/flows",
+    "src/subagents",
+  ].map((from) => ({
     from,
     mustNotImport: ["src/store/fs", "src/store/redis", "src/pipeline/local", "src/pipeline/bullmq"],
   })),

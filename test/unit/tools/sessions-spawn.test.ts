@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
-import { subagentSettings } from "../../../src/flows/spawn.js";
 import type { Services } from "../../../src/services/index.js";
+import { subagentSettings } from "../../../src/subagents/flow.js";
 import {
   childTaskText,
   defaultSpawnContext,

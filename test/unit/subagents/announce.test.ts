@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { formatAnnounce, formatDuration, formatTokens, pickResult } from "../../../src/flows/announce.js";
 import type { TranscriptMessage } from "../../../src/store/types.js";
+import { formatAnnounce, formatDuration, formatTokens, pickResult } from "../../../src/subagents/announce.js";
 
 const msg = (role: TranscriptMessage["role"], content: unknown): TranscriptMessage => ({
   id: Math.random().toString(36),

@@ -10,7 +10,7 @@ import {
   strictBase64Size,
   validateAttachments,
   writeAttachments,
-} from "../../../src/flows/attachments.js";
+} from "../../../src/subagents/attachments.js";
 import { tempDir } from "../../helpers.js";
 
 const limits = { maxFiles: 3, maxFileBytes: 10, maxTotalBytes: 15 };
