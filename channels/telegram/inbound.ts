@@ -1,5 +1,10 @@
 import type { Message, Update } from "grammy/types";
-import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
+import {
+  type InboundAction,
+  type InboundMessage,
+  inboundActionSchema,
+  inboundMessageSchema,
+} from "../../src/channels/types.js";
 import { formatIssues } from "../../src/errors.js";
 
 /** Facts about the bot that normalisation needs (from getMe). */
@@ -117,4 +122,38 @@ function mediaOf(msg: Message): Media[] {
 
 function named(kind: Media["kind"], name: string | undefined): Media {
   return name ? { kind, name } : { kind };
+}
+
+/**
+ * A `callback_query` (a press of an inline keyboard button) → a validated InboundAction, or why
+ * not: the press must carry data and the message it came from (an inline-mode message has no chat
+ * and is refused).
+ */
+export function telegramCallbackToAction(
+  update: Update,
+  accountId: string,
+): { ok: true; action: InboundAction } | { ok: false; error: string } {
+  const q = update.callback_query;
+  if (!q) return { ok: false, error: "not a callback query" };
+  const msg = q.message;
+  if (!msg || !("chat" in msg))
+    return { ok: false, error: "callback_query.message: missing (inline message)" };
+  const chatType = msg.chat.type === "private" ? "direct" : msg.chat.type === "channel" ? "channel" : "group";
+  const topic =
+    "message_thread_id" in msg && msg.message_thread_id !== undefined
+      ? String(msg.message_thread_id)
+      : undefined;
+  const parsed = inboundActionSchema.safeParse({
+    channel: "telegram",
+    accountId,
+    chatType,
+    peerId: String(msg.chat.id),
+    ...(topic ? { topicId: topic } : {}),
+    senderId: String(q.from.id),
+    ...(q.from.username || q.from.first_name ? { senderName: q.from.username ?? q.from.first_name } : {}),
+    messageId: String(msg.message_id),
+    actionId: q.data ?? "",
+  });
+  if (!parsed.success) return { ok: false, error: formatIssues(parsed.error.issues, "callback_query.") };
+  return { ok: true, action: parsed.data };
 }

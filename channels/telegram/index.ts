@@ -22,7 +22,7 @@ import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { abortableSleep } from "../../src/retry/index.js";
 import { toSwitchboardError } from "./errors.js";
-import { telegramUpdateToInbound } from "./inbound.js";
+import { telegramCallbackToAction, telegramUpdateToInbound } from "./inbound.js";
 import {
   AlbumGatherer,
   sendTelegramMedia,
@@ -54,7 +54,7 @@ const COMMANDS = [
 ];
 
 /** Only these update types are requested; the rest would be ignored anyway. */
-const ALLOWED_UPDATES = ["message", "channel_post"] as const;
+const ALLOWED_UPDATES = ["message", "channel_post", "callback_query"] as const;
 
 /**
  * Telegram bot account over grammY. Polling uses grammY's built-in loop rather than the
@@ -75,6 +75,8 @@ export class TelegramChannel implements ChannelAdapter {
     // Flood control: about one message a second per chat, 20 a minute in a group.
     streaming: { editIntervalMs: 1000, groupEditIntervalMs: 3000 },
     media: { captionLimit: TELEGRAM_CAPTION_LIMIT, voiceNotes: true },
+    // Inline keyboards; a press is a callback_query, answered with the gateway's notice.
+    buttons: true,
   };
 
   private readonly bot: Bot;
@@ -123,6 +125,7 @@ export class TelegramChannel implements ChannelAdapter {
       config.albumMaxWaitMs,
     );
     this.bot.on(["message", "channel_post"], (ctx) => this.onUpdate(ctx));
+    this.bot.on("callback_query", (ctx) => this.onCallback(ctx));
     // Polling-mode middleware errors land here; onUpdate already retried and logged.
     this.bot.catch((err) =>
       this.log.error({ err: errorMessage(err.error) }, "telegram update handler failed"),
@@ -307,6 +310,35 @@ export class TelegramChannel implements ChannelAdapter {
           this.life.set("error", e.message);
         });
     });
+  }
+
+  /**
+   * A button press: validated, handed to the gateway's press handler, and always answered
+   * (answerCallbackQuery, with the notice) so the client's spinner stops. A forged or foreign
+   * press is refused by the handler; nothing runs.
+   */
+  private async onCallback(ctx: Context): Promise<void> {
+    const q = ctx.callbackQuery;
+    if (!q) return;
+    const parsed = telegramCallbackToAction(ctx.update, this.accountId);
+    let notice: string | undefined;
+    if (!parsed.ok) {
+      this.log.warn({ error: parsed.error }, "telegram: callback refused");
+      notice = "Refused: this button is not valid.";
+    } else {
+      const onAction = this.life.context.onAction;
+      try {
+        notice = onAction ? (await onAction(parsed.action)).notice : "Buttons are not handled here.";
+      } catch (err) {
+        this.log.warn({ err: errorMessage(err) }, "telegram: press handler failed");
+        notice = "Something went wrong; try again.";
+      }
+    }
+    await this.bot.api
+      .answerCallbackQuery(q.id, notice ? { text: notice.slice(0, 200) } : {})
+      .catch((err: unknown) =>
+        this.log.warn({ err: errorMessage(err) }, "telegram: answerCallbackQuery failed"),
+      );
   }
 
   private async onUpdate(ctx: Context): Promise<void> {

@@ -2,10 +2,19 @@ import type { Api } from "grammy";
 import { GrammyError } from "grammy";
 import { telegramHtmlToPlain } from "../../src/channels/kit/format/index.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
-import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
+import type { EditMessage, OutboundAction, OutboundMessage } from "../../src/channels/types.js";
 import { InvalidParamsError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { isEntityParseError, toSwitchboardError } from "./errors.js";
+
+/** Buttons as one inline keyboard row; `callback_data` is the action id (≤ 64 bytes, checked by the API). */
+export function inlineKeyboard(actions: readonly OutboundAction[]) {
+  return {
+    inline_keyboard: actions.length
+      ? [actions.map((a) => ({ text: a.label, callback_data: a.id, ...(a.style ? { style: a.style } : {}) }))]
+      : [],
+  };
+}
 
 /** Telegram's General forum topic: sends must omit its id ("thread not found"), chat actions must include it. */
 const GENERAL_TOPIC = "1";
@@ -27,6 +36,9 @@ export async function sendTelegramMessage(
   for (const [i, chunk] of chunks.entries()) {
     const base = {
       ...(topic !== undefined && msg.threadId !== GENERAL_TOPIC ? { message_thread_id: topic } : {}),
+      ...(i === chunks.length - 1 && msg.actions?.length
+        ? { reply_markup: inlineKeyboard(msg.actions) }
+        : {}),
       ...(i === 0 && msg.replyToMessageId
         ? {
             reply_parameters: {
@@ -65,7 +77,11 @@ export async function editTelegramMessage(api: Api, msg: EditMessage, logger: Lo
   const id = messageIdOf(msg.messageId);
   const edit = async (text: string, html: boolean) => {
     try {
-      await api.editMessageText(msg.to, id, text, html ? { parse_mode: "HTML" } : {});
+      await api.editMessageText(msg.to, id, text, {
+        ...(html ? { parse_mode: "HTML" as const } : {}),
+        // `actions: []` removes the keyboard (an empty one); without actions it is left as it is
+        ...(msg.actions ? { reply_markup: inlineKeyboard(msg.actions) } : {}),
+      });
     } catch (err) {
       if (err instanceof GrammyError && /message is not modified/i.test(err.description)) return;
       throw err;

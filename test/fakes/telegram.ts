@@ -123,6 +123,40 @@ export class FakeTelegram {
   }
 
   /**
+   * A press of an inline keyboard button under the bot's message `messageId` in `chat` (a
+   * `callback_query` update, as Telegram sends it). Returns the callback query id.
+   */
+  pushCallback(
+    chat: { id: number; type: "private" | "group" | "supergroup" | "channel" },
+    from: FakeUser,
+    messageId: number,
+    data: string,
+  ): string {
+    const id = `cq${this.nextUpdateId}`;
+    this.pushUpdate({
+      callback_query: {
+        id,
+        from,
+        chat_instance: `ci${chat.id}`,
+        data,
+        message: {
+          message_id: messageId,
+          date: 1_700_000_000,
+          chat,
+          from: {
+            id: this.bot.id,
+            is_bot: true,
+            first_name: this.bot.first_name,
+            username: this.bot.username,
+          },
+          text: this.texts.get(`${chat.id}:${messageId}`) ?? "",
+        },
+      },
+    });
+    return id;
+  }
+
+  /**
    * A file the bot may download; returns its file_id. `stall`: the download sends its headers and
    * the first bytes, then nothing more (never ends).
    */
@@ -278,6 +312,7 @@ export class FakeTelegram {
       case "setWebhook":
       case "setMyCommands":
       case "sendChatAction":
+      case "answerCallbackQuery":
         return reply(true);
       case "getUpdates":
         return this.getUpdates(payload, res, reply);
