@@ -15,6 +15,7 @@ const benches = [
   "gateway",
   "prompt-build",
   "markdown",
+  "failover",
 ];
 
 process.stdout.write(

@@ -23,6 +23,18 @@ export interface GatewayEvents {
     tool: string;
     decision: "allow-once" | "allow-always" | "deny" | "timeout";
   };
+  /**
+   * A model of the run's failover chain failed (or was skipped: circuit open) and the next is
+   * tried (API.md §8.4): `model` failed with `class`; `next` is tried now (absent: none left).
+   */
+  "run.fallback": {
+    runId: string;
+    sessionKey: string;
+    model: string;
+    class: string;
+    skipped?: true;
+    next?: string;
+  };
 }
 
 export type GatewayEventName = keyof GatewayEvents;

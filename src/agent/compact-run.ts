@@ -1,6 +1,7 @@
 import type { CompactionConfig } from "../config/context.js";
 import { errorMessage } from "../errors.js";
 import type { Services } from "../services/index.js";
+import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../store/types.js";
 import {
   type CompactionContent,
@@ -51,7 +52,14 @@ export async function compactSession(
   let summary: string;
   try {
     const resolved = services.models.resolve(modelRef);
-    summary = await summarize(resolved.provider, resolved.model, {
+    // Through the failover chain like a turn (API.md §8.4): the summary model, then the fallbacks.
+    const chain = services.models.chainFor(o.entry.agentId, o.entry, modelRef);
+    const viaChain: ModelProvider = {
+      id: resolved.provider.id,
+      kind: resolved.provider.kind,
+      complete: async ({ model: _primary, ...req }) => (await services.models.complete(chain, req)).result,
+    };
+    summary = await summarize(viaChain, resolved.model, {
       ...(previous ? { previous: previous.summary } : {}),
       older: split.older,
       ...(o.instructions ? { instructions: o.instructions } : {}),

@@ -3,10 +3,28 @@ import type { Config } from "../config/schema.js";
 import { SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ModelRegistry } from "../services/index.js";
-import type { ModelProvider } from "../services/models.js";
+import type { ModelProvider, ModelRequest, ModelResponse } from "../services/models.js";
 import type { SessionEntry } from "../store/types.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "./context-window.js";
+import {
+  type BreakerView,
+  type ChainAttempt,
+  type ChainDeps,
+  type ChainHooks,
+  type ChainResult,
+  type CircuitBreaker,
+  completeOverChain,
+  LocalBreaker,
+  runChain,
+} from "./providers/chain.js";
+import type { ModelErrorClass } from "./providers/failure.js";
 import { createProvider, isModelAllowed, resolveModelRef } from "./providers/index.js";
+
+export interface ModelsOptions {
+  /** The circuit breaker (Redis-backed on bullmq); default in memory. */
+  breaker?: CircuitBreaker;
+  now?: () => number;
+}
 
 /** The demo model used when nothing is configured: scripted, and it says so. */
 export const DEMO_MODEL = "scripted/demo";
@@ -17,11 +35,16 @@ export class ConfiguredModels implements ModelRegistry {
   readonly #providers = new Map<string, ModelProvider>();
   /** `contextTokens` and `maxOutputTokens` by model ref: the config is fixed for this registry. */
   readonly #facts = new Map<string, { contextTokens: number; maxOutputTokens: number | undefined }>();
+  readonly #chain: ChainDeps;
+  readonly breaker: CircuitBreaker;
+  /** Set by telemetry when metrics are on: every model call's outcome. */
+  onModelCall: ((ref: string, outcome: ModelErrorClass | "ok") => void) | undefined;
 
   constructor(
     private readonly config: Config,
     logger: Logger,
     baseDir: string,
+    opts: ModelsOptions = {},
   ) {
     const anyModel =
       config.models.default ?? config.agents.defaults.model ?? config.agents.list.find((a) => a.model)?.model;
@@ -43,6 +66,83 @@ export class ConfiguredModels implements ModelRegistry {
         ),
       );
     }
+    this.#checkChains();
+    this.breaker = opts.breaker ?? new LocalBreaker(config.models.failover, opts.now);
+    this.#chain = {
+      policy: config.models.failover,
+      breaker: this.breaker,
+      resolve: (ref) => this.resolve(ref),
+      logger: logger.child({ component: "failover" }),
+      onModelCall: (ref, outcome) => this.onModelCall?.(ref, outcome),
+    };
+  }
+
+  /**
+   * Every fallback must be a model `model` overrides may name (`models.allowed`): a chain is
+   * checked at start, never at the first failure. Providers were checked by the config loader.
+   */
+  #checkChains(): void {
+    const check = (at: string, ref: string) => {
+      try {
+        this.resolve(ref);
+      } catch (err) {
+        throw new SwitchboardError("CONFIG", `config: ${at}: ${(err as Error).message}`, {
+          details: { path: at, ref },
+        });
+      }
+      if (this.config.models.allowed.length > 0 && !this.isAllowed(ref))
+        throw new SwitchboardError(
+          "CONFIG",
+          `config: ${at}: model "${ref}" is not allowed (models.allowed: ${this.config.models.allowed.join(", ")})`,
+          { details: { path: at, ref } },
+        );
+    };
+    for (const [i, ref] of this.config.models.fallbacks.entries()) check(`models.fallbacks.${i}`, ref);
+    for (const [i, a] of this.config.agents.list.entries())
+      for (const [j, ref] of (a.fallbacks ?? []).entries())
+        check(`agents.list.${i}.model.fallbacks.${j}`, ref);
+  }
+
+  /**
+   * The failover chain of a session (API.md §8.4): the model it uses now, then the agent's own
+   * fallbacks, else `models.fallbacks`; each ref once.
+   */
+  chainFor(agentId: string, entry?: SessionEntry | null, primary?: string): string[] {
+    const first = primary ?? this.modelFor(agentId, entry);
+    const agent = this.config.agents.list.find((a) => a.id === agentId);
+    const rest = agent?.fallbacks ?? this.config.models.fallbacks;
+    if (rest.length === 0) return [first];
+    const out = [first];
+    for (const r of rest) if (!out.includes(r)) out.push(r);
+    return out;
+  }
+
+  /** One completion over a chain of refs (chain.ts). */
+  complete(
+    refs: readonly string[],
+    req: Omit<ModelRequest, "model" | "noRetry">,
+    hooks?: ChainHooks,
+  ): Promise<ChainResult<ModelResponse>> {
+    return completeOverChain(this.#chain, refs, req, hooks);
+  }
+
+  /**
+   * Any other model call over a chain (audio transcription, for the media room): `attempt`
+   * throws errors carrying `details.class` (see failure.ts `classifyStatus`).
+   */
+  run<T>(
+    refs: readonly string[],
+    attempt: (a: ChainAttempt) => Promise<T>,
+    opts: { signal?: AbortSignal; hooks?: ChainHooks } = {},
+  ): Promise<ChainResult<T>> {
+    return runChain(this.#chain, refs, attempt, opts);
+  }
+
+  /** Circuit states of every configured ref (and any other that failed), for `health`. */
+  circuits(): Promise<Record<string, BreakerView>> {
+    const refs = new Set<string>();
+    for (const [at, ref] of configModelRefs(this.config)) if (!at.startsWith("models.allowed")) refs.add(ref);
+    return this.breaker.snapshot([...refs]);
   }
 
   get defaultModel(): string {

@@ -11,11 +11,19 @@ import type { ModelImage, ModelMessage, ToolSpec } from "../services/models.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { deriveChannel } from "../sessions/keys.js";
 import { agentOfKey, callerOf, ensureSession } from "../sessions/service.js";
-import type { Provenance, SessionEntry, TranscriptMessage, TranscriptRef, Usage } from "../store/types.js";
+import type {
+  ModelFallback,
+  Provenance,
+  SessionEntry,
+  TranscriptMessage,
+  TranscriptRef,
+  Usage,
+} from "../store/types.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
+import { credentialNotice } from "./credential-notice.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
-import { priceUsage } from "./providers/index.js";
+import { priceUsage, resolveModelRef } from "./providers/index.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
@@ -49,6 +57,8 @@ interface Turn {
   ref: TranscriptRef;
   modelRef: string;
   resolved: ResolvedModel;
+  /** The failover chain: `modelRef` first (API.md §8.4). */
+  chain: string[];
   caller: ToolCaller;
   specs: readonly ToolSpec[];
   system: string;
@@ -76,6 +86,10 @@ interface TurnState {
   lastContext: number;
   reply: string;
   yielded: boolean;
+  /** The model that answered the last call (a fallback when the first failed). */
+  answeredBy?: string;
+  /** Every model of the chain that failed during this turn, in order. */
+  fallbacks: ModelFallback[];
   /**
    * The final answer's append, still in flight: the session's patch goes out beside it (one
    * round trip for both on redis) and the turn ends when both have.
@@ -225,10 +239,14 @@ export class AgentRuntime {
     }
 
     // 2. Model.
-    let model: { modelRef: string; resolved: ResolvedModel };
+    let model: { modelRef: string; resolved: ResolvedModel; chain: string[] };
     try {
       const modelRef = services.models.modelFor(entry.agentId, entry);
-      model = { modelRef, resolved: services.models.resolve(modelRef) };
+      model = {
+        modelRef,
+        resolved: services.models.resolve(modelRef),
+        chain: services.models.chainFor(entry.agentId, entry, modelRef),
+      };
     } catch (err) {
       return { status: "error", error: errorMessage(err) };
     }
@@ -245,6 +263,7 @@ export class AgentRuntime {
       lastContext: 0,
       reply: "",
       yielded: false,
+      fallbacks: [],
     };
     let outcome: TurnOutcome | null = null;
     try {
@@ -269,7 +288,7 @@ export class AgentRuntime {
     streaming: TurnStreaming,
     entry: SessionEntry,
     ref: TranscriptRef,
-    model: { modelRef: string; resolved: ResolvedModel },
+    model: { modelRef: string; resolved: ResolvedModel; chain: string[] },
   ): Promise<Turn> {
     const { services } = this;
     const cfg = services.config;
@@ -326,7 +345,7 @@ export class AgentRuntime {
     }
     const plan = await this.#prompt(turn, state, step);
     if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error("aborted");
-    const { res, priced } = await this.#callModel(turn, state, plan);
+    const { res, priced, answeredBy } = await this.#callModel(turn, state, plan);
 
     if (res.text || res.toolCalls.length === 0) {
       const appended = this.append(ref, key, {
@@ -334,8 +353,8 @@ export class AgentRuntime {
         role: "assistant",
         content: res.text,
         runId: job.runId,
-        usage: priced,
-        model: turn.modelRef,
+        usage: { ...priced, model: answeredBy },
+        model: answeredBy,
       });
       state.reply = res.text;
       if (res.toolCalls.length === 0) {
@@ -440,7 +459,7 @@ export class AgentRuntime {
   /** The model call, streamed when asked; records the prompt size, the usage and its price. */
   async #callModel(turn: Turn, state: TurnState, plan: PromptPlan) {
     const { services } = this;
-    const { job, streaming, resolved } = turn;
+    const { job, streaming } = turn;
     const key = state.entry.key;
     let streamed = false;
     const onTextDelta = (text: string) => {
@@ -449,20 +468,47 @@ export class AgentRuntime {
       services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text });
       streaming.onDelta?.(text);
     };
-    const res = await resolved.provider.complete({
-      model: resolved.model,
-      system: plan.system,
-      messages: await this.#withImages(plan.messages as ModelMessage[], resolved),
-      tools: turn.specs,
-      signal: turn.ctx.signal,
-      ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
-      // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
-      // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
-      // cheaper than parsing a stream of chunks no one reads.
-      ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
-        ? { onTextDelta }
-        : {}),
-    });
+    // Text a failed model streamed is taken back before the next answers: the chat sees one reply.
+    const reset = () => {
+      if (!streamed) return;
+      streamed = false;
+      services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
+      streaming.onReset?.();
+    };
+    const chained = await services.models.complete(
+      turn.chain,
+      {
+        system: plan.system,
+        // images as the chain's first model takes them (its `vision` flag)
+        messages: await this.#withImages(plan.messages as ModelMessage[], turn.resolved),
+        tools: turn.specs,
+        signal: turn.ctx.signal,
+        ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
+        // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
+        // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
+        // cheaper than parsing a stream of chunks no one reads.
+        ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
+          ? { onTextDelta }
+          : {}),
+      },
+      {
+        onReset: reset,
+        onFallback: (f, next) => {
+          state.fallbacks.push(f);
+          if (!f.skipped && (f.class === "auth" || f.class === "billing"))
+            credentialNotice(services, key, f.model, f.class);
+          services.bus.emit("run.fallback", {
+            runId: job.runId,
+            sessionKey: key,
+            ...f,
+            ...(next !== undefined ? { next } : {}),
+          });
+        },
+      },
+    );
+    const res = chained.result;
+    const answeredBy = chained.ref;
+    state.answeredBy = answeredBy;
     // The real prompt size as the provider reports it (cached tokens included); else the estimate.
     const reported = res.usage.input + (res.usage.cacheRead ?? 0) + (res.usage.cacheWrite ?? 0);
     state.lastPrompt = reported > 0 ? reported : plan.sentEstimate;
@@ -471,11 +517,10 @@ export class AgentRuntime {
       services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
       streaming.onReset?.();
     }
-    const price = services.config.models.providers[resolved.provider.id]?.models[resolved.model]?.price;
-    const priced = priceUsage(res.usage, price);
+    const priced = priceUsage(res.usage, priceOf(services.config, answeredBy));
     state.usage = addUsage(state.usage, priced);
     state.lastContext = res.usage.input + res.usage.output;
-    return { res, priced };
+    return { res, priced, answeredBy };
   }
 
   /** A step that threw: aborted or timed out when the run's signal says so, else an error. */
@@ -500,7 +545,7 @@ export class AgentRuntime {
     const aborted = (o: TurnOutcome | null) => o?.status === "aborted" || o?.status === "timeout";
     const patched = services.store.sessions.patch(entry.key, {
       updatedAt: services.now(),
-      lastModel: turn.modelRef,
+      lastModel: state.answeredBy ?? turn.modelRef,
       // contextTokens: the last prompt's real size (issue 17); totalTokens: input + output (SEMANTICS §5).
       ...(lastPrompt > 0 ? { contextTokens: lastPrompt } : {}),
       contextUsedTokens: state.lastContext,
@@ -521,7 +566,8 @@ export class AgentRuntime {
     const final: TurnOutcome = failed ?? outcome ?? { status: "ok", reply };
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
-    final.model = turn.modelRef;
+    final.model = state.answeredBy ?? turn.modelRef;
+    if (state.fallbacks.length > 0) final.fallbacks = state.fallbacks;
     if (state.yielded) final.yielded = true;
     let updated = await patched;
     // the answer's append failed on an aborted turn (the patch went out before that was known)
@@ -667,4 +713,10 @@ export function windowAt(tail: TranscriptMessage[], runId: string, step: number)
     if (m.id === inbound) break;
   }
   return tail;
+}
+
+/** The configured price of a `provider/model` ref, if any. */
+function priceOf(config: Services["config"], ref: string) {
+  const { provider, model } = resolveModelRef(ref);
+  return config.models.providers[provider]?.models[model]?.price;
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { ConfiguredModels } from "../agent/models.js";
+import type { CircuitBreaker } from "../agent/providers/chain.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { DeliveryHandoff } from "../delivery/handoff-bullmq.js";
 import { SwitchboardError } from "../errors.js";
@@ -158,7 +159,10 @@ export async function createDrivers(
     await redis.close();
     throw err;
   }
-  const models = new ConfiguredModels(loaded.config, logger, loaded.baseDir);
+  const models = new ConfiguredModels(loaded.config, logger, loaded.baseDir, {
+    now,
+    ...(await createBreaker(loaded, redis, now)),
+  });
   return {
     stateDir,
     redis,
@@ -168,6 +172,22 @@ export async function createDrivers(
     live,
     handoff: await createHandoff(loaded, logger, redis),
   };
+}
+
+/**
+ * The failover circuit breaker: in memory for the local queue (one process runs every turn), in
+ * Redis for bullmq (every worker skips the same model and one of them probes it).
+ */
+async function createBreaker(
+  loaded: LoadedConfig,
+  redis: RedisConnections,
+  now: () => number,
+): Promise<{ breaker?: CircuitBreaker }> {
+  const { queue, models } = loaded.config;
+  if (queue.driver !== "bullmq") return {};
+  const client = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
+  const { RedisBreaker } = await import("../agent/providers/breaker-redis.js");
+  return { breaker: new RedisBreaker(client, `${queue.prefix}:failover`, models.failover, now) };
 }
 
 async function createHandoff(

@@ -32,6 +32,7 @@ const AUDIENCE_REFRESH_MS = 10_000;
 export const RELAYED_EVENTS = [
   "run.delta",
   "run.typing",
+  "run.fallback",
   "message.appended",
   "session.updated",
   "approval.requested",

@@ -37,7 +37,11 @@ export interface AccountHealth {
 export function healthOf(
   services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
   redis: RedisConnections,
-  models: { readonly demo: boolean; readonly defaultModel: string },
+  models: {
+    readonly demo: boolean;
+    readonly defaultModel: string;
+    circuits(): Promise<Record<string, unknown>>;
+  },
   leases?: { info(channel: string, accountId: string): LeaseInfo | undefined } | null,
 ): () => Promise<Record<string, unknown>> {
   return async () => {
@@ -70,6 +74,8 @@ export function healthOf(
       queue: services.pipeline.driver,
       redis: await redis.status(),
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
+      // each model's circuit breaker (API.md §8.4): closed, open (skipped until openUntil) or half_open
+      models: await models.circuits().catch(() => ({})),
       channels: chans,
       accounts,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),

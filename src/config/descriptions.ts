@@ -67,7 +67,16 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "models.providers.<provider>.models.<model>.price.cacheWritePerMTok":
     "USD per million cached input tokens written.",
   "models.providers.<provider>.timeoutMs": "Timeout of one model request.",
-  "models.providers.<provider>.maxRetries": "Retries of a failed model request.",
+  "models.providers.<provider>.maxRetries":
+    "Retries of a failed model request made directly (doctor's ping); turns, compaction and sub-agents go through the failover chain, which makes one attempt per model and decides itself (models.failover).",
+  "models.fallbacks":
+    "Models tried in order when an agent's model fails with a failover class (rate_limited, overloaded, server, timeout, connection, empty, auth, billing); an agent's model: { primary, fallbacks } replaces them. Each must name a configured provider and fit models.allowed (docs/failover.md).",
+  "models.failover": "How the failover chain waits, retries and skips failing models (docs/failover.md).",
+  "models.failover.maxRetryAfterMs":
+    "A 429 whose retry-after is at most this is retried on the same model after that wait; a longer one moves to the next model at once.",
+  "models.failover.cooldownSeconds":
+    "How long a model whose circuit opened is skipped; then one call is let through (half-open) and decides.",
+  "models.failover.failuresToOpen": "Consecutive failed calls that open a model's circuit.",
   "models.providers.<provider>.script":
     "Scripted provider: a JSON5 rules file; the built-in demo rules without one.",
   "models.providers.<provider>.rules": "Scripted provider: inline rules, same shape as the file.",
@@ -123,7 +132,10 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "agents.list": "The agents; the first one is the default.",
   "agents.list[].id": "Agent id, part of every session key.",
   "agents.list[].name": "Display name.",
-  "agents.list[].model": 'Model as "<provider>/<model>"; the provider must be configured.',
+  "agents.list[].model.primary": "The agent's model, tried first.",
+  "agents.list[].model.fallbacks": "The agent's fallback models, tried in order when the primary fails.",
+  "agents.list[].model":
+    'Model as "<provider>/<model>", or { primary, fallbacks }: the agent\'s own failover chain (replacing models.fallbacks). Every provider must be configured.',
   "agents.list[].systemPrompt": "System prompt.",
   "agents.list[].workspace": "Working directory of the agent (sub-agent attachments land below it).",
   "agents.list[].mcp":

@@ -135,8 +135,11 @@ export function configModelRefs(config: Config): Array<[string, string]> {
   refs.push(["agents.defaults.model", defaults.model]);
   refs.push(["agents.defaults.subagents.model", loose(defaults.subagents).model]);
   refs.push(["agents.defaults.compaction.model", loose(defaults.compaction).model]);
+  for (const [i, f] of config.models.fallbacks.entries()) refs.push([`models.fallbacks.${i}`, f]);
   for (const [i, a] of config.agents.list.entries()) {
-    refs.push([`agents.list.${i}.model`, a.model]);
+    refs.push([a.fallbacks ? `agents.list.${i}.model.primary` : `agents.list.${i}.model`, a.model]);
+    for (const [j, f] of (a.fallbacks ?? []).entries())
+      refs.push([`agents.list.${i}.model.fallbacks.${j}`, f]);
     refs.push([`agents.list.${i}.subagents.model`, loose(a.subagents).model]);
   }
   const jobs = loose(loose(config).cron).jobs;

@@ -189,14 +189,33 @@ export const providerSchema = z.discriminatedUnion("kind", [
   }),
 ]);
 
+export const failoverSchema = z
+  .strictObject({
+    /** A 429's `retry-after` up to this is waited out on the same model; a longer one moves on. */
+    maxRetryAfterMs: z.number().int().min(0).max(600_000).default(5000),
+    /** How long a model whose circuit opened is skipped. */
+    cooldownSeconds: z.number().min(0).max(86_400).default(60),
+    /** Consecutive failed calls that open a model's circuit. */
+    failuresToOpen: z.number().int().min(1).max(1000).default(3),
+  })
+  .default({ maxRetryAfterMs: 5000, cooldownSeconds: 60, failuresToOpen: 3 });
+
 export const modelsSchema = z
   .strictObject({
     default: modelRef.optional(),
     providers: z.record(z.string(), providerSchema).default({}),
     /** What per-agent or per-session `model` overrides may name; `provider/*` globs allowed. Empty = any configured. */
     allowed: z.array(z.string()).default([]),
+    /** Models tried in order when the agent's model fails (API.md §8.4); an agent's own `fallbacks` replace these. */
+    fallbacks: z.array(modelRef).max(10).default([]),
+    failover: failoverSchema,
   })
-  .default({ providers: {}, allowed: [] });
+  .default({
+    providers: {},
+    allowed: [],
+    fallbacks: [],
+    failover: { maxRetryAfterMs: 5000, cooldownSeconds: 60, failuresToOpen: 3 },
+  });
 
 const sendPolicyMatch = z.strictObject({
   channel: z.string().optional(),
@@ -363,10 +382,16 @@ const agentToolsOverride = z.strictObject({
   deny: z.array(z.string()).optional(),
 });
 
-export const agentSchema = z.strictObject({
+/** An agent's model: a ref, or a primary with its own fallbacks (API.md §8.4). */
+const agentModel = z.union([
+  modelRef,
+  z.strictObject({ primary: modelRef, fallbacks: z.array(modelRef).max(10).default([]) }),
+]);
+
+const agentFields = z.strictObject({
   id: agentId,
   name: z.string().optional(),
-  model: modelRef.optional(),
+  model: agentModel.optional(),
   systemPrompt: z.string().optional(),
   workspace: z.string().optional(),
   maxToolSteps: z.number().int().min(1).max(200).optional(),
@@ -386,6 +411,17 @@ export const agentSchema = z.strictObject({
   mcp: z.array(z.string()).optional(),
   contextPruning: contextPruningOverride,
   compaction: compactionOverride,
+});
+
+/**
+ * An agent as the rest of the code reads it: `model` is always the primary ref; `fallbacks` is
+ * set when the agent names its own (`model: { primary, fallbacks }`), else the global ones apply.
+ */
+export const agentSchema = agentFields.transform((a) => {
+  if (a.model === undefined || typeof a.model === "string")
+    return a as Omit<typeof a, "model"> & { model?: string; fallbacks?: string[] };
+  const { model, ...rest } = a;
+  return { ...rest, model: model.primary, fallbacks: model.fallbacks };
 });
 
 export const agentsSchema = z

@@ -65,6 +65,13 @@ export const followUpSchema: z.ZodType<FollowUp> = z.discriminatedUnion("type", 
  * The final outcome a driver commits with the follow-ups (and re-applies to the RunStore after a
  * crash between the commit and the RunStore write).
  */
+/** One model of a run's chain that did not answer (API.md §8.4). */
+export const fallbackSchema = z.object({
+  model: z.string(),
+  class: z.string(),
+  skipped: z.literal(true).optional(),
+});
+
 export const finalResultSchema = z.object({
   status: z.enum(["ok", "error", "timeout", "aborted"]),
   reply: z.string().optional(),
@@ -79,6 +86,7 @@ export const finalResultSchema = z.object({
     })
     .optional(),
   model: z.string().optional(),
+  fallbacks: z.array(fallbackSchema).max(50).optional(),
   deliveryError: z.string().optional(),
 });
 export type FinalResult = z.infer<typeof finalResultSchema>;
@@ -90,6 +98,7 @@ export function finalResultOf(result: FinalResult): FinalResult {
   if (result.error !== undefined) out.error = result.error;
   if (result.usage !== undefined) out.usage = result.usage;
   if (result.model !== undefined) out.model = result.model;
+  if (result.fallbacks !== undefined && result.fallbacks.length > 0) out.fallbacks = result.fallbacks;
   if (result.deliveryError !== undefined) out.deliveryError = result.deliveryError;
   return out;
 }

@@ -1,4 +1,4 @@
-import type { Provenance, RunRecord, RunStatus, Usage } from "../store/types.js";
+import type { ModelFallback, Provenance, RunRecord, RunStatus, Usage } from "../store/types.js";
 
 /**
  * The pipeline contract. Two drivers (`local/`, `bullmq/`) implement it with the same observable
@@ -79,6 +79,8 @@ export interface TurnResult {
   error?: string;
   usage?: Usage;
   model?: string;
+  /** Models of the chain that failed first, in order (API.md §8.4). */
+  fallbacks?: ModelFallback[];
   /** Set when the reply could not be delivered (recorded on the run, never lost silently). */
   deliveryError?: string;
   /**

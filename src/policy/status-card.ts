@@ -22,6 +22,8 @@ export interface SessionStatus {
   model: string;
   /** The per-session override, when one is set. */
   modelOverride?: string;
+  /** The model that answered the last call (a fallback when the session's model failed). */
+  lastModel?: string;
   thinkingLevel?: string;
   verboseLevel?: string;
   tokens: {
@@ -148,6 +150,7 @@ export async function collectStatus(services: StatusDeps, entry: SessionEntry): 
   if (entry.label !== undefined) s.label = entry.label;
   if (entry.displayName !== undefined) s.displayName = entry.displayName;
   if (entry.model !== undefined) s.modelOverride = entry.model;
+  if (entry.lastModel !== undefined) s.lastModel = entry.lastModel;
   if (entry.thinkingLevel !== undefined) s.thinkingLevel = entry.thinkingLevel;
   if (entry.verboseLevel !== undefined) s.verboseLevel = entry.verboseLevel;
   if (entry.costUsd !== undefined && entry.costUsd > 0) s.costUsd = entry.costUsd;
@@ -194,6 +197,7 @@ export function renderStatusCard(s: SessionStatus, now: number): string {
       (s.thinkingLevel !== undefined ? ` · thinking ${s.thinkingLevel}` : "") +
       (s.verboseLevel !== undefined ? ` · verbose ${s.verboseLevel}` : ""),
   );
+  if (s.lastModel !== undefined) lines.push(`Last model: ${s.lastModel}`);
   lines.push(
     `Tokens: ${compact(s.tokens.total)} (${compact(s.tokens.input)} in / ${compact(s.tokens.output)} out)` +
       (s.costUsd !== undefined ? ` · cost $${s.costUsd.toFixed(4)}` : ""),

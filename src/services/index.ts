@@ -6,7 +6,15 @@ import type { MediaStore } from "../media/types.js";
 import type { Pipeline } from "../pipeline/types.js";
 import type { SessionEntry, StoreDriver } from "../store/types.js";
 import type { CronJobs } from "./cron.js";
-import type { ModelProvider } from "./models.js";
+import type {
+  BreakerView,
+  ChainAttempt,
+  ChainHooks,
+  ChainResult,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+} from "./models.js";
 
 /**
  * The services bag handed down from the composition root (`src/app/`) to the runtime, the
@@ -25,6 +33,25 @@ export interface ModelRegistry {
   contextTokens(ref: string): number;
   /** Output cap of the model (configured, else a known family's), when known. */
   maxOutputTokens?(ref: string): number | undefined;
+  /**
+   * The failover chain (API.md §8.4): `primary` (default: the session's model), then the agent's
+   * own fallbacks, else `models.fallbacks`.
+   */
+  chainFor(agentId: string, entry?: SessionEntry | null, primary?: string): string[];
+  /** One completion over a chain: retries, failover, circuit breakers (agent/providers/chain.ts). */
+  complete(
+    refs: readonly string[],
+    req: Omit<ModelRequest, "model" | "noRetry">,
+    hooks?: ChainHooks,
+  ): Promise<ChainResult<ModelResponse>>;
+  /** Any other model call (audio transcription) over a chain. */
+  run<T>(
+    refs: readonly string[],
+    attempt: (a: ChainAttempt) => Promise<T>,
+    opts?: { signal?: AbortSignal; hooks?: ChainHooks },
+  ): Promise<ChainResult<T>>;
+  /** Circuit breaker state per model ref (`health.models`). */
+  circuits(): Promise<Record<string, BreakerView>>;
 }
 
 export interface ChannelRegistry {

@@ -46,6 +46,11 @@ export interface ModelRequest {
    * (anthropic, scripted) deliver the whole text as one delta.
    */
   onTextDelta?: (delta: string) => void;
+  /**
+   * One attempt, no retry of the provider's own: the failover chain (chain.ts) decides what a
+   * failure leads to. Default false (`ping`, direct callers keep `models.providers.<id>.maxRetries`).
+   */
+  noRetry?: boolean;
 }
 
 export interface ModelResponse {
@@ -70,4 +75,64 @@ export interface ModelProvider {
   complete(req: ModelRequest): Promise<ModelResponse>;
   /** Optional reachability check for `doctor`. */
   ping?(): Promise<{ ok: boolean; message: string }>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The failover chain's contract (implemented in src/agent/providers/chain.ts, API.md §8.4)
+
+/**
+ * Why a model call failed, decided once from the raw answer (status, headers, the body's error
+ * code) before any message is written.
+ */
+export const MODEL_ERROR_CLASSES = [
+  "rate_limited",
+  "overloaded",
+  "server",
+  "timeout",
+  "connection",
+  "empty",
+  "auth",
+  "billing",
+  "invalid_request",
+] as const;
+export type ModelErrorClass = (typeof MODEL_ERROR_CLASSES)[number];
+
+/** A model that did not answer a call, and why, in the order they were tried. */
+export interface FallbackRecord {
+  model: string;
+  class: ModelErrorClass;
+  /** Not called: its circuit was open (`class` is the failure that opened it). */
+  skipped?: true;
+}
+
+export type BreakerState = "closed" | "open" | "half_open";
+
+export interface BreakerView {
+  state: BreakerState;
+  /** Consecutive failed calls. */
+  failures: number;
+  /** While open: when the cooldown ends (ms). */
+  openUntil?: number;
+  lastClass?: ModelErrorClass;
+}
+
+export interface ChainHooks {
+  /** Text streamed by a model that then failed is void: a streaming preview restarts from empty. */
+  onReset?: () => void;
+  /** A model failed (or was skipped) and the chain moves on (`run.fallback`). */
+  onFallback?: (f: FallbackRecord, next: string | undefined) => void;
+}
+
+export interface ChainResult<T> {
+  result: T;
+  /** The ref that answered. */
+  ref: string;
+  fallbacks: FallbackRecord[];
+}
+
+/** What one attempt of a chain gets: the model to call. */
+export interface ChainAttempt {
+  target: { provider: ModelProvider; model: string; ref: string };
+  /** The call is the half-open probe of its model. */
+  probe: boolean;
 }

@@ -150,6 +150,17 @@ export interface Usage {
   cacheRead?: number;
   cacheWrite?: number;
   cost?: number;
+  /** On a transcript line: the model (`provider/model`) that answered (API.md §8.4). */
+  model?: string;
+}
+
+/** A model of a run's failover chain that did not answer, and why (API.md §8.4 `runs.get.fallbacks`). */
+export interface ModelFallback {
+  model: string;
+  /** The error class (`rate_limited`, `overloaded`, … see src/agent/providers/failure.ts). */
+  class: string;
+  /** Not called: its circuit was open. */
+  skipped?: true;
 }
 
 /** One transcript line (API.md §6). `content` is a string, or structured data for tool calls/results. */
@@ -258,6 +269,8 @@ export interface RunRecord {
   error?: string;
   usage?: Usage;
   model?: string;
+  /** Models that failed before `model` answered (or before the run failed), in order. */
+  fallbacks?: ModelFallback[];
   /** What started it: inbound message, operator chat.send, sessions_send, spawn, announce… */
   origin?: string;
   /** Deliver the final reply to the session's chat. */

@@ -26,6 +26,15 @@ export interface FakeAnthropicReply {
   chunkDelayMs?: number;
   /** Streaming only: destroy the connection after this many text deltas (a reply cut off mid-way). */
   dropAfterChunks?: number;
+  // Fault injection (failover tests):
+  /** Answer exactly this (status default 200): an HTML page, JSON of the wrong shape, garbage. */
+  raw?: { status?: number; contentType?: string; body: string };
+  /** Streaming only: end the response cleanly after this many text deltas, without message_stop. */
+  truncateAfterChunks?: number;
+  /** Streaming only: after this many text deltas send an SSE `error` event of this type and end. */
+  errorEvent?: { afterChunks: number; type: string; message?: string };
+  /** The error body's `error.type` for `status` (default by status: rate_limit_error, api_error, …). */
+  errorType?: string;
 }
 
 export interface AnthropicRequestBody {
@@ -123,6 +132,17 @@ async function streamMessage(
     for (let at = 0; at < m.text.length; at += size) {
       if (reply.dropAfterChunks !== undefined && sent >= reply.dropAfterChunks) {
         res.destroy();
+        return;
+      }
+      if (reply.truncateAfterChunks !== undefined && sent >= reply.truncateAfterChunks) {
+        res.end();
+        return;
+      }
+      if (reply.errorEvent && sent >= reply.errorEvent.afterChunks) {
+        await event("error", {
+          error: { type: reply.errorEvent.type, message: reply.errorEvent.message ?? "fake stream error" },
+        });
+        res.end();
         return;
       }
       await event("content_block_delta", {
@@ -223,13 +243,20 @@ export async function startAnthropicFake(): Promise<AnthropicFake> {
       });
       if (!ok) return;
     }
+    if (reply.raw) {
+      res.writeHead(reply.raw.status ?? 200, { "content-type": reply.raw.contentType ?? "text/html" });
+      res.end(reply.raw.body);
+      return;
+    }
     if (reply.status && reply.status >= 400) {
       const type =
-        reply.status === 429
+        reply.errorType ??
+        (reply.status === 402 ? "billing_error" : reply.status === 529 ? "overloaded_error" : undefined) ??
+        (reply.status === 429
           ? "rate_limit_error"
           : reply.status >= 500
             ? "api_error"
-            : "invalid_request_error";
+            : "invalid_request_error");
       return send(
         res,
         reply.status,

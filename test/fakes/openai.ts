@@ -45,6 +45,15 @@ export interface FakeChatReply {
   headers?: Record<string, string>;
   /** Destroy the connection without answering: a network failure. */
   drop?: boolean;
+  // Fault injection (failover tests):
+  /** Answer exactly this (status default 200): an HTML page, JSON of the wrong shape, garbage. */
+  raw?: { status?: number; contentType?: string; body: string };
+  /** Streaming only: end the response cleanly after this many SSE events, without finish or [DONE]. */
+  truncateAfterEvents?: number;
+  /** Streaming only: after this many SSE events send an `error` object in the stream and end. */
+  errorEvent?: { afterEvents: number; message?: string; type?: string; code?: string };
+  /** The error body's `code` for `status` (e.g. `insufficient_quota` on a 429). */
+  errorCode?: string;
 }
 
 export interface ChatRequestMessage {
@@ -182,6 +191,11 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
       res.socket?.destroy();
       return;
     }
+    if (reply.raw) {
+      res.writeHead(reply.raw.status ?? 200, { "content-type": reply.raw.contentType ?? "text/html" });
+      res.end(reply.raw.body);
+      return;
+    }
     if (reply.status && reply.status >= 400) {
       const type =
         reply.status === 429
@@ -192,7 +206,13 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
       sendJson(
         res,
         reply.status,
-        { error: { message: reply.error ?? `fake error ${reply.status}`, type, code: null } },
+        {
+          error: {
+            message: reply.error ?? `fake error ${reply.status}`,
+            type,
+            code: reply.errorCode ?? null,
+          },
+        },
         reply.headers,
       );
       return;
@@ -292,6 +312,15 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
       if (reply.stallAfterEvents !== undefined && i >= reply.stallAfterEvents) return;
       if (reply.dropAfterEvents !== undefined && i >= reply.dropAfterEvents) {
         res.socket?.destroy();
+        return;
+      }
+      if (reply.truncateAfterEvents !== undefined && i >= reply.truncateAfterEvents) {
+        res.end();
+        return;
+      }
+      if (reply.errorEvent && i >= reply.errorEvent.afterEvents) {
+        const { message = "fake stream error", type = "server_error", code } = reply.errorEvent;
+        res.end(`data: ${JSON.stringify({ error: { message, type, code: code ?? null } })}\n\n`);
         return;
       }
       if (i > 0 && reply.chunkDelayMs && !(await wait(reply.chunkDelayMs, res))) return;

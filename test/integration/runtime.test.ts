@@ -140,13 +140,14 @@ describe("a turn with a tool call", () => {
   });
 
   it("a model that fails or times out ends the run with a clear error and the gateway keeps serving", async () => {
-    // maxRetries 1: two attempts each.
+    // The failover chain owns retries (provider maxRetries is for direct calls): a 500 gets one
+    // quick retry on the same model, a timeout moves on at once (no model left here).
     fake.enqueue({ status: 500, error: "boom" }, { status: 500, error: "boom" });
     const r1 = await t.rpc("chat.send", { sessionKey: "agent:main:err", message: "x", timeoutSeconds: 20 });
     expect(r1.result.status).toBe("error");
     expect(r1.result.error).toMatch(/500|boom|unavailable/i);
 
-    fake.enqueue({ delayMs: 5000, text: "late" }, { delayMs: 5000, text: "late" });
+    fake.enqueue({ delayMs: 5000, text: "late" });
     const r2 = await t.rpc("chat.send", { sessionKey: "agent:main:slow", message: "x", timeoutSeconds: 30 });
     expect(r2.result.status).toBe("error");
     expect(r2.result.error).toMatch(/time/i);

@@ -24,6 +24,8 @@ import type {
 } from "../../services/models.js";
 import type { Usage } from "../../store/types.js";
 import {
+  BadAnswerError,
+  bodyExcerpt,
   connectionReason,
   describeStreamBreak,
   type Failure,
@@ -35,6 +37,7 @@ import {
   retryDecisionFor,
   safeUrl,
   sdkLogger,
+  statusFromType,
 } from "./failure.js";
 import { nodeFetch } from "./node-fetch.js";
 import {
@@ -152,6 +155,14 @@ function stopReasonOf(stop: string | null | undefined, hasToolCalls: boolean): M
 }
 
 export function fromAnthropicMessage(m: Message, requestedModel: string): ModelResponse {
+  // A 200 that is not a message (a proxy's HTML page comes back from the SDK as a string).
+  if (!m || typeof m !== "object" || !Array.isArray((m as { content?: unknown }).content)) {
+    throw new BadAnswerError({
+      kind: "status",
+      status: 502,
+      message: `answered 200 with a body that is not a message: ${bodyExcerpt(typeof m === "string" ? m : (JSON.stringify(m) ?? ""))}`,
+    });
+  }
   let text = "";
   const toolCalls: ToolCall[] = [];
   for (const block of m.content ?? []) {
@@ -174,10 +185,19 @@ export class AnthropicStreamAccumulator {
   private usage: Usage = { input: 0, output: 0 };
   private stop: string | null = null;
   private model = "";
+  private stopped = false;
+
+  /** `message_stop` arrived: the stream reached its end (a cut stream never sends it). */
+  get finished(): boolean {
+    return this.stopped || this.stop !== null;
+  }
 
   /** Feeds one event; returns the text delta it carried (empty when none). */
   push(ev: RawMessageStreamEvent): string {
     switch (ev.type) {
+      case "message_stop":
+        this.stopped = true;
+        return "";
       case "message_start":
         this.model = ev.message.model;
         this.usage = mapAnthropicUsage(ev.message.usage);
@@ -230,14 +250,24 @@ export function describeAnthropicError(err: unknown): Failure | undefined {
   if (err instanceof APIConnectionTimeoutError) return { kind: "timeout" };
   if (err instanceof APIUserAbortError) return undefined;
   if (err instanceof APIConnectionError) return { kind: "connection", message: connectionReason(err) };
+  if (err instanceof BadAnswerError) return err.failure;
+  // The SDK parsing a body or stream event that is not JSON.
+  if (err instanceof SyntaxError)
+    return { kind: "status", status: 502, message: `answered with a body that is not JSON (${err.message})` };
   if (err instanceof APIError) {
-    const body = err.error as { error?: { message?: unknown }; message?: unknown } | undefined;
+    const body = err.error as
+      | { error?: { message?: unknown; type?: unknown }; message?: unknown; type?: unknown }
+      | undefined;
     const inner = body?.error?.message ?? body?.message;
+    // Mid-stream errors have no status: the event's type says what happened (overloaded_error → 529).
+    const t = err.type ?? body?.error?.type ?? body?.type;
+    const code = typeof t === "string" && t ? t : undefined;
     return {
       kind: "status",
-      status: err.status ?? 500,
+      status: err.status ?? statusFromType(code),
       message: typeof inner === "string" ? inner : err.message,
       headers: err.headers,
+      ...(code ? { code } : {}),
     };
   }
   return undefined;
@@ -307,18 +337,26 @@ export function createAnthropicProvider(
           }
         }
         if (signal.aborted) throw signal.reason;
+        if (!acc.finished)
+          throw new BadAnswerError({
+            kind: "dropped",
+            message: "the stream ended before the reply was complete (no message_stop)",
+            afterChars: 0,
+          });
         return acc.result(req.model);
       };
       try {
         return await withRetry(
           () => withTimeout(cfg.timeoutMs, req.signal, (s) => attempt(s.toAbortSignal())),
           {
-            policy,
+            policy: req.noRetry ? { ...policy, maxRetries: 0 } : policy,
             signal: req.signal,
             ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
             ...(tuning.random ? { random: tuning.random } : {}),
             classify: (err) =>
-              emitted > 0 ? { retry: false } : retryDecisionFor(describeAnthropicError(err)),
+              emitted > 0
+                ? { retry: false }
+                : retryDecisionFor(describeAnthropicError(err) ?? describeStreamBreak(err)),
             onRetry: ({ retry, delayMs, err }) =>
               log.warn(
                 { retry, delayMs, model: req.model, err: failureSummary(describeAnthropicError(err)) },

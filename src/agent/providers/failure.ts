@@ -1,6 +1,7 @@
 import { RateLimitedError, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { parseRetryAfterMs } from "../../retry/index.js";
+import type { ModelErrorClass } from "../../services/models.js";
 import type { RetryDecision } from "./retry.js";
 
 /**
@@ -9,11 +10,87 @@ import type { RetryDecision } from "./retry.js";
  * a Failure to a SwitchboardError. Messages teach the fix and never contain a secret.
  */
 export type Failure =
-  | { kind: "status"; status: number; message: string; headers?: { get(name: string): string | null } }
+  | {
+      kind: "status";
+      status: number;
+      message: string;
+      headers?: { get(name: string): string | null };
+      /** The body's error code or type, as sent (`insufficient_quota`, `overloaded_error`). */
+      code?: string;
+    }
   | { kind: "connection"; message: string }
   /** The server answered, then the connection broke: mid-reply when text had already arrived. */
   | { kind: "dropped"; message: string; afterChars: number }
   | { kind: "timeout"; timeoutMs?: number };
+
+/**
+ * Why a model call failed, decided once from the raw answer (status, headers, the body's error
+ * code) before any message is written (API.md §8.4). The failover chain acts on it.
+ */
+export { MODEL_ERROR_CLASSES, type ModelErrorClass } from "../../services/models.js";
+
+/** Anthropic's error types (and OpenAI's few) as the HTTP status they stand for. */
+const STATUS_OF_TYPE: Record<string, number> = {
+  overloaded_error: 529,
+  rate_limit_error: 429,
+  rate_limit_exceeded: 429,
+  api_error: 500,
+  server_error: 500,
+  authentication_error: 401,
+  permission_error: 403,
+  billing_error: 402,
+  insufficient_quota: 402,
+  not_found_error: 404,
+  invalid_request_error: 400,
+  request_too_large: 413,
+  timeout_error: 504,
+};
+
+/** The status a mid-stream error event stands for (it has none of its own): from its type, else 500. */
+export function statusFromType(type: string | undefined): number {
+  return (type !== undefined && STATUS_OF_TYPE[type]) || 500;
+}
+
+/** The class of an HTTP answer: status first, refined by the body's code (OpenAI bills with a 429). */
+export function classifyStatus(status: number, code?: string): ModelErrorClass {
+  if (status === 402 || (code !== undefined && /insufficient_quota|billing/i.test(code))) return "billing";
+  if (status === 429) return "rate_limited";
+  if (status === 401 || status === 403) return "auth";
+  if (status === 503 || status === 529) return "overloaded";
+  if (status === 408) return "timeout";
+  if (status >= 500) return "server";
+  return "invalid_request";
+}
+
+export function classifyFailure(f: Failure): ModelErrorClass {
+  switch (f.kind) {
+    case "timeout":
+      return "timeout";
+    case "connection":
+    case "dropped":
+      return "connection";
+    case "status":
+      return classifyStatus(f.status, f.code);
+  }
+}
+
+/**
+ * A model answer that could not be read as one (a 200 with an HTML page, JSON that is not a
+ * completion, a stream cut before its end): thrown by the providers' transport, described as a
+ * Failure like any HTTP failure, so it is classified and never crashes a turn.
+ */
+export class BadAnswerError extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.kind === "timeout" ? "timeout" : failure.message);
+    this.name = "BadAnswerError";
+  }
+}
+
+/** A short, printable excerpt of a body that was not what it should be. */
+export function bodyExcerpt(text: string): string {
+  const one = text.replace(/\s+/g, " ").trim();
+  return one.length > 120 ? `${one.slice(0, 120)}…` : one || "(empty body)";
+}
 
 /** Reasons that mean the server was reached and then went away (not "unreachable"). */
 const BROKEN_CONNECTION =
@@ -101,7 +178,8 @@ function serverSays(f: { message: string }, secrets: readonly string[]): string 
 export function failureToError(ctx: FailureContext, f: Failure, cause?: unknown): SwitchboardError {
   const p = `model provider "${ctx.providerId}"`;
   const where = safeUrl(ctx.baseUrl);
-  const details: Record<string, unknown> = { provider: ctx.providerId };
+  // classified here, from the raw failure, before any text is written (API.md §8.4)
+  const details: Record<string, unknown> = { provider: ctx.providerId, class: classifyFailure(f) };
   if (ctx.model) details.model = ctx.model;
   if (f.kind === "dropped") {
     const what =
@@ -148,12 +226,16 @@ export function failureToError(ctx: FailureContext, f: Failure, cause?: unknown)
     );
   }
   if (status === 429) {
-    const retryAfterMs = parseRetryAfterMs(f.headers) ?? 1000;
-    return new RateLimitedError(
+    const told = parseRetryAfterMs(f.headers);
+    const retryAfterMs = told ?? 1000;
+    const err = new RateLimitedError(
       `${p} is rate limiting requests (HTTP 429)${serverSays(f, ctx.secrets)}; retry after ${Math.ceil(retryAfterMs)} ms`,
       retryAfterMs,
       cause,
     );
+    // `serverRetryAfterMs`: what the server said, when it said anything (the chain waits only then)
+    Object.assign(err.details ?? {}, details, told === undefined ? {} : { serverRetryAfterMs: told });
+    return err;
   }
   if (status === 408) {
     return new SwitchboardError("TIMEOUT", `${p} timed out the request (HTTP 408)`, { details, cause });

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { createParser } from "eventsource-parser";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { ModelRequest, ToolSpec } from "../../services/models.js";
-import type { Failure } from "./failure.js";
+import { BadAnswerError, bodyExcerpt, type Failure, statusFromType } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
 import { openAIMessagesParts } from "./openai-map.js";
 import type { Abortable } from "./retry.js";
@@ -83,19 +83,53 @@ function headerGetter(res: IncomingMessage): { get(name: string): string | null 
   };
 }
 
-/** The server's reason, read the way the SDK's APIError does (`error.message`, else the body). */
-function statusMessage(status: number, text: string): string {
+/** The body's error `code`, else its `type` (`insufficient_quota`, `rate_limit_exceeded`). */
+function errorCode(error: unknown): string | undefined {
+  if (!error || typeof error !== "object") return undefined;
+  const { code, type } = error as { code?: unknown; type?: unknown };
+  return typeof code === "string" && code ? code : typeof type === "string" && type ? type : undefined;
+}
+
+/** The server's reason, read the way the SDK's APIError does (`error.message`, else the body), and its code. */
+function statusMessage(status: number, text: string): { message: string; code?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    return text ? `${status} ${text}` : `${status} status code (no body)`;
+    return { message: text ? `${status} ${text}` : `${status} status code (no body)` };
   }
   const error = (parsed as { error?: unknown } | null)?.error;
+  const code = errorCode(error);
   if (error && typeof error === "object" && typeof (error as { message?: unknown }).message === "string") {
-    return (error as { message: string }).message;
+    return { message: (error as { message: string }).message, ...(code ? { code } : {}) };
   }
-  return `${status} ${JSON.stringify(error ?? parsed)}`;
+  return { message: `${status} ${JSON.stringify(error ?? parsed)}`, ...(code ? { code } : {}) };
+}
+
+/**
+ * A 200 whose body is not a completion (a proxy's HTML page, JSON of another shape): a bad
+ * answer from the server side (502), never a TypeError deep in the mapping.
+ */
+function parseCompletion(text: string, contentType: string | undefined): ChatCompletion {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new BadAnswerError({
+      kind: "status",
+      status: 502,
+      message: `answered 200 with a body that is not JSON (${contentType ?? "no content-type"}): ${bodyExcerpt(text)}`,
+    });
+  }
+  const choices = (parsed as { choices?: unknown } | null)?.choices;
+  if (!Array.isArray(choices)) {
+    throw new BadAnswerError({
+      kind: "status",
+      status: 502,
+      message: `answered 200 with JSON that is not a chat completion: ${bodyExcerpt(text)}`,
+    });
+  }
+  return parsed as ChatCompletion;
 }
 
 function readAll(res: IncomingMessage, limit: number): Promise<string> {
@@ -155,11 +189,20 @@ export async function postChat(
     throw new ChatHttpError({
       kind: "status",
       status,
-      message: statusMessage(status, text),
+      ...statusMessage(status, text),
       headers: headerGetter(res),
     });
   }
-  if (!onChunk) return JSON.parse(await readAll(res, Number.POSITIVE_INFINITY)) as ChatCompletion;
+  const contentType = res.headers["content-type"];
+  if (!onChunk) return parseCompletion(await readAll(res, Number.POSITIVE_INFINITY), contentType);
+  if (contentType !== undefined && !/event-stream|json/i.test(contentType)) {
+    // a proxy's page instead of a stream: not a reply to wait on
+    throw new BadAnswerError({
+      kind: "status",
+      status: 502,
+      message: `answered 200 with ${contentType} instead of an event stream: ${bodyExcerpt(await readAll(res, ERROR_BODY_LIMIT))}`,
+    });
+  }
   await new Promise<void>((resolve, reject) => {
     let done = false;
     let failed = false;
@@ -194,7 +237,15 @@ export async function postChat(
         // an `error` event mid-answer: the server failed while answering
         const e = chunk.error as { message?: unknown };
         const message = typeof e.message === "string" ? e.message : JSON.stringify(chunk.error);
-        fail(new ChatHttpError({ kind: "status", status: 500, message }));
+        const code = errorCode(chunk.error);
+        fail(
+          new ChatHttpError({
+            kind: "status",
+            status: statusFromType(code),
+            message,
+            ...(code ? { code } : {}),
+          }),
+        );
         return;
       }
       try {

@@ -249,6 +249,11 @@ export class ChunkAccumulator {
   private usage: CompletionUsage | null = null;
   private model = "";
 
+  /** A finish reason arrived: the stream reached its end (a cut stream never sends one). */
+  get finished(): boolean {
+    return this.finish !== null;
+  }
+
   /** Feeds one chunk; returns the text delta it carried (empty when none). */
   push(chunk: ChatCompletionChunk): string {
     if (chunk.model) this.model = chunk.model;

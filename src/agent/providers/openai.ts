@@ -4,6 +4,7 @@ import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { ModelProvider, ModelRequest, ModelResponse } from "../../services/models.js";
 import {
+  BadAnswerError,
   connectionReason,
   describeStreamBreak,
   type Failure,
@@ -47,7 +48,7 @@ const NO_KEY = "not-needed";
  */
 export function describeOpenAIError(err: unknown): Failure | undefined {
   if (err instanceof AttemptTimeoutError) return { kind: "timeout", timeoutMs: err.timeoutMs };
-  if (err instanceof ChatHttpError) return err.failure;
+  if (err instanceof ChatHttpError || err instanceof BadAnswerError) return err.failure;
   if (isSocketError(err)) return { kind: "connection", message: connectionReason(err) };
   return undefined;
 }
@@ -111,6 +112,13 @@ export function createOpenAIProvider(
     });
     // A stream that ends because its signal aborted must not pass as a complete answer.
     if (signal.aborted) throw signal.reason;
+    // Nor one that ended without a finish reason: the server or a proxy cut it short.
+    if (!acc.finished)
+      throw new BadAnswerError({
+        kind: "dropped",
+        message: "the stream ended before the reply was complete (no finish_reason)",
+        afterChars: 0,
+      });
     return acc.result(req.model);
   }
 
@@ -133,7 +141,7 @@ export function createOpenAIProvider(
         return await withRetry(
           () => withTimeout(cfg.timeoutMs, req.signal, (signal) => attempt(req, signal, onDelta)),
           {
-            policy,
+            policy: req.noRetry ? { ...policy, maxRetries: 0 } : policy,
             signal: req.signal,
             ...(tuning.sleep ? { sleep: tuning.sleep } : {}),
             ...(tuning.random ? { random: tuning.random } : {}),

@@ -22,6 +22,8 @@ export function registerRunMethods(rpc: RpcDispatcher, services: Pick<Services, 
         ...(run.reply !== undefined ? { reply: run.reply } : {}),
         ...(run.error ? { error: run.error } : {}),
         ...(run.usage ? { usage: run.usage } : {}),
+        ...(run.model ? { model: run.model } : {}),
+        ...(run.fallbacks ? { fallbacks: run.fallbacks } : {}),
         ...(run.deliveryError ? { deliveryError: run.deliveryError } : {}),
         ...(run.status === "waiting" && run.waitingFor ? { waitingFor: run.waitingFor } : {}),
       };

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { RunRecord } from "../../store/types.js";
-import { finalResultSchema, followUpSchema, turnRequestSchema } from "../schema.js";
+import { fallbackSchema, finalResultSchema, followUpSchema, turnRequestSchema } from "../schema.js";
 
 /**
  * Validation for what callers hand the bullmq driver, for its options, and for what it reads back
@@ -40,6 +40,7 @@ export const runRecordSchema: z.ZodType<RunRecord> = z.object({
   error: z.string().optional(),
   usage: usageSchema.optional(),
   model: z.string().optional(),
+  fallbacks: z.array(fallbackSchema).optional(),
   origin: z.string().optional(),
   deliver: z.boolean().optional(),
   deliveryError: z.string().optional(),

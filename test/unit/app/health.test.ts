@@ -24,7 +24,12 @@ function healthWith(
     },
   } as unknown as Pick<Services, "version" | "store" | "pipeline" | "channels">;
   const redis = { status: async () => "n/a" } as unknown as RedisConnections;
-  return healthOf(services, redis, { demo: false, defaultModel: "openai/gpt" }, leases)();
+  return healthOf(
+    services,
+    redis,
+    { demo: false, defaultModel: "openai/gpt", circuits: async () => ({}) },
+    leases,
+  )();
 }
 
 describe("health", () => {
