@@ -135,4 +135,6 @@ export interface ChainAttempt {
   target: { provider: ModelProvider; model: string; ref: string };
   /** The call is the half-open probe of its model. */
   probe: boolean;
+  /** No model is left after this one. */
+  last: boolean;
 }

@@ -143,7 +143,11 @@ describe.runIf(enabled)("web chat, live", () => {
 
   it("a model failure shows an error bubble with a retry that works", { timeout: 60_000 }, async () => {
     const page = await openChat();
-    oa.enqueue({ status: 500, error: "upstream exploded at /srv/model.py:12" });
+    // a 500 gets one quick retry on the same model (the failover chain, API.md §8.4): fail both
+    oa.enqueue(
+      { status: 500, error: "upstream exploded at /srv/model.py:12" },
+      { status: 500, error: "upstream exploded at /srv/model.py:12" },
+    );
     await say(page, "this will fail");
     const err = page.locator(".error").last();
     await expect.poll(() => err.textContent(), { timeout: 20_000 }).toContain("couldn't finish");

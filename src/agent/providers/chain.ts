@@ -253,7 +253,7 @@ export async function runChain<T>(
     for (;;) {
       const before = opts.streamed?.() ?? 0;
       try {
-        const result = await attempt({ target, probe: admission.probe });
+        const result = await attempt({ target, probe: admission.probe, last: i === refs.length - 1 });
         deps.onModelCall?.(ref, "ok");
         await breaker.success(ref);
         return { result, ref, fallbacks };
@@ -343,7 +343,7 @@ export function completeOverChain(
   return runChain(
     deps,
     refs,
-    async ({ target }) => {
+    async ({ target, last }) => {
       const res = await target.provider.complete({
         ...req,
         model: target.model,
@@ -357,7 +357,10 @@ export function completeOverChain(
             }
           : {}),
       });
-      if (res.toolCalls.length === 0 && res.text.trim() === "") throw new EmptyAnswerError(target.ref);
+      // Empty moves on while a model is left; the last model's empty answer is the answer (an
+      // agent may end an exchange with nothing to say: SEMANTICS, the reply-back loop).
+      if (!last && res.toolCalls.length === 0 && res.text.trim() === "")
+        throw new EmptyAnswerError(target.ref);
       return res;
     },
     { ...(req.signal ? { signal: req.signal } : {}), hooks, streamed: () => streamed },
