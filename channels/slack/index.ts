@@ -1,6 +1,7 @@
 import { App, SocketModeReceiver, webApi } from "@slack/bolt";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
+import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import type {
   AccountLease,
   AdapterContext,
@@ -9,6 +10,7 @@ import type {
   ChannelStatus,
   EditMessage,
   InboundHandler,
+  InboundMessage,
   OutboundMessage,
   WebhookHeaders,
   WebhookResponse,
@@ -19,6 +21,7 @@ import { toSwitchboardError } from "./errors.js";
 import { type SlackInboundContext, slackEventToInbound } from "./inbound.js";
 import { slackLogger } from "./logger.js";
 import { SlackDirectory } from "./lookup.js";
+import { SLACK_CAPTION_LIMIT, slackAttachments, slackFileOrigins, uploadSlackFiles } from "./media.js";
 import { createSlackThread, postSlackMessage, setSlackThreadStatus, updateSlackMessage } from "./outbound.js";
 import { DispatchReceiver } from "./receiver.js";
 import { RecentKeys } from "./recent.js";
@@ -61,6 +64,8 @@ export class SlackChannel implements ChannelAdapter {
     createThread: true,
     // chat.update is Tier 3 (about 50 a minute).
     streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
+    // No voice bubble for bots: audio goes as a file with a player.
+    media: { captionLimit: SLACK_CAPTION_LIMIT, voiceNotes: false },
   };
 
   private readonly log: Logger;
@@ -130,6 +135,19 @@ export class SlackChannel implements ChannelAdapter {
   }
 
   async send(msg: OutboundMessage): Promise<{ messageIds: string[] }> {
+    if (msg.attachments?.length) {
+      // Uploads complete into a conversation: a DM peer (user id) maps to the DM seen on inbound.
+      const channel = /^[UW]/.test(msg.to) ? (this.directory.dmChannelOf(msg.to) ?? msg.to) : msg.to;
+      const limits = { captionLimit: SLACK_CAPTION_LIMIT, textLimit: this.capabilities.textLimit };
+      return {
+        messageIds: await uploadSlackFiles(
+          this.client,
+          channel,
+          { ...msg, attachments: msg.attachments },
+          limits,
+        ),
+      };
+    }
     return { messageIds: await postSlackMessage(this.client, msg, this.capabilities.textLimit) };
   }
 
@@ -330,6 +348,21 @@ export class SlackChannel implements ChannelAdapter {
     return run;
   }
 
+  /** The message with its files taken by the app's media sink (when one is wired in). */
+  private async withParts(msg: InboundMessage, files: unknown): Promise<InboundMessage> {
+    const attachments = slackAttachments(files, {
+      client: this.client,
+      token: this.config.botToken,
+      allowedOrigins: this.config.fileOrigins ?? slackFileOrigins(this.config.apiUrl),
+    });
+    const parts = await takeAttachments(this.life.context, attachments, {
+      channel: "slack",
+      accountId: this.accountId,
+      maxBytes: megabytes(this.config.mediaMaxMb),
+    });
+    return parts ? { ...msg, parts } : msg;
+  }
+
   private async onEvent(event: unknown, body: object): Promise<void> {
     const handler = this.life.handler;
     const me = this.identity;
@@ -351,7 +384,7 @@ export class SlackChannel implements ChannelAdapter {
       const full = slackEventToInbound(event, me, { senderName, channelType });
       const msg = full.kind === "message" ? full.message : first.message;
       if (msg.chatType === "direct") this.directory.rememberDm(msg.senderId, first.conversationId);
-      await handler(msg);
+      await handler(await this.withParts(msg, (event as { files?: unknown }).files));
     } catch (err) {
       this.seenMessages.delete(first.dedupeKey);
       this.receiver.reportFailure(body, err);

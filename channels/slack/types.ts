@@ -26,6 +26,18 @@ export const slackChannelConfigSchema = z
       .optional(),
     /** HTTP mode: requests signed longer ago than this are refused (replay protection), seconds. */
     maxRequestAgeSeconds: z.number().int().min(1).default(300),
+    /**
+     * Origins (`https://host`) file downloads may go to with the bot token. Default: the origin of
+     * `apiUrl` when set (a proxy), else https://files.slack.com. Any other file URL is refused.
+     */
+    fileOrigins: z
+      .array(
+        z
+          .string()
+          .url()
+          .transform((u) => new URL(u).origin),
+      )
+      .optional(),
     /** How many recent event ids / message keys are remembered for dedupe. */
     dedupeSize: z.number().int().min(100).default(5000),
     /** Socket mode: drop the connection if Slack has not pinged for this long, ms (Slack's default 30000). */

@@ -6,7 +6,7 @@
 import { createHmac } from "node:crypto";
 import type http from "node:http";
 import { WebSocket } from "ws";
-import { type LoopbackServer, loopbackServer } from "./http.js";
+import { type LoopbackServer, loopbackServer, parseMultipart } from "./http.js";
 
 export interface SlackCall {
   method: string;
@@ -53,6 +53,23 @@ export class FakeSlack {
   private tsCounter = 0;
   private envelopeCounter = 0;
   private ackWaiters = new Map<string, () => void>();
+  /** Files users shared, served at `/files-pri/<id>/<name>` to the bot token only. */
+  private readonly files = new Map<
+    string,
+    { name: string; mimetype: string; bytes: Buffer; stall?: boolean }
+  >();
+  private fileCounter = 0;
+  /** File downloads: the path and the bearer token they came with. */
+  readonly fileRequests: Array<{ path: string; token: string | undefined }> = [];
+  /** Bytes the bot uploaded (`POST <upload_url>`), by file id, with the name getUploadURLExternal was given. */
+  readonly uploaded = new Map<string, { filename: string; bytes: Buffer }>();
+  /** `files.completeUploadExternal` calls: the files, channel, comment and thread. */
+  readonly completed: Array<{
+    files: Array<{ id: string; title?: string }>;
+    channel_id?: string;
+    initial_comment?: string;
+    thread_ts?: string;
+  }> = [];
 
   static async start(): Promise<FakeSlack> {
     const fake = new FakeSlack();
@@ -75,6 +92,28 @@ export class FakeSlack {
   nextTs(): string {
     this.tsCounter++;
     return `${1_700_000_000 + this.tsCounter}.${String(this.tsCounter).padStart(6, "0")}`;
+  }
+
+  /**
+   * A file a user shares: returns the file object a `file_share` event carries (absolute loopback
+   * URLs). `stall`: the download sends its headers and a few bytes, then nothing.
+   */
+  addFile(bytes: Buffer, name: string, mimetype: string, stall = false): Record<string, unknown> {
+    const id = `F${String(++this.fileCounter).padStart(4, "0")}`;
+    this.files.set(id, { name, mimetype, bytes, ...(stall ? { stall } : {}) });
+    const url = `http://127.0.0.1:${this.port}/files-pri/${this.teamId}-${id}/${encodeURIComponent(name)}`;
+    return {
+      id,
+      name,
+      title: name,
+      mimetype,
+      filetype: name.split(".").pop(),
+      size: bytes.length,
+      mode: "hosted",
+      is_external: false,
+      url_private: url,
+      url_private_download: `${url}?download=1`,
+    };
   }
 
   failNext(method: string, fault: SlackFault): void {
@@ -171,6 +210,23 @@ export class FakeSlack {
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
+    const url = req.url ?? "";
+    if (url.startsWith("/files-pri/")) return this.serveFile(req, res, url);
+    const up = /^\/upload\/(F\w+)$/.exec(url);
+    if (up && req.method === "POST") {
+      // The SDK posts the bytes as multipart, one part named "body", with the bot token.
+      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+      const form = await parseMultipart(req.headers["content-type"] ?? "", Buffer.concat(chunks));
+      const part = form.files.find((f) => f.field === "body");
+      const pending = this.uploaded.get(up[1] as string);
+      if (token !== this.botToken || !part || !pending) {
+        res.writeHead(400);
+        return void res.end("bad upload");
+      }
+      pending.bytes = part.bytes;
+      res.writeHead(200, { "content-type": "text/plain" });
+      return void res.end(`OK - ${part.bytes.length}`);
+    }
     const raw = Buffer.concat(chunks).toString("utf8");
     const send = (status: number, body: unknown, headers: Record<string, string> = {}): void => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
@@ -258,6 +314,28 @@ export class FakeSlack {
         });
         return ok({ channel: args.channel, ts: args.ts, text: args.text });
       }
+      case "files.info": {
+        const f = this.files.get(args.file ?? "");
+        if (!f) return err("file_not_found");
+        return ok({ file: this.addFileObject(args.file as string) });
+      }
+      case "files.getUploadURLExternal": {
+        const id = `F${String(++this.fileCounter).padStart(4, "0")}`;
+        if (!args.filename || !args.length) return err("invalid_arguments");
+        this.uploaded.set(id, { filename: args.filename, bytes: Buffer.alloc(0) });
+        return ok({ upload_url: `http://127.0.0.1:${this.port}/upload/${id}`, file_id: id });
+      }
+      case "files.completeUploadExternal": {
+        const files = JSON.parse(args.files ?? "[]") as Array<{ id: string; title?: string }>;
+        if (!files.every((f) => this.uploaded.get(f.id)?.bytes.length)) return err("file_not_found");
+        this.completed.push({
+          files,
+          ...(args.channel_id ? { channel_id: args.channel_id } : {}),
+          ...(args.initial_comment ? { initial_comment: args.initial_comment } : {}),
+          ...(args.thread_ts ? { thread_ts: args.thread_ts } : {}),
+        });
+        return ok({ files: files.map((f) => ({ id: f.id, title: f.title ?? "" })) });
+      }
       case "assistant.threads.setStatus":
         return ok({});
       case "conversations.info": {
@@ -280,6 +358,39 @@ export class FakeSlack {
       default:
         return err("unknown_method");
     }
+  }
+
+  private addFileObject(id: string): Record<string, unknown> {
+    const f = this.files.get(id);
+    if (!f) return {};
+    const url = `http://127.0.0.1:${this.port}/files-pri/${this.teamId}-${id}/${encodeURIComponent(f.name)}`;
+    return {
+      id,
+      name: f.name,
+      mimetype: f.mimetype,
+      size: f.bytes.length,
+      url_private: url,
+      url_private_download: `${url}?download=1`,
+    };
+  }
+
+  /** The bot token gets the bytes; anything else gets Slack's answer to a bad token: a redirect to a sign-in page. */
+  private serveFile(req: http.IncomingMessage, res: http.ServerResponse, url: string): void {
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+    this.fileRequests.push({ path: url, token });
+    const m = /^\/files-pri\/[^-/]+-(F\w+)\//.exec(url);
+    const f = m ? this.files.get(m[1] as string) : undefined;
+    if (token !== this.botToken) {
+      res.writeHead(302, { location: `http://127.0.0.1:${this.port}/signin`, "content-type": "text/html" });
+      return void res.end("<html>sign in</html>");
+    }
+    if (!f) {
+      res.writeHead(404, { "content-type": "text/html" });
+      return void res.end("<html>not found</html>");
+    }
+    res.writeHead(200, { "content-type": f.mimetype, "content-length": String(f.bytes.length) });
+    if (f.stall) return void res.write(f.bytes.subarray(0, 8));
+    res.end(f.bytes);
   }
 }
 
