@@ -1,4 +1,4 @@
-import { ChannelType, type Message } from "discord.js";
+import { ChannelType, type Message, MessageFlags } from "discord.js";
 import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
 import { formatIssues } from "../../src/errors.js";
 
@@ -28,9 +28,22 @@ export interface DiscordMessageFacts {
   mentionedUserIds: string[];
   /** Author of the message this one replies to, when it is a reply. */
   repliedUserId: string | undefined;
-  attachments: Array<{ name: string | undefined; contentType: string | undefined }>;
+  attachments: DiscordAttachmentFacts[];
+  /** The message is a voice message (flag IS_VOICE_MESSAGE): its one audio attachment is a voice note. */
+  voice?: boolean;
   stickerCount: number;
   createdTimestamp: number;
+}
+
+/** One attachment as Discord declared it (sizes, types and URLs are the sender's / CDN's claims). */
+export interface DiscordAttachmentFacts {
+  name: string | undefined;
+  contentType: string | undefined;
+  url?: string;
+  size?: number;
+  width?: number;
+  height?: number;
+  durationSeconds?: number;
 }
 
 export type InboundResult =
@@ -65,7 +78,13 @@ export function factsOf(message: Message): DiscordMessageFacts {
     attachments: [...message.attachments.values()].map((a) => ({
       name: a.name ?? undefined,
       contentType: a.contentType ?? undefined,
+      url: a.url,
+      size: a.size,
+      ...(a.width ? { width: a.width } : {}),
+      ...(a.height ? { height: a.height } : {}),
+      ...(a.duration !== null && a.duration !== undefined ? { durationSeconds: a.duration } : {}),
     })),
+    voice: message.flags.has(MessageFlags.IsVoiceMessage),
     stickerCount: message.stickers.size,
     createdTimestamp: message.createdTimestamp,
   };

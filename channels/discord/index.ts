@@ -2,6 +2,7 @@ import { type Client, Events, type Message } from "discord.js";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
+import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import type {
   AdapterContext,
   ChannelAdapter,
@@ -9,13 +10,15 @@ import type {
   ChannelStatus,
   EditMessage,
   InboundHandler,
+  InboundMessage,
   OutboundMessage,
 } from "../../src/channels/types.js";
 import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { createGatewayClient, createRest } from "./client.js";
 import { toSwitchboardError } from "./errors.js";
-import { discordMessageToInbound, factsOf } from "./inbound.js";
+import { type DiscordMessageFacts, discordMessageToInbound, factsOf } from "./inbound.js";
+import { DISCORD_CAPTION_LIMIT, discordAttachments, discordFileOrigins } from "./media.js";
 import { DiscordOutbound } from "./outbound.js";
 import {
   type DiscordChannelConfig,
@@ -53,6 +56,8 @@ export class DiscordChannel implements ChannelAdapter {
     createThread: true,
     // About 5 writes per 5 s per channel; discord.js queues and waits out 429s on top.
     streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
+    // A native voice message needs a duration and waveform; audio goes out as a file.
+    media: { captionLimit: DISCORD_CAPTION_LIMIT, voiceNotes: false },
   };
 
   private readonly log: Logger;
@@ -189,6 +194,17 @@ export class DiscordChannel implements ChannelAdapter {
     client.on(Events.Error, (err) => this.log.error({ err: errorMessage(err) }, "discord.js error"));
   }
 
+  /** The message with its attachments taken by the app's media sink (when one is wired in). */
+  private async withParts(message: InboundMessage, facts: DiscordMessageFacts): Promise<InboundMessage> {
+    const attachments = discordAttachments(facts, discordFileOrigins(this.config.apiUrl));
+    const parts = await takeAttachments(this.life.context, attachments, {
+      channel: "discord",
+      accountId: this.accountId,
+      maxBytes: megabytes(this.config.mediaMaxMb),
+    });
+    return parts ? { ...message, parts } : message;
+  }
+
   private onMessage(message: Message): void {
     const handler = this.life.handler;
     const botUserId = this.botUserId ?? this.client?.user?.id;
@@ -203,7 +219,8 @@ export class DiscordChannel implements ChannelAdapter {
       return;
     }
     if (result.facts.kind === "dm") this.outbound.rememberDm(result.facts.authorId, result.facts.channelId);
-    void this.queue.push(result.facts.channelId, result.message, handler);
+    const { message: inbound, facts } = result;
+    void this.queue.push(facts.channelId, () => this.withParts(inbound, facts), handler);
   }
 }
 

@@ -13,6 +13,7 @@ import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { NotSupportedError, SwitchboardError } from "../../src/errors.js";
 import { BoundedMap } from "../../src/ordered-set.js";
 import { toSwitchboardError } from "./errors.js";
+import { postDiscordFiles } from "./media.js";
 
 const created = z.looseObject({ id: z.string().min(1) });
 
@@ -55,6 +56,16 @@ export class DiscordOutbound {
    * it shows literally. Only user mentions ping (never @everyone or roles from model text).
    */
   async send(msg: OutboundMessage): Promise<string[]> {
+    if (msg.attachments?.length) {
+      const withFiles = { ...msg, attachments: msg.attachments };
+      try {
+        return await this.withTarget(msg.to, msg.threadId, (id) =>
+          postDiscordFiles(this.rest, id, withFiles, { textLimit: this.opts.textLimit }),
+        );
+      } catch (err) {
+        throw toSwitchboardError(err, "send files");
+      }
+    }
     const text = msg.format === "plain" ? escapeMarkdown(msg.text) : msg.text;
     const chunks = messagesOf(text, this.opts.textLimit);
     const ids: string[] = [];

@@ -6,7 +6,7 @@
  */
 import type http from "node:http";
 import type { WebSocket } from "ws";
-import { type LoopbackServer, loopbackServer } from "./http.js";
+import { type LoopbackServer, loopbackServer, type MultipartBody, parseMultipart } from "./http.js";
 
 export interface FakeDiscordUser {
   id: string;
@@ -36,6 +36,8 @@ export interface SentMessage {
   id: string;
   channelId: string;
   body: Record<string, unknown>;
+  /** Multipart sends: the file parts (`files[n]`). */
+  files?: MultipartBody["files"];
 }
 
 interface Fault {
@@ -86,6 +88,10 @@ export class FakeDiscord {
   private conns = new Set<Conn>();
   private heldResumes: Array<() => void> = [];
   private faults: Array<{ route: RegExp; fault: Fault }> = [];
+  /** Attachment bytes served at `/att/<id>/<name>` (the CDN: no auth header). */
+  private readonly attachments = new Map<string, { bytes: Buffer; contentType: string; stall?: boolean }>();
+  /** Attachment downloads: the path and whatever Authorization header came with them. */
+  readonly attachmentRequests: Array<{ path: string; authorization: string | undefined }> = [];
 
   static async start(): Promise<FakeDiscord> {
     const fake = new FakeDiscord();
@@ -137,6 +143,23 @@ export class FakeDiscord {
 
   // ------------------------------------------------------------------------------ injection
 
+  /**
+   * An attachment as MESSAGE_CREATE carries it (its URL on this fake's "CDN"). `stall`: the
+   * download sends its headers and a few bytes, then nothing.
+   */
+  attachment(
+    bytes: Buffer,
+    filename: string,
+    contentType: string,
+    extra: Record<string, unknown> = {},
+    stall = false,
+  ): Record<string, unknown> {
+    const id = snowflake();
+    this.attachments.set(id, { bytes, contentType, ...(stall ? { stall } : {}) });
+    const url = `http://127.0.0.1:${this.port}/att/${id}/${encodeURIComponent(filename)}?ex=1&is=2&hm=3`;
+    return { id, filename, size: bytes.length, url, proxy_url: url, content_type: contentType, ...extra };
+  }
+
   /** MESSAGE_CREATE in the user's DM with the bot; returns the message id. */
   dm(user: FakeDiscordUser, content: string): string {
     return this.message(this.dmChannelOf(user), user, content);
@@ -150,7 +173,12 @@ export class FakeDiscord {
     channelId: string,
     author: FakeDiscordUser,
     content: string,
-    opts: { mentions?: FakeDiscordUser[]; replyTo?: { id: string; author: FakeDiscordUser } } = {},
+    opts: {
+      mentions?: FakeDiscordUser[];
+      replyTo?: { id: string; author: FakeDiscordUser };
+      attachments?: Array<Record<string, unknown>>;
+      flags?: number;
+    } = {},
   ): string {
     const ch = this.channels.get(channelId);
     if (!ch) throw new Error(`fake discord: unknown channel ${channelId}`);
@@ -172,9 +200,10 @@ export class FakeDiscord {
       mention_everyone: false,
       mentions: (opts.mentions ?? []).map(userPayload),
       mention_roles: [],
-      attachments: [],
+      attachments: opts.attachments ?? [],
       embeds: [],
       pinned: false,
+      ...(opts.flags ? { flags: opts.flags } : {}),
       type: opts.replyTo ? 19 : 0,
       ...(opts.replyTo
         ? {
@@ -376,9 +405,19 @@ export class FakeDiscord {
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
-    const raw = Buffer.concat(chunks).toString("utf8");
-    const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
     const url = new URL(req.url ?? "/", "http://x");
+    if (req.method === "GET" && url.pathname.startsWith("/att/"))
+      return this.serveAttachment(req, res, url.pathname);
+    const type = req.headers["content-type"] ?? "";
+    let body: Record<string, unknown> | undefined;
+    let form: MultipartBody | undefined;
+    if (type.startsWith("multipart/form-data")) {
+      form = await parseMultipart(type, Buffer.concat(chunks));
+      body = JSON.parse(form.fields.payload_json ?? "{}") as Record<string, unknown>;
+    } else {
+      const raw = Buffer.concat(chunks).toString("utf8");
+      body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
+    }
     const path = url.pathname.replace(/^\/api\/v10/, "");
     const method = req.method ?? "GET";
     const authorization = req.headers.authorization;
@@ -463,7 +502,7 @@ export class FakeDiscord {
             },
           });
         const id = snowflake();
-        this.sent.push({ id, channelId: ch.id, body: body ?? {} });
+        this.sent.push({ id, channelId: ch.id, body: body ?? {}, ...(form ? { files: form.files } : {}) });
         return json(200, {
           id,
           channel_id: ch.id,
@@ -489,6 +528,18 @@ export class FakeDiscord {
       }
     }
     error(404, 0, "404: Not Found");
+  }
+
+  private serveAttachment(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
+    this.attachmentRequests.push({ path, authorization: req.headers.authorization });
+    const a = this.attachments.get(path.split("/")[2] ?? "");
+    if (!a) {
+      res.writeHead(404);
+      return void res.end();
+    }
+    res.writeHead(200, { "content-type": a.contentType, "content-length": String(a.bytes.length) });
+    if (a.stall) return void res.write(a.bytes.subarray(0, 8));
+    res.end(a.bytes);
   }
 }
 
