@@ -16,6 +16,7 @@ const benches = [
   "prompt-build",
   "markdown",
   "failover",
+  "mcp",
 ];
 
 process.stdout.write(

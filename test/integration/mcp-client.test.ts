@@ -9,7 +9,9 @@ import {
   mcpStdioServer,
   startMcpHttpFake,
 } from "../fakes/mcp.js";
-import { capturingLogger, startTestApp, type TestApp } from "../harness.js";
+import { capturingLogger, startTestApp, startTestWorker, type TestApp } from "../harness.js";
+import { REDIS_URL, randomPrefix } from "../helpers.js";
+import { describeRedis, dropPrefix } from "../redis.js";
 
 /**
  * MCP servers as agent tools (API.md §8.3) against the real SDK server in test/fakes/mcp.ts, over
@@ -394,5 +396,37 @@ describe("mcp config", () => {
       startTimeoutSeconds: 60,
       maxResultChars: 50_000,
     });
+  });
+});
+
+describeRedis("MCP servers on bullmq", () => {
+  it("run in the worker that runs the turn, not in the gateway", async () => {
+    const prefix = randomPrefix("mcp");
+    const shared = {
+      ...scripted("notes"),
+      storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix, runTurns: false },
+      mcp: { servers: { notes: mcpStdioServer() } },
+      agents: { list: [{ id: "main", mcp: ["notes"] }] },
+      tools: { approvals: { default: "allow" as const } },
+    };
+    const gateway = await startTestApp(shared);
+    const worker = await startTestWorker({ ...shared, queue: { ...shared.queue, runTurns: true } });
+    try {
+      const r = await gateway.rpc("chat.send", {
+        sessionKey: "agent:main:bull",
+        message: "who",
+        timeoutSeconds: 20,
+      });
+      expect(r.result.status).toBe("ok");
+      const pid = worker.app.tools.mcp?.connection("notes")?.pid;
+      expect(pid).toBeGreaterThan(0);
+      expect(pidOf(r.result.reply)).toBe(pid);
+      expect(gateway.app.tools.mcp?.connection("notes")).toBeUndefined();
+    } finally {
+      await worker.stop();
+      await gateway.stop();
+      await dropPrefix(prefix);
+    }
   });
 });
