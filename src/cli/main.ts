@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { packageVersion } from "../app/index.js";
 import { errorMessage } from "../errors.js";
+import { registerApprovals } from "./commands/approvals.js";
 import { registerCron } from "./commands/cron.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerHealth } from "./commands/health.js";
@@ -30,6 +31,7 @@ const COMMANDS: Array<(program: Command, ctx: CliContext) => void> = [
   registerHealth,
   registerCron,
   registerPairing,
+  registerApprovals,
   registerDoctor,
   registerMcp,
 ];

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/index.js";
 import { handleApprovalPress } from "../../src/routing/gates/approvals.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { cliAgainst, startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 import { seedSession } from "./tools/seed-sessions.js";
 
@@ -56,8 +56,9 @@ function config(approvals: Record<string, unknown>): Partial<ConfigInput> {
 async function setUp(
   approvals: Record<string, unknown> = {},
   caps: Partial<MemoryChannel["capabilities"]> = { buttons: true },
+  listen = false,
 ): Promise<{ app: TestApp; channel: MemoryChannel }> {
-  const app = await startTestApp(config(approvals));
+  const app = await startTestApp(config(approvals), { listen });
   t = app;
   const channel = new MemoryChannel("memory", "default", {
     textLimit: 4000,
@@ -337,5 +338,31 @@ describe("approvals: ask → wait → decide", () => {
     });
     expect((await app.rpc("agent.wait", { runId, timeoutMs: 10_000 })).result.status).toBe("ok");
     expect(await targetMessages(app)).toEqual(["rpc"]);
+  });
+
+  it("the CLI lists, approves and denies", async () => {
+    const { app } = await setUp({}, { buttons: true }, true);
+    const first = await send(app, "ping cli");
+    const ap = await pendingOne(app);
+    const listed = await cliAgainst(app, "approvals", "list");
+    expect(listed.code).toBe(0);
+    expect(listed.out).toContain(ap.id);
+    expect(listed.out).toContain("sessions_send");
+    const ok = await cliAgainst(app, "approvals", "approve", ap.id);
+    expect(ok).toMatchObject({ code: 0, out: `allowed once: ${ap.id}` });
+    expect((await app.rpc("agent.wait", { runId: first, timeoutMs: 10_000 })).result.status).toBe("ok");
+    const again = await cliAgainst(app, "approvals", "deny", ap.id);
+    expect(again.code).not.toBe(0);
+    expect(again.err).toMatch(/already decided/);
+    const second = await send(app, "ping cli2");
+    const ap2 = await eventually(async () => {
+      const r = await app.rpc("approvals.list", {});
+      return r.result.approvals.find((a: { id: string }) => a.id !== ap.id);
+    });
+    expect((await cliAgainst(app, "approvals", "deny", ap2.id, "--json")).out).toContain('"ok": true');
+    expect((await app.rpc("agent.wait", { runId: second, timeoutMs: 10_000 })).result.reply).toContain(
+      '"reason":"denied"',
+    );
+    expect(await targetMessages(app)).toEqual(["cli"]);
   });
 });
