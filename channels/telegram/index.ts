@@ -58,9 +58,9 @@ const ALLOWED_UPDATES = ["message", "channel_post", "callback_query"] as const;
 
 /**
  * Telegram bot account over grammY. Polling uses grammY's built-in loop rather than the
- * runner: updates are handed over one at a time (the inbound handler only journals, so it is
- * fast), per-chat order is kept for free, and `bot.stop()` confirms the offset so a restart
- * resumes exactly after the last handled update.
+ * runner: the updates of a batch are handed over chat by chat side by side, each chat in order,
+ * and the next getUpdates (which confirms the batch) waits until all of them were accepted;
+ * `bot.stop()` confirms the offset so a restart resumes exactly after the last handled update.
  */
 export class TelegramChannel implements ChannelAdapter {
   readonly channel = "telegram";
@@ -93,6 +93,8 @@ export class TelegramChannel implements ChannelAdapter {
   private readonly download: TelegramDownload;
   /** Album items by chat and media_group_id, until the album is complete. */
   private readonly albums: AlbumGatherer<Update>;
+  /** Per chat, the last accept of the current batch. */
+  private readonly tails = new Map<string, Promise<void>>();
 
   constructor(
     private readonly config: ResolvedTelegramChannelConfig,
@@ -147,6 +149,7 @@ export class TelegramChannel implements ChannelAdapter {
       drain: async () => {
         await this.polling;
         this.polling = undefined;
+        await Promise.allSettled([...this.tails.values()]);
       },
     });
   }
@@ -239,6 +242,8 @@ export class TelegramChannel implements ChannelAdapter {
    */
   private readonly pollGuard: Transformer = async (prev, method, payload, signal) => {
     if (method !== "getUpdates") return prev(method, payload, signal);
+    // This call confirms the last batch: every update of it is accepted (or given up on) first.
+    if (this.tails.size > 0) await Promise.allSettled([...this.tails.values()]);
     for (;;) {
       if (this.lease && !this.lease.valid()) {
         if (this.bot.isRunning())
@@ -273,7 +278,8 @@ export class TelegramChannel implements ChannelAdapter {
     // One getMe without grammY's endless retries: a bad token or unreachable API fails start() clearly.
     this.bot.botInfo = await this.bot.api.getMe();
     if (this.life.stopping) throw new SwitchboardError("UNAVAILABLE", "telegram: start aborted by stop()");
-    await this.bot.api
+    // Not awaited: polling starts without it (a takeover by another gateway waits for nothing).
+    void this.bot.api
       .setMyCommands(COMMANDS)
       .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "telegram setMyCommands failed"));
     if (this.config.mode === "webhook") {
@@ -365,9 +371,19 @@ export class TelegramChannel implements ChannelAdapter {
       this.albums.add(`${msg.chat.id}:${msg.media_group_id}`, ctx.update);
       return;
     }
-    const message = await this.withParts(result.message, [msg]);
-    if (this.config.mode === "webhook") return handler(message);
-    await this.deliverWithRetry(handler, message);
+    if (this.config.mode === "webhook") return handler(await this.withParts(result.message, [msg]));
+    // Chats side by side, each in order; the next getUpdates (which confirms the batch) waits
+    // for all of them in pollGuard, so nothing is confirmed before it was accepted.
+    const key = result.message.peerId;
+    const run = (this.tails.get(key) ?? Promise.resolve())
+      .then(async () => this.deliverWithRetry(handler, await this.withParts(result.message, [msg])))
+      .catch((err: unknown) =>
+        this.log.error({ err: errorMessage(err), updateId: ctx.update.update_id }, "telegram update failed"),
+      );
+    this.tails.set(key, run);
+    void run.finally(() => {
+      if (this.tails.get(key) === run) this.tails.delete(key);
+    });
   }
 
   /**

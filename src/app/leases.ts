@@ -192,7 +192,7 @@ export class AccountLeases {
           1000,
         );
         this.opts.logger.info(
-          { account: acc.name, token, released: released === true },
+          { account: acc.name, fence: token, released: released === true },
           released ? "channel lease released" : "channel lease not released (it expires by itself)",
         );
       }),
@@ -235,7 +235,10 @@ export class AccountLeases {
     if (code === 1 || code === 2) {
       const token = Number(a);
       if (code === 2)
-        this.opts.logger.info({ account: acc.name, token, holder: this.holder }, "channel lease taken");
+        this.opts.logger.info(
+          { account: acc.name, fence: token, holder: this.holder },
+          "channel lease taken",
+        );
       acc.token = token;
       acc.heldBy = this.holder;
       acc.validUntil = began + this.opts.ttlMs - this.#margin;
@@ -251,7 +254,7 @@ export class AccountLeases {
       this.#clear(acc, "corrupt");
       if (lost) {
         this.opts.logger.warn(
-          { account: acc.name, token: acc.token, heldBy: acc.heldBy },
+          { account: acc.name, fence: acc.token, heldBy: acc.heldBy },
           "channel lease lost to another gateway (this one did not renew in time: a stall or a partition?); stopping the account here",
         );
         this.#drop(acc);
@@ -306,7 +309,7 @@ export class AccountLeases {
         return;
       }
       this.opts.logger.error(
-        { account: acc.name, token: acc.token },
+        { account: acc.name, fence: acc.token },
         "channel lease not renewed in time (Redis unreachable, a partition or a stalled event loop): stopping the account before the lease ends; another gateway takes it over",
       );
       this.#drop(acc);
@@ -334,7 +337,7 @@ export class AccountLeases {
       try {
         await this.#run(acc.adapter, lease);
         this.opts.logger.info(
-          { account: acc.name, token: acc.token },
+          { account: acc.name, fence: acc.token },
           "channel account started under its lease",
         );
       } catch (err) {

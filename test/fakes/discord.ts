@@ -84,6 +84,12 @@ export class FakeDiscord {
   holdResumes = false;
   /** Close code answered to IDENTIFY instead of READY (e.g. 4014 disallowed intents). */
   identifyCloseCode: number | undefined;
+  /**
+   * When true, a dispatch while no bot is connected waits for the next one to identify (a test
+   * convenience for takeover tests; the real gateway does not replay events to a new session).
+   */
+  holdWhileOffline = false;
+  private offline: Array<{ t: string; d: unknown }> = [];
   private loop!: LoopbackServer;
   private conns = new Set<Conn>();
   private heldResumes: Array<() => void> = [];
@@ -242,6 +248,10 @@ export class FakeDiscord {
 
   /** Sends one dispatch to every identified connection. */
   dispatch(t: string, d: unknown): void {
+    if (this.holdWhileOffline && this.liveConnections === 0) {
+      this.offline.push({ t, d });
+      return;
+    }
     for (const c of this.conns) {
       if (c.ready && c.ws.readyState === c.ws.OPEN) c.ws.send(JSON.stringify({ op: 0, t, s: ++c.seq, d }));
     }
@@ -327,6 +337,7 @@ export class FakeDiscord {
       });
       this.sendDispatch(conn, "GUILD_CREATE", this.guildPayload());
       this.sessions.set(conn.sessionId, conn.seq);
+      for (const e of this.offline.splice(0)) this.sendDispatch(conn, e.t, e.d);
     } else if (frame.op === 6) {
       const sessionId = String(frame.d?.session_id ?? "");
       if (!this.sessions.has(sessionId) || frame.d?.token !== this.token) {

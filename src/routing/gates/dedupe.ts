@@ -13,8 +13,14 @@ import type { InboundCtx } from "../context.js";
  * pipeline's idempotent submit the dedupe.
  */
 const DEDUPE_TTL_MS = 24 * 3600_000;
-/** Longer than any accept takes; after a crash mid-accept a redelivery waits at most this long. */
-const ACCEPT_LEASE_MS = 30_000;
+/**
+ * Longer than an accept takes (a few Redis round trips); after a crash mid-accept a redelivery
+ * waits at most this long. Kept shorter than a channel lease (`gateway.leases.ttlMs`, ≥ 500 ms,
+ * 10 s by default) plus its renewal, so the gateway taking over a dead one's account never waits
+ * for it (issue 50: 30 s here held a Telegram takeover for 30 s). Should an accept outlast it,
+ * the run id derived from the message (`inboundRunId`) still makes the second copy a no-op.
+ */
+const ACCEPT_LEASE_MS = 2000;
 
 export function inboundDedupeId(msg: InboundCtx["msg"]): string {
   // Message ids are unique per chat on Telegram and Slack, so the chat is part of the key.
