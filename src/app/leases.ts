@@ -20,7 +20,9 @@ import { within } from "../retry/index.js";
  *
  * - Every `renewMs` each gateway runs one script per account (acquireLease-2): the holder renews,
  *   a standby learns the holder or takes a free (expired or released) lease. That is the whole
- *   cost: one Redis command per account per `renewMs` per gateway, none while one is in flight.
+ *   cost: one Redis command per account per `renewMs` per gateway, none while one is in flight;
+ *   only when a standby sees the lease end before its next round (the holder stopped renewing)
+ *   does it ask once more, right at that end, so a takeover waits for the ttl, not ttl + renewMs.
  * - The holder's lease ends, locally, `ttlMs - margin` after the *start* of its last successful
  *   renewal, on the monotonic clock (Redis counts the ttl from later, with PX): wall-clock jumps
  *   change nothing. `valid()` (handed to the adapter) is false from then on, so no acknowledgement
@@ -75,6 +77,8 @@ interface Held {
   op: Promise<void>;
   inflight: boolean;
   watchdog: NodeJS.Timeout | undefined;
+  /** A round scheduled for the moment another holder's lease runs out. */
+  soon: NodeJS.Timeout | undefined;
   /** Conditions already logged (logged again once they clear and come back). */
   warned: Set<string>;
   /** A failed start waits until then before taking the lease again. */
@@ -139,6 +143,7 @@ export class AccountLeases {
       op: Promise.resolve(),
       inflight: false,
       watchdog: undefined,
+      soon: undefined,
       warned: new Set(),
       cooldownUntil: 0,
     });
@@ -179,6 +184,8 @@ export class AccountLeases {
     await Promise.all(
       this.#accounts.map(async (acc) => {
         clearTimeout(acc.watchdog);
+        clearTimeout(acc.soon);
+        acc.soon = undefined;
         const token = acc.token;
         this.#stopAccount(acc);
         await acc.op;
@@ -249,6 +256,15 @@ export class AccountLeases {
     }
     if (code === 0) {
       const v = parseLease(String(a));
+      // The holder's lease runs out before our next round (it stopped renewing): ask right then.
+      const pttl = Number(b);
+      if (pttl >= 0 && pttl < this.opts.renewMs && acc.soon === undefined) {
+        acc.soon = setTimeout(() => {
+          acc.soon = undefined;
+          void this.#tick(acc);
+        }, pttl + 5);
+        acc.soon.unref?.();
+      }
       const lost = acc.token !== null;
       acc.heldBy = v?.h ?? null;
       this.#clear(acc, "corrupt");
