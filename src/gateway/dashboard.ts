@@ -160,7 +160,9 @@ body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
   const connect = () => {
     if (locked) return;
     ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws" + (token ? "?token=" + encodeURIComponent(token) : ""));
-    ws.onopen = async () => { attempt = 0; statusEl.textContent = "connected"; try { const h = await call("health", {}); statusEl.textContent = "connected · storage " + h.storage + " · queue " + h.queue; } catch {} loadTree().catch(() => {}); if (selected) show(selected).catch(() => {}); };
+    // Many gateways (API.md §8.5): which gateway holds each leased account ("here" = this one).
+    function holders(channels) { const out = []; for (const [name, c] of Object.entries(channels || {})) { for (const [id, a] of Object.entries((c && c.accounts) || {})) { if (a.lease) out.push(name + "/" + id + ": " + (a.lease === "held" ? "held here (" + a.heldBy + ")" : "held by " + (a.heldBy || "nobody yet"))); } } return out.length ? " · " + out.join(" · ") : ""; }
+    ws.onopen = async () => { attempt = 0; statusEl.textContent = "connected"; try { const h = await call("health", {}); statusEl.textContent = "connected · storage " + h.storage + " · queue " + h.queue + holders(h.channels); } catch {} loadTree().catch(() => {}); if (selected) show(selected).catch(() => {}); };
     ws.onmessage = (e) => { const f = JSON.parse(e.data);
       if (f.event) {
         const d = f.data;
