@@ -16,7 +16,9 @@ export type ErrorCode =
   | "INTERNAL"
   | "CONFIG"
   | "RATE_LIMITED"
-  | "NOT_SUPPORTED";
+  | "NOT_SUPPORTED"
+  /** A spending limit (`usage.budgets`) refuses the turn (API.md §8.4). */
+  | "BUDGET_EXCEEDED";
 
 export class SwitchboardError extends Error {
   readonly code: ErrorCode;

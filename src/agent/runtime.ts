@@ -566,6 +566,10 @@ export class AgentRuntime {
     const final: TurnOutcome = failed ?? outcome ?? { status: "ok", reply };
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
+    services.usage?.record(
+      { agentId: entry.agentId, sessionKey: entry.key, channel: deriveChannel(entry.key, entry) },
+      usage,
+    );
     final.model = state.answeredBy ?? turn.modelRef;
     if (state.fallbacks.length > 0) final.fallbacks = state.fallbacks;
     if (state.yielded) final.yielded = true;

@@ -30,6 +30,7 @@ import type { Delivery, Services } from "../services/index.js";
 import { callerOf } from "../sessions/service.js";
 import { installSpawnFlow } from "../subagents/flow.js";
 import { allTools } from "../tools/index.js";
+import { Budgets } from "../usage/budgets.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
 import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
@@ -105,6 +106,12 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     now,
     media,
   };
+  // Spending limits (API.md §8.4): in this process's memory, so only where one process runs the
+  // turns (local queue); on bullmq the budgets are not enforced yet (logged).
+  if (config.usage.budgets.length > 0) {
+    if (config.queue.driver === "local") services.usage = new Budgets(config.usage.budgets, now);
+    else logger.warn("usage.budgets: not enforced on the bullmq queue driver yet (local queue only)");
+  }
   // MCP servers run in the process that runs turns (a bullmq worker has its own), started on first use
   const mcp = new McpManager({
     config,

@@ -715,6 +715,32 @@ export const hooksSchema = z
   })
   .default({ enabled: false, allowAnySessionKey: false, maxBodyBytes: 262_144, ratePerMinute: 60 });
 
+/** A spending limit (API.md §8.4). */
+export const budgetSchema = z
+  .strictObject({
+    scope: z
+      .string()
+      .regex(
+        /^(global|agent:\S+|session:\S+|channel:\S+)$/,
+        'must be "global", "agent:<id>", "session:<key>" or "channel:<name>"',
+      ),
+    period: z.enum(["day", "month"]).default("day"),
+    maxCostUsd: z.number().min(0).max(1_000_000).nullable().default(null),
+    maxTokens: z.number().int().min(0).nullable().default(null),
+    warnAt: z.number().min(0).max(1).default(0.8),
+    action: z.enum(["block", "warn"]).default("block"),
+  })
+  .refine((b) => b.maxCostUsd !== null || b.maxTokens !== null, {
+    message: "needs maxCostUsd or maxTokens",
+  });
+
+export const usageSchema = z
+  .strictObject({ budgets: z.array(budgetSchema).default([]) })
+  .default({ budgets: [] });
+
+/** A price above this (USD per million tokens) is a typo, not a model. */
+const MAX_PRICE_PER_MTOK = 1000;
+
 export const configSchema = z
   .strictObject({
     /** For editors (schema/switchboard.schema.json); ignored. */
@@ -734,8 +760,32 @@ export const configSchema = z
     hooks: hooksSchema,
     media: mediaSchema,
     mcp: mcpSchema,
+    usage: usageSchema,
   })
   .superRefine((c, ctx) => {
+    c.usage.budgets.forEach((b, i) => {
+      const [kind, ...rest] = b.scope.split(":");
+      const name = rest.join(":");
+      const miss = (what: string) =>
+        ctx.addIssue({
+          code: "custom",
+          message: `matches nothing: ${what}`,
+          path: ["usage", "budgets", i, "scope"],
+        });
+      if (kind === "agent" && !c.agents.list.some((a) => a.id === name))
+        miss(`agent "${name}" is not configured (agents.list)`);
+      if (kind === "channel" && name !== "webchat" && !(c.channels as Record<string, unknown>)[name])
+        miss(`channel "${name}" is not configured (channels)`);
+    });
+    for (const [id, p] of Object.entries(c.models.providers))
+      for (const [m, info] of Object.entries(p.models))
+        for (const [k, v] of Object.entries(info.price ?? {}))
+          if (v > MAX_PRICE_PER_MTOK)
+            ctx.addIssue({
+              code: "custom",
+              message: `${v} USD per million tokens is not a plausible price (at most ${MAX_PRICE_PER_MTOK})`,
+              path: ["models", "providers", id, "models", m, "price", k],
+            });
     if (c.hooks.token && c.gateway.auth.token && c.hooks.token === c.gateway.auth.token)
       ctx.addIssue({
         code: "custom",

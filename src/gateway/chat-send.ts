@@ -2,14 +2,14 @@ import { SwitchboardError } from "../errors.js";
 import { resolveAttachments } from "../media/resolve.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
-import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
+import { deriveChannel, isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
 import type { Provenance } from "../store/types.js";
 import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
 export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline"> &
-  Partial<Pick<Services, "media">>;
+  Partial<Pick<Services, "media" | "usage">>;
 
 /**
  * How a `chat.send` message is marked as the operator's: a person's message (API.md §6 kinds) with
@@ -56,6 +56,12 @@ export async function chatSend(
       details: { field: "sessionKey" },
     });
   }
+  // a spent budget refuses the turn here, as an RPC error, never as an accepted run that fails
+  services.usage?.admit({
+    agentId: parseSessionKey(key)?.agentId ?? "main",
+    sessionKey: key,
+    channel: deriveChannel(key),
+  });
   const agentId = parseSessionKey(key).agentId ?? caller.agentId;
   if (!services.config.agents.list.some((a) => a.id === agentId)) {
     throw new SwitchboardError(

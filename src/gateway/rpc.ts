@@ -81,6 +81,7 @@ const WIRE_CODES: ReadonlySet<string> = new Set([
   "UNAVAILABLE",
   "STORAGE_UNAVAILABLE",
   "INTERNAL",
+  "BUDGET_EXCEEDED",
 ]);
 
 /** The one mapping from thrown values to wire errors. Internal details never leak. */

@@ -21,6 +21,21 @@ import type {
  * tools and the RPC methods. Everything is an interface; nothing here picks a driver.
  */
 
+/** Who a turn is for, as budgets match it (API.md §8.4). */
+export interface UsageContext {
+  agentId: string;
+  sessionKey: string;
+  channel?: string;
+}
+
+/** Spending limits (`usage.budgets`, src/usage/). */
+export interface UsageBudgets {
+  /** Throws BUDGET_EXCEEDED when a `block` budget matching the turn is spent. */
+  admit(ctx: UsageContext): void;
+  /** Adds a finished turn's real cost and tokens. */
+  record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void;
+}
+
 export interface ModelRegistry {
   /** `provider/model` → provider + bare model name. Throws INVALID_PARAMS / NOT_FOUND with a clear message. */
   resolve(ref: string): { provider: ModelProvider; model: string; ref: string };
@@ -143,6 +158,8 @@ export interface Services {
   delivery: Delivery;
   version: string;
   now(): number;
+  /** Spending limits; absent without `usage.budgets`. */
+  usage?: UsageBudgets;
   /** Cron jobs (absent when `cron.enabled` is false). */
   cron?: CronJobs;
   /** The media store (API.md §8.1; absent in tests that build services by hand). */

@@ -112,9 +112,21 @@ export class MemoryLedger {
     }
   }
 
+  /** Adds `spend` to the settled account of `limit` in the period containing now. */
+  settleInto(limit: BudgetLimit, spend: Spend): void {
+    const a = this.#account(`${limit.scope}|${periodKey(limit.period, this.now())}`);
+    a.settled.costUsd += spend.costUsd;
+    a.settled.tokens += spend.tokens;
+  }
+
   /** Settled spend of a scope in the period containing now. */
   spent(scope: BudgetScope, period: BudgetPeriod): Spend {
     const a = this.#accounts.get(`${scope}|${periodKey(period, this.now())}`);
     return a ? { ...a.settled } : { costUsd: 0, tokens: 0 };
   }
+}
+
+/** Adds spend straight to the settled accounts of `limits` (a turn's real cost, no reservation). */
+export function addSpend(ledger: MemoryLedger, limits: readonly BudgetLimit[], spend: Spend): void {
+  for (const limit of limits) ledger.settleInto(limit, spend);
 }

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/index.js";
+import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { startTestApp, type TestApp } from "../harness.js";
+
+/** usage.budgets (API.md §8.4), local queue: a spent `block` budget refuses chat.send with BUDGET_EXCEEDED. */
+let fake: OpenAIFake;
+beforeAll(async () => {
+  fake = await startOpenAIFake();
+});
+afterAll(async () => fake.close());
+
+describe("budgets", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({
+      models: {
+        default: "oa/m",
+        providers: {
+          oa: {
+            kind: "openai",
+            baseUrl: fake.url,
+            models: { m: { price: { inputPerMTok: 1000, outputPerMTok: 1000 } } },
+          },
+        },
+      },
+      usage: {
+        budgets: [
+          { scope: "agent:main", period: "day", maxCostUsd: 0.5 },
+          { scope: "session:agent:main:other", period: "day", maxTokens: 1_000_000, action: "warn" },
+        ],
+      },
+    });
+  });
+  afterAll(async () => t.stop());
+
+  it("admits turns while under the limit, then refuses with BUDGET_EXCEEDED naming the budget and its reset", async () => {
+    // 300 tokens at $1000/MTok = $0.30 a turn: the first two are admitted (0 and 0.30 < 0.50)
+    for (let i = 0; i < 2; i++) {
+      fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
+      const r = await t.rpc("chat.send", {
+        sessionKey: `agent:main:b${i}`,
+        message: "hi",
+        timeoutSeconds: 10,
+      });
+      expect(r.result.status).toBe("ok");
+    }
+    const before = fake.chatRequests().length;
+    const refused = await t.rpc("chat.send", {
+      sessionKey: "agent:main:b9",
+      message: "hi",
+      timeoutSeconds: 10,
+    });
+    expect(refused.ok).toBe(false);
+    expect(refused.error?.code).toBe("BUDGET_EXCEEDED");
+    expect(refused.error?.message).toMatch(/agent:main per day.*resets at \d{4}-\d{2}-\d{2}T00:00:00/);
+    expect(fake.chatRequests().length).toBe(before);
+    // no run was accepted for it
+    const runs = await t.app.services.store.runs.listBySession("agent:main:b9", 5);
+    expect(runs).toHaveLength(0);
+  });
+});
+
+describe("budget config is checked at start", () => {
+  it("a scope that matches nothing, an absurd price, a budget without a limit name their paths", () => {
+    expect(() => parseConfig({ usage: { budgets: [{ scope: "agent:ghost", maxCostUsd: 1 }] } })).toThrow(
+      /usage\.budgets\.0\.scope: matches nothing: agent "ghost"/,
+    );
+    expect(() => parseConfig({ usage: { budgets: [{ scope: "channel:telegram", maxCostUsd: 1 }] } })).toThrow(
+      /usage\.budgets\.0\.scope: matches nothing: channel "telegram"/,
+    );
+    expect(() => parseConfig({ usage: { budgets: [{ scope: "global" }] } })).toThrow(/usage\.budgets\.0/);
+    expect(() =>
+      parseConfig({
+        models: { providers: { oa: { kind: "openai", models: { m: { price: { inputPerMTok: 50_000 } } } } } },
+      }),
+    ).toThrow(
+      /models\.providers\.oa\.models\.m\.price\.inputPerMTok: 50000 USD per million tokens is not a plausible/,
+    );
+    expect(() =>
+      parseConfig({
+        models: { providers: { oa: { kind: "openai", models: { m: { price: { inputPerMTok: -1 } } } } } },
+      }),
+    ).toThrow(/price\.inputPerMTok/);
+  });
+});
