@@ -5,6 +5,7 @@ import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { ConflictBackoff } from "../../src/channels/kit/conflict.js";
 import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
+import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type {
   AccountLease,
@@ -13,6 +14,7 @@ import type {
   ChannelCapabilities,
   ChannelStatus,
   InboundHandler,
+  InboundMessage,
   OutboundMessage,
 } from "../../src/channels/types.js";
 import { errorMessage, SwitchboardError } from "../../src/errors.js";
@@ -20,6 +22,7 @@ import type { Logger } from "../../src/log.js";
 import { backoffDelayMs } from "../../src/retry/index.js";
 import { statusCodeOf, toSwitchboardError } from "./errors.js";
 import { toJid, type WhatsAppInboundContext, whatsappMessageToInbound } from "./inbound.js";
+import { WHATSAPP_CAPTION_LIMIT, whatsappAttachments, whatsappMediaContents } from "./media.js";
 import { baileysSocketFactory, qrInstructions, renderQr } from "./socket.js";
 import {
   type ResolvedWhatsAppChannelConfig,
@@ -62,6 +65,7 @@ export class WhatsAppChannel implements ChannelAdapter {
     typing: true,
     markdown: "whatsapp",
     createThread: false,
+    media: { captionLimit: WHATSAPP_CAPTION_LIMIT, voiceNotes: true },
   };
   /** Where this account's Baileys credentials live (mode 0700). */
   readonly authDir: string;
@@ -156,7 +160,23 @@ export class WhatsAppChannel implements ChannelAdapter {
     const socket = this.connected("send");
     const limit = this.capabilities.textLimit;
     const ids: string[] = [];
-    for (const text of messagesOf(msg.text, limit)) {
+    let texts = messagesOf(msg.text, limit);
+    if (msg.attachments?.length) {
+      const media = await whatsappMediaContents({ ...msg, attachments: msg.attachments }, limit);
+      for (const content of media.contents) {
+        let sent: Awaited<ReturnType<WhatsAppSocket["sendMessage"]>>;
+        try {
+          sent = await socket.sendMessage(jid, content);
+        } catch (err) {
+          throw toSwitchboardError(err, "sendMessage", this.config.rateLimitRetryAfterMs);
+        }
+        const id = sent?.key?.id;
+        if (!id) throw new SwitchboardError("INTERNAL", "whatsapp sendMessage: no message id returned");
+        ids.push(id);
+      }
+      texts = media.texts;
+    }
+    for (const text of texts) {
       let sent: Awaited<ReturnType<WhatsAppSocket["sendMessage"]>>;
       try {
         sent = await socket.sendMessage(jid, { text });
@@ -394,9 +414,27 @@ export class WhatsAppChannel implements ChannelAdapter {
         const result = await whatsappMessageToInbound(raw, ctx);
         if (result.kind === "ignored") this.log.debug({ reason: result.reason }, "whatsapp message ignored");
         else if (result.kind === "invalid") this.log.warn({ err: result.error }, "whatsapp message dropped");
-        else void this.queue.push(result.message.peerId, result.message, handler);
+        else {
+          const message = result.message;
+          void this.queue.push(message.peerId, () => this.withParts(message, raw, socket), handler);
+        }
       }
     });
+  }
+
+  /** The message with its media taken by the app's media sink (when one is wired in). */
+  private async withParts(
+    message: InboundMessage,
+    raw: unknown,
+    socket: WhatsAppSocket,
+  ): Promise<InboundMessage> {
+    const reupload = socket.updateMediaMessage?.bind(socket);
+    const parts = await takeAttachments(this.life.context, whatsappAttachments(raw, reupload), {
+      channel: "whatsapp",
+      accountId: this.accountId,
+      maxBytes: megabytes(this.config.mediaMaxMb),
+    });
+    return parts ? { ...message, parts } : message;
   }
 
   private setState(state: ChannelStatus, detail?: string): void {

@@ -1,5 +1,7 @@
+import type { WAMessage } from "@whiskeysockets/baileys";
 import { z } from "zod";
 import type { Logger } from "../../src/log.js";
+import type { WhatsAppMediaContent } from "./media.js";
 
 /**
  * One linked WhatsApp account (a phone number linked as a WhatsApp Web device). Same fields
@@ -67,7 +69,12 @@ export interface WhatsAppSocket {
   };
   /** The linked account once connected: `id` is `<pn>:<device>@s.whatsapp.net`, `lid` `<lid>:<device>@lid`. */
   user?: { id: string; lid?: string | undefined } | undefined;
-  sendMessage(jid: string, content: { text: string }): Promise<{ key?: { id?: string | null } } | undefined>;
+  sendMessage(
+    jid: string,
+    content: { text: string } | WhatsAppMediaContent,
+  ): Promise<{ key?: { id?: string | null } } | undefined>;
+  /** Asks the phone to re-upload media the CDN expired (Baileys `updateMediaMessage`). */
+  updateMediaMessage?(msg: WAMessage): Promise<WAMessage>;
   sendPresenceUpdate(type: "composing" | "paused", jid: string): Promise<void>;
   /** Closes the connection; Baileys then emits `connection.update` with `close`. */
   end(error: Error | undefined): unknown;

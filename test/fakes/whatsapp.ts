@@ -64,11 +64,24 @@ export class FakeWhatsAppSocket {
   private failures: Error[] = [];
   private counter = 0;
 
-  async sendMessage(jid: string, content: { text: string }): Promise<{ key: { id: string } }> {
+  /** Everything sendMessage received, media included (outbound WhatsApp media cannot be faked on the wire). */
+  readonly contents: Array<{ jid: string; content: Record<string, unknown> }> = [];
+  /** updateMediaMessage calls (re-upload requests for expired media) and what they answer. */
+  readonly reuploads: unknown[] = [];
+  reuploadAnswer: ((msg: any) => any) | undefined;
+
+  async updateMediaMessage(msg: any): Promise<any> {
+    this.reuploads.push(msg);
+    if (!this.reuploadAnswer) throw new Error("fake whatsapp: no re-upload answer set");
+    return this.reuploadAnswer(msg);
+  }
+
+  async sendMessage(jid: string, content: Record<string, unknown>): Promise<{ key: { id: string } }> {
     const failure = this.failures.shift();
     if (failure) throw failure;
     const id = `3EB0${String(++this.counter).padStart(8, "0")}`;
-    this.sent.push({ jid, text: content.text, id });
+    this.contents.push({ jid, content });
+    if (typeof content.text === "string") this.sent.push({ jid, text: content.text, id });
     return { key: { id } };
   }
 
