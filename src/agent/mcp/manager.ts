@@ -75,8 +75,8 @@ export class McpManager {
   }
 
   /**
-   * Starts (or waits for) each of the agent's servers, within their timeouts. A server that cannot
-   * start is logged and its tools are absent until it can.
+   * Starts (or waits for) each of the agent's servers, within their start timeouts. A server that
+   * cannot start is logged and its tools are absent until it can.
    */
   async prepare(agentId: string, signal?: AbortSignal): Promise<void> {
     const servers = this.serversOf(agentId);
@@ -85,6 +85,9 @@ export class McpManager {
     for (const name of servers) {
       const known = this.#connections.get(name);
       if (known && (known.state === "up" || known.state === "stopped")) continue;
+      // a server that died after it was up restarts on its own timer: a turn does not wait for its
+      // backoff (its tools stay listed; a call to one waits for the restart within its timeout)
+      if (known?.state === "down" && known.tools().length > 0) continue;
       const opening = this.#open(name);
       if (!opening) continue;
       pending.push(
