@@ -1,12 +1,13 @@
 import { channelSettings } from "../config/channels.js";
 import { DEFAULT_FAILURE_TEXT } from "../config/schema.js";
-import { routeOf, streamingMode } from "../delivery/index.js";
+import { streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
 import { errorMessage, isConnectionError } from "../errors.js";
 import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
 import type { FollowUp, JobHandlers, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
 import type { DeliveryOutcome, ReplyStream, Services } from "../services/index.js";
+import { routeOf } from "../sessions/route.js";
 import { ensureSession } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
 import type { AgentRuntime, TurnStreaming } from "./runtime.js";

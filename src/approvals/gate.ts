@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import type { OutboundAction } from "../channels/types.js";
-import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
 import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
+import { routeOf } from "../sessions/route.js";
 import type { SessionEntry } from "../store/types.js";
 import { approvalVerdict, type ToolTraits } from "./policy.js";
 import { type ApprovalRecord, type ApprovalRoute, ApprovalStore } from "./store.js";

@@ -4,7 +4,8 @@ import type { ChannelAdapter, OutboundAction } from "../channels/types.js";
 import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
-import { chatTypeOfKey, evaluateSendPolicy } from "../policy/send-policy.js";
+import { sendDecision } from "../policy/access.js";
+import { chatTypeOfKey } from "../policy/send-policy.js";
 import { retryLoop } from "../retry/index.js";
 import type {
   ChannelRegistry,
@@ -15,6 +16,7 @@ import type {
   ReplyStream,
   Services,
 } from "../services/index.js";
+import { routeOf } from "../sessions/route.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
 import { StreamingReply } from "./stream.js";
 
@@ -35,19 +37,6 @@ const OUTBOX_TTL_MS = 7 * 24 * 3600_000;
 export const DEFAULT_LEASE_MS = 15_000;
 /** Waits for another sender's live lease before giving up on a chunk (bounded). */
 const MAX_LEASE_WAITS = 3;
-
-export function routeOf(entry: SessionEntry): DeliveryContext | null {
-  if (entry.deliveryContext) return entry.deliveryContext;
-  if (entry.lastChannel && entry.lastTo) {
-    return {
-      channel: entry.lastChannel,
-      to: entry.lastTo,
-      ...(entry.lastAccountId ? { accountId: entry.lastAccountId } : {}),
-      ...(entry.lastThreadId ? { threadId: entry.lastThreadId } : {}),
-    };
-  }
-  return null;
-}
 
 /**
  * Chunks the Markdown, then renders each chunk on its own, so a tag or an entity never spans two
@@ -163,16 +152,7 @@ export class ChannelDelivery implements Delivery {
         reason: `session ${req.sessionKey} has no delivery context (no chat to post into)`,
       };
     if (!req.bypassPolicy) {
-      const verdict = evaluateSendPolicy({
-        ...(entry.sendPolicy ? { override: entry.sendPolicy } : {}),
-        rules: config.session.sendPolicy.rules,
-        default: config.session.sendPolicy.default,
-        target: {
-          key: entry.key,
-          channel: route.channel,
-          chatType: entry.chatType ?? chatTypeOfKey(entry.key),
-        },
-      });
+      const verdict = sendDecision({ config }, entry, route);
       if (verdict.action === "deny")
         return { status: "blocked", reason: `send blocked by session policy: ${verdict.reason}` };
     }

@@ -1,6 +1,6 @@
 import { channelSettings } from "../config/channels.js";
 import type { Services } from "../services/index.js";
-import { routeOf } from "./index.js";
+import { routeOf } from "../sessions/route.js";
 
 /**
  * The typing indicator of one turn: shown when it starts (Telegram `sendChatAction`, Discord

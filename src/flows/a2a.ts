@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { clampPingPongTurns, MAX_PING_PONG_TURNS } from "../config/schema.js";
-import { routeOf } from "../delivery/index.js";
 import {
   ANNOUNCE_SKIP,
   defineJobKind,
@@ -11,6 +10,7 @@ import {
 } from "../pipeline/handlers.js";
 import type { FollowUp, JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
+import { routeOf } from "../sessions/route.js";
 
 /**
  * The follow-up of `sessions_send` (SEMANTICS.md §3): after the target's primary run, the

@@ -1,5 +1,6 @@
 import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
+import { routeOf } from "../sessions/route.js";
 import { resolveSessionRef } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
 import { chatTypeOfKey, evaluateSendPolicy, type SendPolicyDecision } from "./send-policy.js";
@@ -79,9 +80,14 @@ export async function resolveVisibleTarget(
 }
 
 /** The send-policy verdict for `entry` with its reason (session_status and /status show it). */
-export function sendDecision(services: SendPolicyDeps, entry: SessionEntry): SendPolicyDecision {
+export function sendDecision(
+  services: SendPolicyDeps,
+  entry: SessionEntry,
+  route: { channel: string } | null = routeOf(entry),
+): SendPolicyDecision {
   const p = services.config.session.sendPolicy;
-  const channel = entry.deliveryContext?.channel ?? entry.channel ?? entry.lastChannel;
+  // the channel delivery would post into (sessions/route.ts); the session's own without a route
+  const channel = route?.channel ?? entry.channel ?? entry.lastChannel;
   const chatType = entry.chatType ?? chatTypeOfKey(entry.key);
   return evaluateSendPolicy({
     ...(entry.sendPolicy ? { override: entry.sendPolicy } : {}),

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { parseDurationMs } from "../config/schedule.js";
-import { routeOf } from "../delivery/index.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
+import { routeOf } from "../sessions/route.js";
 import { defineTool } from "./types.js";
 
 /**

@@ -3,7 +3,6 @@ import path from "node:path";
 import { z } from "zod";
 import { channelSettings } from "../config/channels.js";
 import type { AgentConfig, Config } from "../config/schema.js";
-import { routeOf } from "../delivery/index.js";
 import { errorMessage } from "../errors.js";
 import { buildHistoryView } from "../history/view.js";
 import { uuidFrom } from "../ids.js";
@@ -11,6 +10,7 @@ import { spawnedByChain } from "../policy/access.js";
 import { bindingSettings, threadBindingKey } from "../routing/router.js";
 import type { Services } from "../services/index.js";
 import { deriveChannel, subagentKey } from "../sessions/keys.js";
+import { routeOf } from "../sessions/route.js";
 import { KV_SPAWN_REQUESTS, THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
 import type { SessionEntry, ThinkingLevel } from "../store/types.js";
 import {
