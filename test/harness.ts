@@ -107,11 +107,12 @@ export function capturingLogger(level = "info"): { logger: Logger; lines: string
 /** A `switchboard worker` in process (no channels, no RPC) on its own temp state dir. */
 export async function startTestWorker(
   overrides: Partial<ConfigInput> = {},
+  opts: { metricsPort?: number; metricsHost?: string } = {},
 ): Promise<{ app: App; stop(): Promise<void> }> {
   const t = tempDir();
   const app = await createApp(
     { config: parseConfig({ stateDir: t.dir, ...overrides }), source: null, baseDir: t.dir },
-    { logger: silentLogger(), role: "worker" },
+    { logger: silentLogger(), role: "worker", ...opts },
   );
   await app.start();
   return {

@@ -5,6 +5,7 @@ import type { Logger } from "../log.js";
 import type { ModelRegistry } from "../services/index.js";
 import type { ModelProvider, ModelRequest, ModelResponse } from "../services/models.js";
 import type { SessionEntry } from "../store/types.js";
+import { countModelCall } from "../telemetry/index.js";
 import { DEFAULT_CONTEXT_TOKENS, knownModelFacts } from "./context-window.js";
 import {
   type BreakerView,
@@ -73,7 +74,10 @@ export class ConfiguredModels implements ModelRegistry {
       breaker: this.breaker,
       resolve: (ref) => this.resolve(ref),
       logger: logger.child({ component: "failover" }),
-      onModelCall: (ref, outcome) => this.onModelCall?.(ref, outcome),
+      onModelCall: (ref, outcome) => {
+        countModelCall(ref, outcome);
+        this.onModelCall?.(ref, outcome);
+      },
     };
   }
 

@@ -19,6 +19,7 @@ import type {
   TranscriptRef,
   Usage,
 } from "../store/types.js";
+import { countCost, traced } from "../telemetry/index.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { credentialNotice } from "./credential-notice.js";
@@ -380,9 +381,15 @@ export class AgentRuntime {
         toolName: call.name,
         runId: job.runId,
       });
-      const result = await this.#execTool(call.name, call.arguments, turn, effectId, () => {
-        state.yielded = true;
-      });
+      const result = await traced(
+        "switchboard.tool",
+        key,
+        () =>
+          this.#execTool(call.name, call.arguments, turn, effectId, () => {
+            state.yielded = true;
+          }),
+        { attributes: { "switchboard.tool": call.name } },
+      );
       await this.append(ref, key, {
         id: stepId(job.runId, step, `r${j}`),
         role: "toolResult",
@@ -475,36 +482,43 @@ export class AgentRuntime {
       services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
       streaming.onReset?.();
     };
-    const chained = await services.models.complete(
-      turn.chain,
-      {
-        system: plan.system,
-        // images as the chain's first model takes them (its `vision` flag)
-        messages: await this.#withImages(plan.messages as ModelMessage[], turn.resolved),
-        tools: turn.specs,
-        signal: turn.ctx.signal,
-        ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
-        // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
-        // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
-        // cheaper than parsing a stream of chunks no one reads.
-        ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
-          ? { onTextDelta }
-          : {}),
-      },
-      {
-        onReset: reset,
-        onFallback: (f, next) => {
-          state.fallbacks.push(f);
-          if (!f.skipped && (f.class === "auth" || f.class === "billing"))
-            credentialNotice(services, key, f.model, f.class);
-          services.bus.emit("run.fallback", {
-            runId: job.runId,
-            sessionKey: key,
-            ...f,
-            ...(next !== undefined ? { next } : {}),
-          });
-        },
-      },
+    // images as the chain's first model takes them (its `vision` flag)
+    const messages = await this.#withImages(plan.messages as ModelMessage[], turn.resolved);
+    const chained = await traced(
+      "switchboard.model",
+      key,
+      () =>
+        services.models.complete(
+          turn.chain,
+          {
+            system: plan.system,
+            messages,
+            tools: turn.specs,
+            signal: turn.ctx.signal,
+            ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
+            // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
+            // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
+            // cheaper than parsing a stream of chunks no one reads.
+            ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
+              ? { onTextDelta }
+              : {}),
+          },
+          {
+            onReset: reset,
+            onFallback: (f, next) => {
+              state.fallbacks.push(f);
+              if (!f.skipped && (f.class === "auth" || f.class === "billing"))
+                credentialNotice(services, key, f.model, f.class);
+              services.bus.emit("run.fallback", {
+                runId: job.runId,
+                sessionKey: key,
+                ...f,
+                ...(next !== undefined ? { next } : {}),
+              });
+            },
+          },
+        ),
+      { attributes: { "switchboard.model": turn.modelRef } },
     );
     const res = chained.result;
     const answeredBy = chained.ref;
@@ -518,6 +532,7 @@ export class AgentRuntime {
       streaming.onReset?.();
     }
     const priced = priceUsage(res.usage, priceOf(services.config, answeredBy));
+    countCost(state.entry.agentId, priced.cost);
     state.usage = addUsage(state.usage, priced);
     state.lastContext = res.usage.input + res.usage.output;
     return { res, priced, answeredBy };

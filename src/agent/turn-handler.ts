@@ -10,6 +10,7 @@ import type { DeliveryOutcome, ReplyStream, Services } from "../services/index.j
 import { routeOf } from "../sessions/route.js";
 import { ensureSession } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
+import { observeTurn, withinLink } from "../telemetry/index.js";
 import type { AgentRuntime, TurnStreaming } from "./runtime.js";
 
 /**
@@ -56,7 +57,7 @@ export function createJobHandlers(
 ): JobHandlers {
   /** The session reads prepareTurn started, by job (dropped with a job that never runs). */
   const prepared = new WeakMap<TurnJob, Promise<SessionEntry | null>>();
-  return {
+  const handlers: JobHandlers = {
     prepareTurn(job) {
       const read = services.store.sessions.get(job.sessionKey);
       read.catch(() => undefined); // a failed read is read again by the turn
@@ -169,4 +170,9 @@ export function createJobHandlers(
       await handler(job, ctx);
     },
   };
+  // Telemetry: the turn's span, count and duration; a background job runs linked to the turn that planned it.
+  const { turn, background } = handlers;
+  handlers.turn = (job, ctx) => observeTurn(job, () => turn(job, ctx));
+  handlers.background = (job, ctx) => withinLink(job.data, () => background(job, ctx));
+  return handlers;
 }

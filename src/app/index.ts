@@ -13,6 +13,7 @@ import { EventBus } from "../events.js";
 import { installSendFlow } from "../flows/a2a.js";
 import { installHookFlow } from "../flows/hook.js";
 import { resolvesToLoopback } from "../gateway/hosts.js";
+import { listenMetrics } from "../gateway/metrics.js";
 import type { RpcDispatcher } from "../gateway/rpc.js";
 import type { GatewayServer } from "../gateway/server.js";
 import {
@@ -23,12 +24,21 @@ import {
 } from "../gateway/token.js";
 import type { Logger } from "../log.js";
 import type { HandlerRegistry } from "../pipeline/handlers.js";
+import type { Pipeline } from "../pipeline/types.js";
 import { handleApprovalPress } from "../routing/gates/approvals.js";
 import { createRouter, type Router } from "../routing/router.js";
 import type { CronDriver } from "../services/cron.js";
 import type { Delivery, Services } from "../services/index.js";
 import { callerOf } from "../sessions/service.js";
 import { installSpawnFlow } from "../subagents/flow.js";
+import {
+  addChannelSource,
+  addQueueDepthSource,
+  enableMetrics,
+  metricsText,
+  startTracing,
+  withTrace,
+} from "../telemetry/index.js";
 import { allTools } from "../tools/index.js";
 import { Budgets } from "../usage/budgets.js";
 import { createChannels, createWebchat } from "./channels.js";
@@ -57,6 +67,9 @@ export interface AppOptions {
   host?: string;
   port?: number;
   now?: () => number;
+  /** A worker's own `GET /metrics` (`switchboard worker --metrics-port N [--metrics-host H]`). */
+  metricsPort?: number;
+  metricsHost?: string;
 }
 
 export interface App {
@@ -72,6 +85,8 @@ export interface App {
   token: string | null;
   /** Base URL clients use (loopback when bound to every interface); null until listening. */
   url: string | null;
+  /** A worker's metrics endpoint once listening (`metricsPort`). */
+  metricsAddress: { host: string; port: number } | null;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -88,6 +103,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   checkDriverChoice(config, opts.role, host, () => loopback);
   const drivers = await createDrivers(loaded, logger, now, opts.role);
   const { store, pipeline, models } = drivers;
+  const telemetry = await startTelemetry(config, pipeline);
   const bus = new EventBus();
   const channels = new AdapterRegistry();
   const media = createMediaStore(config, drivers.stateDir, loaded.baseDir, now);
@@ -183,13 +199,92 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     address: null,
     token,
     url: null,
+    metricsAddress: null,
     start: () => lifecycle.start(),
     stop: () => lifecycle.stop(),
   };
-  const lifecycle = appLifecycle(app, drivers, adapters, opts.role, leases, () =>
-    createCronDriver(loaded, drivers, logger, now),
+  const lifecycle = appLifecycle(
+    app,
+    drivers,
+    adapters,
+    opts.role,
+    leases,
+    () => createCronDriver(loaded, drivers, logger, now),
+    telemetryLifecycle(app, telemetry, opts),
   );
   return app;
+}
+
+interface Telemetry {
+  /** Metrics on (gateway.metrics.enabled): its off, and the removal of this app's gauge sources. */
+  metricsOff: (() => void) | null;
+  /** Tracing on (telemetry.otlp.endpoint): flush and stop. */
+  stopTracing: (() => Promise<void>) | null;
+}
+
+/**
+ * Metrics count while any app of the process has them on; tracing loads the OpenTelemetry SDK only
+ * when an endpoint is set, and then stamps every accepted turn with its trace (API.md §8.6).
+ */
+async function startTelemetry(config: LoadedConfig["config"], pipeline: Pipeline): Promise<Telemetry> {
+  const metricsOff = config.gateway.metrics.enabled ? enableMetrics() : null;
+  const { endpoint, headers } = config.telemetry.otlp;
+  const stopTracing = endpoint
+    ? await startTracing({ endpoint, headers, serviceName: config.telemetry.serviceName })
+    : null;
+  if (stopTracing) {
+    const submit = pipeline.submitTurn.bind(pipeline);
+    pipeline.submitTurn = (req) => submit(withTrace(req));
+  }
+  return { metricsOff, stopTracing };
+}
+
+function telemetryLifecycle(app: App, t: Telemetry, opts: AppOptions) {
+  let off: Array<() => void> = [];
+  let worker: { close: () => Promise<void> } | null = null;
+  return {
+    async start() {
+      if (!t.metricsOff) return;
+      const { services } = app;
+      off = [
+        addQueueDepthSource(() => services.pipeline.depth?.() ?? 0),
+        addChannelSource(() =>
+          services.channels.all().map((a) => ({
+            channel: a.channel,
+            account: a.accountId,
+            up: a.status().state === "connected",
+          })),
+        ),
+      ];
+      if (opts.role === "worker" && opts.metricsPort !== undefined) {
+        const { config, stateDir } = services;
+        const token =
+          config.gateway.metrics.auth === "none"
+            ? undefined
+            : (config.gateway.auth.token ?? ensureGatewayToken(stateDir).token);
+        const host = opts.metricsHost ?? config.gateway.host;
+        const served = await listenMetrics(
+          { auth: config.gateway.metrics.auth, text: metricsText },
+          token,
+          host,
+          opts.metricsPort,
+        );
+        worker = served;
+        app.metricsAddress = served.address;
+      }
+    },
+    async stop() {
+      for (const f of off) f();
+      off = [];
+      await worker?.close();
+      worker = null;
+      app.metricsAddress = null;
+    },
+    async close() {
+      t.metricsOff?.();
+      await t.stopTracing?.().catch(() => undefined);
+    },
+  };
 }
 
 /**
@@ -214,6 +309,7 @@ function appLifecycle(
   role: AppOptions["role"],
   leases: AccountLeases | null,
   cronDriver: () => Promise<CronDriver>,
+  telemetry: ReturnType<typeof telemetryLifecycle>,
 ) {
   const { services, server, runtime, handlers, router } = app;
   let started = false;
@@ -248,6 +344,7 @@ function appLifecycle(
       // Hand-offs from workers are posted once the channels are up.
       if (drivers.handoff && role === "gateway")
         await drivers.handoff.consume((req) => services.delivery.deliver(req));
+      await telemetry.start();
     },
     async stop() {
       if (!started) return;
@@ -268,6 +365,8 @@ function appLifecycle(
       await app.tools.mcp?.stop();
       await drivers.store.close();
       await drivers.redis.close();
+      await telemetry.stop();
+      await telemetry.close();
     },
   };
 }

@@ -6,6 +6,7 @@ import { RpcDispatcher } from "../gateway/rpc.js";
 import { GatewayServer } from "../gateway/server.js";
 import type { RedisConnections } from "../redis/connections.js";
 import type { Services } from "../services/index.js";
+import { metricsText } from "../telemetry/index.js";
 import type { WebhookMount } from "./channels.js";
 import type { LeaseInfo } from "./leases.js";
 import type { LiveRelay } from "./live-relay.js";
@@ -129,6 +130,9 @@ export function createServer(
         }
       : {}),
     ...(config.hooks.enabled ? { agentHook: { services, hooks: config.hooks } } : {}),
+    ...(config.gateway.metrics.enabled
+      ? { metrics: { auth: config.gateway.metrics.auth, text: metricsText } }
+      : {}),
     ...(webchat
       ? {
           page: () => webchat.page(),

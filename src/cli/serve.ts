@@ -24,6 +24,8 @@ export interface ServeOptions {
   host?: string;
   logFormat?: string;
   heartbeat?: string;
+  metricsPort?: string;
+  metricsHost?: string;
 }
 
 /** Touch `file` now and every HEARTBEAT_MS while running: the container health check of a worker. */
@@ -149,8 +151,17 @@ export async function runServer(role: "gateway" | "worker", opts: ServeOptions, 
     role,
     ...(opts.host ? { host: opts.host } : {}),
     ...(port !== undefined ? { port } : {}),
+    ...(opts.metricsPort !== undefined
+      ? { metricsPort: numberFlag("--metrics-port", opts.metricsPort, { min: 0, max: 65535, integer: true }) }
+      : {}),
+    ...(opts.metricsHost ? { metricsHost: opts.metricsHost } : {}),
   });
   await app.start();
+  if (app.metricsAddress)
+    logger.info(
+      { metrics: app.metricsAddress },
+      `metrics on http://${app.metricsAddress.host}:${app.metricsAddress.port}/metrics`,
+    );
   const control = stopControl(parent, logger);
   tightenHeapGrowth();
   const stopHeartbeat = opts.heartbeat ? startHeartbeat(opts.heartbeat) : () => {};

@@ -26,6 +26,16 @@ export const CONFIG_DESCRIPTIONS: Record<string, string> = {
   "gateway.url": "Base URL the CLI uses to reach a running gateway; default http://host:port.",
   "gateway.allowedHosts": "Host header names accepted besides loopback names and the bound address.",
   "gateway.allowedOrigins": "Browser origins accepted besides the gateway's own.",
+  "gateway.metrics":
+    "GET /metrics: Prometheus text format (turns, model calls, queue, deliveries, channels, cost, process).",
+  "gateway.metrics.enabled": "Serve GET /metrics (and count; a worker serves its own with --metrics-port).",
+  "gateway.metrics.auth":
+    "token: the gateway bearer token is required (Authorization: Bearer …). none: anyone who reaches the port may scrape.",
+  telemetry: "Traces over OTLP/HTTP: off (no SDK loaded) until telemetry.otlp.endpoint is set.",
+  "telemetry.otlp.endpoint":
+    "Base URL of an OTLP/HTTP collector (e.g. http://127.0.0.1:4318); spans are POSTed to <endpoint>/v1/traces.",
+  "telemetry.otlp.headers": "Extra HTTP headers on every export (e.g. an API key of a hosted collector).",
+  "telemetry.serviceName": "The service.name resource attribute of every span.",
   stateDir: "Where the fs store, the local queue's journal, the lock and channel credentials live.",
   logLevel: "pino log level (SWITCHBOARD_LOG_LEVEL overrides it).",
   storage: "Where sessions and transcripts are stored.",

@@ -76,6 +76,13 @@ export const gatewaySchema = z
      * in one gateway at a time under a lease of `ttlMs`, renewed every `renewMs`.
      */
     leases: leasesSchema,
+    /** `GET /metrics` (Prometheus text format): the gateway's bearer token unless auth is "none". */
+    metrics: z
+      .strictObject({
+        enabled: z.boolean().default(true),
+        auth: z.enum(["token", "none"]).default("token"),
+      })
+      .default({ enabled: true, auth: "token" }),
   })
   .default({
     leases: { ttlMs: 10_000, renewMs: 3000 },
@@ -87,7 +94,22 @@ export const gatewaySchema = z
     allowedOrigins: [],
     maxJsonDepth: 64,
     maxWebhookBodyBytes: 1024 * 1024,
+    metrics: { enabled: true, auth: "token" },
   });
+
+/** Traces over OTLP/HTTP (API.md §8.6): off (no SDK loaded) unless `otlp.endpoint` is set. */
+export const telemetrySchema = z
+  .strictObject({
+    otlp: z
+      .strictObject({
+        /** Base URL of the collector; spans go to `<endpoint>/v1/traces`. */
+        endpoint: z.string().url().optional(),
+        headers: z.record(z.string(), z.string()).default({}),
+      })
+      .default({ headers: {} }),
+    serviceName: z.string().min(1).default("switchboard"),
+  })
+  .default({ otlp: { headers: {} }, serviceName: "switchboard" });
 
 /**
  * Default size of the transcript tail cache (`storage.transcriptCacheChars`, and either store's
@@ -761,6 +783,7 @@ export const configSchema = z
     media: mediaSchema,
     mcp: mcpSchema,
     usage: usageSchema,
+    telemetry: telemetrySchema,
   })
   .superRefine((c, ctx) => {
     c.usage.budgets.forEach((b, i) => {

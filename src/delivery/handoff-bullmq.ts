@@ -45,6 +45,7 @@ const requestSchema = z.object({
     .max(10)
     .optional(),
   actionsFallback: z.string().optional(),
+  traceparent: z.string().max(256).optional(),
 });
 
 /** The job id of a request: one job per idempotency key (BullMQ ids may not contain ":"). */
@@ -155,5 +156,6 @@ function stripUndefined(r: z.infer<typeof requestSchema>): DeliveryRequest {
   }
   if (r.bypassPolicy !== undefined) out.bypassPolicy = r.bypassPolicy;
   if (r.kind !== undefined) out.kind = r.kind;
+  if (r.traceparent !== undefined) out.traceparent = r.traceparent;
   return out;
 }

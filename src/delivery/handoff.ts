@@ -5,6 +5,7 @@ import type {
   DeliveryRequest,
   ReplyStream,
 } from "../services/index.js";
+import { activeTraceparent, countDelivery } from "../telemetry/index.js";
 
 /** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
 export interface HandoffQueue {
@@ -25,7 +26,9 @@ export class HandoffDelivery implements Delivery {
   async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
     const res = await this.local.deliver(req);
     if (res.status !== "no-route" || !res.missingChannel) return res;
-    await this.handoff.add(req);
+    const traceparent = activeTraceparent();
+    await this.handoff.add(traceparent ? { ...req, traceparent } : req);
+    countDelivery(res.missingChannel, "handed-off");
     return { status: "handed-off", channel: res.missingChannel };
   }
 

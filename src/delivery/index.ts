@@ -18,6 +18,7 @@ import type {
 } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
 import type { DeliveryContext, SessionEntry } from "../store/types.js";
+import { countDelivery, traced } from "../telemetry/index.js";
 import { StreamingReply } from "./stream.js";
 
 /**
@@ -76,17 +77,29 @@ export class ChannelDelivery implements Delivery {
     private readonly editIntervalMs?: number,
   ) {}
 
-  async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
-    const target = await this.#target(req);
-    if ("status" in target) return target;
-    const withActions = req.actions && req.actions.length > 0;
-    const buttons = withActions && target.adapter.capabilities.buttons === true;
-    const text =
-      withActions && !buttons && req.actionsFallback ? `${req.text}\n\n${req.actionsFallback}` : req.text;
-    return this.#post(target, text, req.idempotencyKey, {
-      kind: req.kind ?? "reply",
-      ...(buttons && req.actions ? { actions: req.actions } : {}),
-    });
+  deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
+    return traced(
+      "switchboard.delivery",
+      req.sessionKey,
+      async () => {
+        const target = await this.#target(req);
+        if ("status" in target) {
+          // a channel this process does not run is counted where it is posted (a worker's hand-off)
+          if (!("missingChannel" in target && target.missingChannel))
+            countDelivery(req.route?.channel ?? "none", target.status);
+          return target;
+        }
+        const withActions = req.actions && req.actions.length > 0;
+        const buttons = withActions && target.adapter.capabilities.buttons === true;
+        const text =
+          withActions && !buttons && req.actionsFallback ? `${req.text}\n\n${req.actionsFallback}` : req.text;
+        return this.#post(target, text, req.idempotencyKey, {
+          kind: req.kind ?? "reply",
+          ...(buttons && req.actions ? { actions: req.actions } : {}),
+        });
+      },
+      req.traceparent ? { parent: req.traceparent } : undefined,
+    );
   }
 
   async edit(req: DeliveryEdit): Promise<boolean> {
@@ -127,12 +140,14 @@ export class ChannelDelivery implements Delivery {
         route,
         intervalMs,
         finalize: (text, firstMessageId, shown) =>
-          this.#post(target, text, req.idempotencyKey, {
-            kind: "reply",
-            editFirst: true,
-            ...(firstMessageId ? { firstMessageId } : {}),
-            shown,
-          }),
+          traced("switchboard.delivery", entry.key, () =>
+            this.#post(target, text, req.idempotencyKey, {
+              kind: "reply",
+              editFirst: true,
+              ...(firstMessageId ? { firstMessageId } : {}),
+              shown,
+            }),
+          ),
       },
       req.idempotencyKey,
     );
@@ -172,6 +187,23 @@ export class ChannelDelivery implements Delivery {
    * posted under the same key — instead of being posted.
    */
   async #post(
+    target: Target,
+    rawText: string,
+    key: string,
+    opts: {
+      kind: "reply" | "failure";
+      editFirst?: boolean;
+      firstMessageId?: string;
+      shown?: string;
+      actions?: OutboundAction[];
+    },
+  ): Promise<DeliveryOutcome> {
+    const out = await this.#postChunks(target, rawText, key, opts);
+    countDelivery(target.route.channel, out.status);
+    return out;
+  }
+
+  async #postChunks(
     target: Target,
     rawText: string,
     key: string,

@@ -11,6 +11,7 @@ import { cronPanelPage } from "./dashboard-cron.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
 import { HostPolicy } from "./hosts.js";
 import { type MediaRoutesOptions, registerMediaRoutes } from "./media-routes.js";
+import { type MetricsRoute, registerMetricsRoute } from "./metrics.js";
 import { landingPage } from "./page.js";
 import type { RpcDispatcher } from "./rpc.js";
 
@@ -61,6 +62,8 @@ export interface GatewayServerOptions {
   media?: Omit<MediaRoutesOptions, "authorized" | "logger">;
   /** Extra routes (web chat assets, dashboards) registered before listen. */
   extraRoutes?: (app: FastifyInstance) => void;
+  /** `GET /metrics` (gateway.metrics.enabled). */
+  metrics?: MetricsRoute;
 }
 
 /** The platform webhooks' route, and their body limit unless gateway.maxWebhookBodyBytes says otherwise. */
@@ -70,7 +73,8 @@ const DEFAULT_MAX_WEBHOOK_BYTES = 1024 * 1024;
 /** Paths outside the Host/Origin checks: probes, and platform webhooks (verified by signature). */
 function exemptFromHostCheck(url: string): boolean {
   const p = url.split("?")[0] ?? url;
-  return p === "/healthz" || p.startsWith("/hooks/");
+  // /metrics: scrapers name the gateway as they reach it (a container name); the token guards it
+  return p === "/healthz" || p === "/metrics" || p.startsWith("/hooks/");
 }
 
 function forbidden(message: string) {
@@ -204,6 +208,7 @@ export class GatewayServer {
         authorized: (req, q) => this.#authorized(req, q),
         logger: opts.logger,
       });
+    if (opts.metrics) registerMetricsRoute(app, opts.metrics, opts.token);
     if (opts.extraRoutes) opts.extraRoutes(app);
   }
 

@@ -181,6 +181,8 @@ export interface Pipeline {
   /** Sends steering text to a running run. false when it is not running. */
   steer(runId: string, text: string): Promise<boolean>;
   queueInfo(sessionKey: string): Promise<SessionQueueInfo>;
+  /** Work accepted and not started, for `switchboard_queue_depth` (local: lane messages; bullmq: jobs waiting for a worker). */
+  depth?(): Promise<number>;
   /** Subscribe to run lifecycle events (this process's view). Returns an unsubscribe function. */
   onRunEvent(listener: (event: RunEvent) => void): () => void;
 }

@@ -92,6 +92,8 @@ export interface DeliveryRequest {
    */
   actions?: OutboundAction[];
   actionsFallback?: string;
+  /** W3C trace context of the turn that asked (a worker's hand-off): the delivery span joins its trace. */
+  traceparent?: string;
 }
 
 /** Replaces the text of a message delivery posted (and its buttons: `actions: []` removes them). */

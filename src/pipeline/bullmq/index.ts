@@ -405,6 +405,12 @@ class BullmqPipelineImpl implements BullmqPipeline {
     return true;
   }
 
+  async depth(): Promise<number> {
+    // jobs ready for a worker (delayed ones, like the sweeper's next run, are not waiting yet)
+    const c = await this.queue.getJobCounts("wait", "prioritized");
+    return (c.wait ?? 0) + (c.prioritized ?? 0);
+  }
+
   async queueInfo(sessionKey: string): Promise<SessionQueueInfo> {
     const res = await this.redis
       .multi()

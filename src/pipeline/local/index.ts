@@ -489,6 +489,10 @@ class LocalPipelineImpl implements LocalPipeline {
     return this.lanes.info(sessionKey);
   }
 
+  async depth(): Promise<number> {
+    return this.lanes.pendingTotal();
+  }
+
   onRunEvent(listener: (event: RunEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

@@ -104,6 +104,13 @@ export class LaneScheduler {
     else this.offer(lane);
   }
 
+  /** Messages waiting in every lane. */
+  pendingTotal(): number {
+    let n = 0;
+    for (const lane of this.lanes.values()) n += lane.pending;
+    return n;
+  }
+
   info(sessionKey: string): { pending: number; activeRunId?: string } {
     const lane = this.lanes.get(sessionKey);
     if (!lane) return { pending: 0 };
