@@ -66,11 +66,11 @@ const FLOORS: ReadonlyArray<{ floor: string; rooms: readonly string[] }> = [
   { floor: "storage", rooms: ["src/journal/", "src/redis/", "src/store/"] },
   {
     floor: "contracts and engines",
-    rooms: ["src/channels/", "src/events.ts", "src/pipeline/", "src/media/", "src/usage/"],
+    rooms: ["src/channels/", "src/events.ts", "src/pipeline/", "src/media/"],
   },
   { floor: "adapters", rooms: ["channels/"] },
   { floor: "services", rooms: ["src/services/"] },
-  { floor: "sessions", rooms: ["src/sessions/", "src/policy/", "src/history/"] },
+  { floor: "sessions", rooms: ["src/sessions/", "src/policy/", "src/history/", "src/usage/"] },
   { floor: "approvals and delivery", rooms: ["src/approvals/", "src/delivery/"] },
   { floor: "routing", rooms: ["src/routing/"] },
   { floor: "flows", rooms: ["src/flows/", "src/subagents/"] },
