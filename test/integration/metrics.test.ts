@@ -38,7 +38,7 @@ beforeAll(async () => {
             kind: "openai",
             baseUrl: fake.url,
             maxRetries: 0,
-            models: { "gpt-test": { price: { inputPerMTok: 1000, outputPerMTok: 2000 } } },
+            models: { "gpt-test": { price: { inputPerMTok: 100, outputPerMTok: 200 } } },
           },
         },
       },
