@@ -117,7 +117,11 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     bus,
     models,
     channels,
-    delivery: deliveryFor(opts.role, new ChannelDelivery({ config, store, channels, logger }), drivers),
+    delivery: deliveryFor(
+      opts.role,
+      new ChannelDelivery({ config, store, channels, logger, media }),
+      drivers,
+    ),
     version: packageVersion(),
     now,
     media,

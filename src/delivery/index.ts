@@ -1,9 +1,11 @@
 import { chunkText } from "../channels/kit/chunk.js";
 import { type MarkdownDialect, renderMarkdown } from "../channels/kit/format/index.js";
-import type { ChannelAdapter, OutboundAction } from "../channels/types.js";
+import type { ChannelAdapter, OutboundAction, OutboundAttachment } from "../channels/types.js";
 import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage, RateLimitedError } from "../errors.js";
+import { defaultName } from "../media/names.js";
+import type { MediaStore } from "../media/types.js";
 import { sendDecision } from "../policy/access.js";
 import { chatTypeOfKey } from "../policy/send-policy.js";
 import { retryLoop } from "../retry/index.js";
@@ -66,7 +68,8 @@ export function streamingMode(config: Config, channel: string): "partial" | "off
 }
 
 /** Routes from the store, the adapters, the send policy and rendering from the config. */
-export type ChannelDeliveryDeps = Pick<Services, "store" | "config" | "channels" | "logger">;
+export type ChannelDeliveryDeps = Pick<Services, "store" | "config" | "channels" | "logger"> &
+  Partial<Pick<Services, "media">>;
 
 export class ChannelDelivery implements Delivery {
   constructor(
@@ -89,6 +92,7 @@ export class ChannelDelivery implements Delivery {
             countDelivery(req.route?.channel ?? "none", target.status);
           return target;
         }
+        if (req.attachments?.length) return this.#postFiles(target, req);
         const withActions = req.actions && req.actions.length > 0;
         const buttons = withActions && target.adapter.capabilities.buttons === true;
         const text =
@@ -278,6 +282,64 @@ export class ChannelDelivery implements Delivery {
     return { status: "sent", channel: route.channel, messageIds: ids };
   }
 
+  /**
+   * Files with their caption (API.md §8.2): the text rides as the caption when it fits the
+   * platform's caption limit, else it is posted first as text and the files follow uncaptioned.
+   * The files go in one send under one outbox key (`<key>#files`), resolved from the media store
+   * only now. A channel without media posts the text and a line naming each file.
+   */
+  async #postFiles(target: Target, req: DeliveryRequest): Promise<DeliveryOutcome> {
+    const { store, logger, media } = this.services;
+    const { adapter, route, entry } = target;
+    const files = req.attachments ?? [];
+    const caps = adapter.capabilities.media;
+    const text = req.text.trim();
+    if (!caps || !media) {
+      const names = files.map((f) => `[file: ${f.name ?? f.mediaId}]`).join("\n");
+      return this.#post(target, text ? `${text}\n${names}` : names, req.idempotencyKey, { kind: "reply" });
+    }
+    const resolved: OutboundAttachment[] = [];
+    for (const f of files) {
+      const a = await outboundAttachment(media, f);
+      if (!a) return { status: "failed", error: `no stored media ${f.mediaId} (unknown or past retention)` };
+      resolved.push(a);
+    }
+    const caption = text.length <= caps.captionLimit ? text : "";
+    const ids: string[] = [];
+    if (text && !caption) {
+      const r = await this.#post(target, text, req.idempotencyKey, { kind: "reply" });
+      if (r.status === "sent") ids.push(...r.messageIds);
+      else if (r.status !== "duplicate") return r;
+    }
+    const id = `${req.idempotencyKey}#files`;
+    const lease = await this.#lease(id);
+    if (lease === "done")
+      return ids.length
+        ? { status: "sent", channel: route.channel, messageIds: ids }
+        : { status: "duplicate" };
+    if (lease === "busy")
+      return { status: "failed", error: `${route.channel}: ${id} is being sent by another worker` };
+    try {
+      const res = await this.#withRetry(() =>
+        adapter.send({
+          accountId: route.accountId ?? adapter.accountId,
+          to: route.to,
+          ...(route.threadId ? { threadId: route.threadId } : {}),
+          format: adapter.capabilities.markdown === "plain" ? "plain" : "native",
+          text: caption,
+          attachments: resolved,
+        }),
+      );
+      await store.outbox.complete(id, res, OUTBOX_TTL_MS);
+      ids.push(...res.messageIds);
+      return { status: "sent", channel: route.channel, messageIds: ids };
+    } catch (err) {
+      await store.outbox.release(id);
+      logger.warn({ err, sessionKey: entry.key, channel: route.channel }, "delivery of files failed");
+      return { status: "failed", error: `${route.channel}: ${errorMessage(err)}` };
+    }
+  }
+
   /** Takes the chunk's lease, waiting out another sender's live lease a bounded number of times. */
   async #lease(id: string): Promise<"fresh" | "expired" | "done" | "busy"> {
     const { store } = this.services;
@@ -321,4 +383,34 @@ export class AdapterRegistry implements ChannelRegistry {
   all(): ChannelAdapter[] {
     return [...this.#adapters];
   }
+}
+
+/** A stored file as an adapter sends it: fresh streams from the media store, typed by its bytes. */
+async function outboundAttachment(
+  media: MediaStore,
+  f: { mediaId: string; name?: string; voice?: boolean },
+): Promise<OutboundAttachment | null> {
+  const stored = await media.stat(f.mediaId);
+  if (!stored) return null;
+  const family = stored.mimeType.split("/")[0];
+  const kind = family === "image" || family === "audio" || family === "video" ? family : "file";
+  const open = async (): Promise<NodeJS.ReadableStream> => {
+    const s = await media.open(f.mediaId);
+    if (!s) throw new Error(`media ${f.mediaId} is no longer stored`);
+    return s;
+  };
+  return {
+    mediaId: stored.mediaId,
+    kind,
+    mimeType: stored.mimeType,
+    name: f.name ?? defaultName(kind, stored.mimeType),
+    bytes: stored.bytes,
+    ...(f.voice && kind === "audio" ? { voice: true } : {}),
+    open,
+    async read() {
+      const chunks: Buffer[] = [];
+      for await (const c of await open()) chunks.push(Buffer.from(c as Uint8Array));
+      return Buffer.concat(chunks);
+    },
+  };
 }

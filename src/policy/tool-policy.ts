@@ -24,6 +24,7 @@ export const SESSION_TOOLS = [
   "session_status",
   "agents_list",
   "cron",
+  "message",
 ] as const;
 
 export type SessionToolName = (typeof SESSION_TOOLS)[number];
@@ -36,7 +37,7 @@ export type ToolProfile = "minimal" | "messaging" | "coding" | "full";
  */
 export const TOOL_PROFILES: Readonly<Record<ToolProfile, readonly SessionToolName[]>> = {
   minimal: ["session_status"],
-  messaging: ["sessions_list", "sessions_history", "sessions_send", "session_status"],
+  messaging: ["sessions_list", "sessions_history", "sessions_send", "session_status", "message"],
   coding: SESSION_TOOLS,
   full: SESSION_TOOLS,
 };
@@ -47,6 +48,8 @@ export const SUBAGENT_DENIED: readonly SessionToolName[] = [
   "session_status",
   "agents_list",
   "cron",
+  // Posts into a chat: a sub-agent's files reach the chat through its announce instead.
+  "message",
 ];
 /**
  * Also removed for a leaf sub-agent (depth ≥ maxSpawnDepth): it cannot look around or spawn, and

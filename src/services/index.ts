@@ -94,6 +94,11 @@ export interface DeliveryRequest {
   actionsFallback?: string;
   /** W3C trace context of the turn that asked (a worker's hand-off): the delivery span joins its trace. */
   traceparent?: string;
+  /**
+   * Stored files to send with `text` as their caption (API.md §8.2), resolved from the media store
+   * right before the send; one outbox key for them, so a retry never posts them twice.
+   */
+  attachments?: Array<{ mediaId: string; name?: string; voice?: boolean }>;
 }
 
 /** Replaces the text of a message delivery posted (and its buttons: `actions: []` removes them). */

@@ -1,5 +1,6 @@
 import { agentsListTool } from "./agents-list.js";
 import { cronTool } from "./cron.js";
+import { messageTool } from "./message.js";
 import { sessionStatusTool } from "./session-status.js";
 import { sessionsHistoryTool } from "./sessions-history.js";
 import { sessionsListTool } from "./sessions-list.js";
@@ -21,5 +22,6 @@ export function allTools(): SessionTool[] {
     sessionStatusTool,
     agentsListTool,
     cronTool,
+    messageTool,
   ];
 }

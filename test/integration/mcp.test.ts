@@ -39,6 +39,7 @@ describe("MCP server", () => {
   it("lists exactly the tools the session's profile allows, with JSON schemas", async () => {
     const { tools } = await client.listTools();
     expect(tools.map((x) => x.name).sort()).toEqual([
+      "message",
       "session_status",
       "sessions_history",
       "sessions_list",
@@ -53,6 +54,7 @@ describe("MCP server", () => {
     const r = await t.rpc("tools.list", { sessionKey: "main" });
     expect(r.ok).toBe(true);
     expect(r.result.tools.map((x: { name: string }) => x.name).sort()).toEqual([
+      "message",
       "session_status",
       "sessions_history",
       "sessions_list",

@@ -395,7 +395,13 @@ describe("the model path gets the same checks", () => {
 
       const [first, second] = fake.chatRequests();
       const offered = (first?.body.tools ?? []).map((x) => x.function.name).sort();
-      expect(offered).toEqual(["session_status", "sessions_history", "sessions_list", "sessions_send"]);
+      expect(offered).toEqual([
+        "message",
+        "session_status",
+        "sessions_history",
+        "sessions_list",
+        "sessions_send",
+      ]);
       const toolMsgs = (second?.body.messages ?? [])
         .filter((m) => m.role === "tool")
         .map((m) => contentText(m.content));

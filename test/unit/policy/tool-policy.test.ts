@@ -19,7 +19,7 @@ const sub = (depth: number, maxSpawnDepth: number, allow: string[] = [], deny: s
 const sorted = (s: Set<string>) => [...s].sort();
 
 const ALL = [...SESSION_TOOLS].sort();
-const MESSAGING = ["session_status", "sessions_history", "sessions_list", "sessions_send"];
+const MESSAGING = ["message", "session_status", "sessions_history", "sessions_list", "sessions_send"];
 
 describe("resolveToolSet", () => {
   it.each<[string, Partial<ToolSetInput>, string[]]>([
@@ -64,7 +64,7 @@ describe("resolveToolSet", () => {
     [
       "deny glob",
       { profile: "full", deny: ["sessions_*"] },
-      ["agents_list", "cron", "session_status", "subagents"],
+      ["agents_list", "cron", "message", "session_status", "subagents"],
     ],
     ["deny everything", { profile: "full", deny: ["*"] }, []],
     [
@@ -87,7 +87,7 @@ describe("resolveToolSet", () => {
     [
       "override deny adds to global deny",
       { profile: "messaging", deny: ["sessions_send"], agentOverride: { deny: ["sessions_list"] } },
-      ["session_status", "sessions_history"],
+      ["message", "session_status", "sessions_history"],
     ],
     [
       "global deny still applies with an override profile",
