@@ -42,14 +42,20 @@ export async function toolsText(
 ): Promise<string> {
   let allowed: string[];
   let removed: Array<{ name: string; by: string; reason: string }>;
+  const byPolicy = toolReport(
+    toolPolicyInput(services.config, { agentId: entry.agentId, depth: entry.spawnDepth ?? 0 }),
+  );
   if (services.toolCatalog) {
     const report = await services.toolCatalog.report(entry);
-    allowed = report.tools.map((t) => (t.server ? `${t.name} (MCP server ${t.server})` : t.name));
+    // the session tools in the policy's order (as before MCP), then each MCP tool with its server
+    const rank = new Map(byPolicy.allowed.map((name, i) => [name, i]));
+    const tools = [...report.tools].sort(
+      (a, b) => (rank.get(a.name) ?? rank.size) - (rank.get(b.name) ?? rank.size),
+    );
+    allowed = tools.map((t) => (t.server ? `${t.name} (MCP server ${t.server})` : t.name));
     removed = report.removed;
   } else {
-    ({ allowed, removed } = toolReport(
-      toolPolicyInput(services.config, { agentId: entry.agentId, depth: entry.spawnDepth ?? 0 }),
-    ));
+    ({ allowed, removed } = byPolicy);
   }
   const lines = [`Tools for ${entry.key}: ${allowed.length > 0 ? allowed.join(", ") : "(none)"}`];
   if (removed.length > 0) {
