@@ -31,9 +31,10 @@ export interface AccountHealth {
 }
 
 /**
- * `health` (API.md §4, §8.5): drivers, Redis, model, every channel (`channels.<name>`: `status`,
- * its least healthy account's state, and `accounts.<id>`: `{ status, lease?, heldBy? }`), the
- * flat `accounts` map by `<channel>:<accountId>`, and the transcript tail cache's use.
+ * `health` (API.md §4, §8.5): drivers, Redis, model, every channel, the flat `accounts` map by
+ * `<channel>:<accountId>`, and the transcript tail cache's use. `channels.<name>` is its least
+ * healthy account's state (§4) in the embedded mode; with leases (the redis store, §8.5) it is
+ * `{ status, accounts: { <id>: { status, lease?, heldBy? } } }` so every gateway shows who holds what.
  */
 export function healthOf(
   services: Pick<Services, "version" | "store" | "pipeline" | "channels">,
@@ -77,7 +78,9 @@ export function healthOf(
       model: models.demo ? "scripted/demo (demo: no model configured)" : models.defaultModel,
       // each model's circuit breaker (API.md §8.4): closed, open (skipped until openUntil) or half_open
       models: await models.circuits().catch(() => ({})),
-      channels: chans,
+      // §4's `channels: { name: status }` where no lease applies (embedded); §8.5's
+      // `channels.<name>: { status, accounts: { <id>: { status, lease?, heldBy? } } }` with leases (redis)
+      channels: leases ? chans : Object.fromEntries(Object.entries(chans).map(([n, c]) => [n, c.status])),
       accounts,
       ...(Object.keys(details).length ? { channelDetails: details } : {}),
       ...(cache.maxChars > 0 ? { transcriptCache: cache } : {}),
