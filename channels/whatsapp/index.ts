@@ -10,6 +10,7 @@ import { messagesOf } from "../../src/channels/kit/text.js";
 import type {
   AccountLease,
   AdapterContext,
+  AuthStateStore,
   ChannelAdapter,
   ChannelCapabilities,
   ChannelStatus,
@@ -20,6 +21,7 @@ import type {
 import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
 import { backoffDelayMs } from "../../src/retry/index.js";
+import { migrateAuthDir } from "./auth.js";
 import { statusCodeOf, toSwitchboardError } from "./errors.js";
 import { toJid, type WhatsAppInboundContext, whatsappMessageToInbound } from "./inbound.js";
 import { WHATSAPP_CAPTION_LIMIT, whatsappAttachments, whatsappMediaContents } from "./media.js";
@@ -72,6 +74,8 @@ export class WhatsAppChannel implements ChannelAdapter {
 
   private readonly log: Logger;
   private readonly factory: WhatsAppSocketFactory;
+  /** Where the auth state lives when not in `authDir` (redis storage). */
+  private readonly authStore: AuthStateStore | undefined;
   private readonly timers: WhatsAppTimers;
   private readonly printQr: (qr: string) => void | Promise<void>;
   private readonly queue: InboundQueue;
@@ -97,6 +101,7 @@ export class WhatsAppChannel implements ChannelAdapter {
     this.accountId = config.accountId;
     this.log = deps.logger.child({ channel: "whatsapp", accountId: config.accountId });
     this.factory = deps.socketFactory ?? baileysSocketFactory;
+    this.authStore = deps.authStore;
     this.timers = deps.timers ?? realTimers;
     this.printQr = deps.printQr ?? defaultPrintQr(config.accountId);
     this.queue = new InboundQueue(config.inboundRetryDelaysMs, this.log);
@@ -224,7 +229,8 @@ export class WhatsAppChannel implements ChannelAdapter {
 
   private async begin(): Promise<void> {
     this.attempts = 0;
-    await ensurePrivateDir(this.authDir);
+    if (this.authStore) await migrateAuthDir(this.authDir, this.authStore, this.log);
+    else await ensurePrivateDir(this.authDir);
     const firstOutcome = new Promise<void>((resolve) => {
       this.settleStart = resolve;
     });
@@ -258,7 +264,11 @@ export class WhatsAppChannel implements ChannelAdapter {
         "UNAVAILABLE",
         "whatsapp: the lease on this account ended; not opening a socket",
       );
-    const { socket, saveCreds } = await this.factory({ authDir: this.authDir, logger: this.log });
+    const { socket, saveCreds } = await this.factory({
+      authDir: this.authDir,
+      logger: this.log,
+      ...(this.authStore ? { authStore: this.authStore } : {}),
+    });
     if (generation !== this.generation || this.life.stopping) {
       socket.end(undefined);
       return;
@@ -315,10 +325,10 @@ export class WhatsAppChannel implements ChannelAdapter {
     this.dropSocket();
     const reason = code !== undefined ? (DisconnectReason[code] ?? String(code)) : "unknown";
     if (code === DisconnectReason.loggedOut) {
-      await clearAuthState(this.authDir).catch((err: unknown) =>
+      await this.logout().catch((err: unknown) =>
         this.log.error(
           { err: errorMessage(err), authDir: this.authDir },
-          "whatsapp could not clear the auth dir",
+          "whatsapp could not clear the saved login",
         ),
       );
       this.log.warn("whatsapp logged this device out; auth state cleared");
@@ -353,6 +363,15 @@ export class WhatsAppChannel implements ChannelAdapter {
       this.reconnect(delay);
       this.settleStart?.();
     }
+  }
+
+  /**
+   * Forgets the saved login (Redis keys with an auth store, else the auth dir's files): the
+   * next start shows a new QR code. `switchboard whatsapp logout` runs this with the channel stopped.
+   */
+  async logout(): Promise<void> {
+    if (this.authStore) await this.authStore.clear();
+    else await clearAuthState(this.authDir);
   }
 
   private reconnect(delayMs: number): void {

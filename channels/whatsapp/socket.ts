@@ -1,14 +1,18 @@
 import { makeCacheableSignalKeyStore, makeWASocket, useMultiFileAuthState } from "@whiskeysockets/baileys";
+import { useStoreAuthState } from "./auth.js";
 import type { WhatsAppSocket, WhatsAppSocketFactory } from "./types.js";
 
 /**
- * The production socket: Baileys over a multi-file auth state in `authDir`. The WhatsApp Web
+ * The production socket: Baileys over the auth state in `authStore` (redis storage) or the
+ * multi-file one in `authDir`. The WhatsApp Web
  * version bundled with Baileys is used as is; the version fetch helpers need the internet at
  * start-up and are never called. History sync is off (the gateway answers new messages only)
  * and the device does not mark itself online, so the phone keeps getting notifications.
  */
-export const baileysSocketFactory: WhatsAppSocketFactory = async ({ authDir, logger }) => {
-  const { state, saveCreds } = await useMultiFileAuthState(authDir);
+export const baileysSocketFactory: WhatsAppSocketFactory = async ({ authDir, logger, authStore }) => {
+  const { state, saveCreds } = authStore
+    ? await useStoreAuthState(authStore)
+    : await useMultiFileAuthState(authDir);
   // Baileys logs every frame at debug; at most its warnings are worth keeping.
   const quieter = (logger.levels.values[logger.level] ?? 0) >= (logger.levels.values.warn ?? 40);
   const baileysLogger = logger.child({ module: "baileys" }, { level: quieter ? logger.level : "warn" });

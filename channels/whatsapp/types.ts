@@ -1,5 +1,6 @@
 import type { WAMessage } from "@whiskeysockets/baileys";
 import { z } from "zod";
+import type { AuthStateStore } from "../../src/channels/types.js";
 import type { Logger } from "../../src/log.js";
 import type { WhatsAppMediaContent } from "./media.js";
 
@@ -82,10 +83,14 @@ export interface WhatsAppSocket {
   signalRepository?: { lidMapping?: { getPNForLID(lid: string): Promise<string | null> } };
 }
 
-/** Creates one connected-or-connecting socket over the auth state in `authDir`. */
+/**
+ * Creates one connected-or-connecting socket over the auth state in `authStore` when given
+ * (redis storage), else in `authDir`.
+ */
 export type WhatsAppSocketFactory = (opts: {
   authDir: string;
   logger: Logger;
+  authStore?: AuthStateStore;
 }) => Promise<{ socket: WhatsAppSocket; saveCreds: () => Promise<void> }>;
 
 /** Timer seam so tests can drive reconnect back-off without waiting. */
@@ -98,6 +103,11 @@ export interface WhatsAppChannelDeps {
   logger: Logger;
   /** Base for the default auth dir (`<stateDir>/whatsapp/<accountId>`) when `authDir` is not set. */
   stateDir?: string;
+  /**
+   * Where the auth state lives instead of `authDir` (the app passes Redis with storage.driver
+   * "redis"). An existing `authDir` is copied into it once, when it holds nothing yet.
+   */
+  authStore?: AuthStateStore;
   /** Default: Baileys `makeWASocket` over `useMultiFileAuthState(authDir)`. */
   socketFactory?: WhatsAppSocketFactory;
   timers?: WhatsAppTimers;

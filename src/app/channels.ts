@@ -4,7 +4,7 @@ import {
   type WebchatChannel,
   type WebchatChannelDeps,
 } from "../../channels/webchat/index.js";
-import type { ChannelAdapter, WebhookHeaders } from "../channels/types.js";
+import type { AuthStateStore, ChannelAdapter, WebhookHeaders } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
 
@@ -20,6 +20,8 @@ export async function createChannels(
   config: LoadedConfig["config"],
   logger: Logger,
   dirs: { stateDir: string; baseDir: string },
+  /** Redis storage: where a channel account keeps its auth state (WhatsApp), so any gateway can take it over. */
+  authStates?: (channel: string, accountId: string) => AuthStateStore,
 ): Promise<{ adapters: ChannelAdapter[]; hooks: WebhookMount[] }> {
   const adapters: ChannelAdapter[] = [];
   const hooks: WebhookMount[] = [];
@@ -62,7 +64,11 @@ export async function createChannels(
           mediaMaxMb: config.channels.whatsapp?.mediaMaxMb,
           ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}),
         },
-        { logger: logger.child({ channel: "whatsapp", accountId }), stateDir: dirs.stateDir },
+        {
+          logger: logger.child({ channel: "whatsapp", accountId }),
+          stateDir: dirs.stateDir,
+          ...(authStates ? { authStore: authStates("whatsapp", accountId) } : {}),
+        },
       ),
     );
   }

@@ -3,7 +3,7 @@ import { McpManager } from "../agent/mcp/manager.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
 import { createJobHandlers } from "../agent/turn-handler.js";
-import type { ChannelAdapter, InboundAction } from "../channels/types.js";
+import type { AuthStateStore, ChannelAdapter, InboundAction } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import { installCronFlow } from "../cron/flow.js";
 import { CronService } from "../cron/service.js";
@@ -167,7 +167,12 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const router: Router = createRouter(services);
   const gateway = opts.role === "gateway";
   const { adapters, hooks } = gateway
-    ? await createChannels(config, logger, { stateDir: drivers.stateDir, baseDir: loaded.baseDir })
+    ? await createChannels(
+        config,
+        logger,
+        { stateDir: drivers.stateDir, baseDir: loaded.baseDir },
+        await authStatesOf(config, drivers),
+      )
     : { adapters: [], hooks: [] };
   for (const a of adapters) channels.add(a);
   const webchat = gateway
@@ -297,6 +302,18 @@ function telemetryLifecycle(app: App, t: Telemetry, opts: AppOptions) {
  */
 function deliveryFor(role: AppOptions["role"], local: ChannelDelivery, drivers: Drivers): Delivery {
   return role === "worker" && drivers.handoff ? new HandoffDelivery(local, drivers.handoff) : local;
+}
+
+/** With storage.driver "redis", channel auth state (WhatsApp) lives under the store prefix. */
+async function authStatesOf(
+  config: LoadedConfig["config"],
+  drivers: Drivers,
+): Promise<((channel: string, accountId: string) => AuthStateStore) | undefined> {
+  const storage = config.storage;
+  if (storage.driver !== "redis" || !config.channels.whatsapp) return undefined;
+  const client = await drivers.redis.shared(storage.redisUrl, "config: storage.redisUrl");
+  const { RedisAuthStateStore } = await import("../store/redis/auth-state.js");
+  return (channel, accountId) => new RedisAuthStateStore(client, storage.prefix, channel, accountId);
 }
 
 /** The URL a client on this machine uses: a wildcard bind is reached over loopback. */

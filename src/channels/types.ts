@@ -200,6 +200,23 @@ export interface AdapterContext {
   lease?: AccountLease;
 }
 
+/**
+ * Opaque per-account state a channel keeps across restarts and gateways (WhatsApp's
+ * linked-device credentials and signal keys), as text under string keys. The app hands one in
+ * for redis storage (kept under the store prefix, so any gateway can take the connection over);
+ * without one the adapter keeps its own files. Adapters never import the store.
+ */
+export interface AuthStateStore {
+  /** The stored text of each key present (absent keys are left out). */
+  get(keys: readonly string[]): Promise<Map<string, string>>;
+  /** Writes (text) and deletes (null) in one atomic step: all of the batch or none of it. */
+  set(entries: Readonly<Record<string, string | null>>): Promise<void>;
+  /** True when nothing is stored for this account. */
+  isEmpty(): Promise<boolean>;
+  /** Removes everything stored for this account (logout). */
+  clear(): Promise<void>;
+}
+
 export interface OutboundMessage {
   accountId: string;
   /** Chat id to post into. */

@@ -20,6 +20,7 @@ import { InvalidParamsError } from "../../errors.js";
  *   P:runs:sess:<sessionKey>            zset    runIds by createdAt
  *   P:outbox:<id>                       string  `{"state":"claimed"}` or the completed record
  *   P:kv:<namespace>                    hash    key → value JSON
+ *   P:auth:<channel*>:<accountId>       hash    a channel account's auth state (key → text)
  *
  * The variable part is the last segment wherever possible, so it needs no escaping. `*` marks
  * segments followed by another one: there `%` → `%25` and `:` → `%3A`, which keeps every key
@@ -99,6 +100,11 @@ export class RedisKeys {
 
   kv(namespace: string): string {
     return `${this.head}kv:${namespace}`;
+  }
+
+  /** A channel account's auth state (WhatsApp creds and signal keys). */
+  authState(channel: string, accountId: string): string {
+    return `${this.head}auth:${escapeSegment(channel)}:${accountId}`;
   }
 
   // ---------------------------------------------------------------- whole store
