@@ -46,6 +46,12 @@ const requestSchema = z.object({
     .optional(),
   actionsFallback: z.string().optional(),
   traceparent: z.string().max(256).optional(),
+  attachments: z
+    .array(
+      z.object({ mediaId: z.string().min(1), name: z.string().optional(), voice: z.boolean().optional() }),
+    )
+    .max(100)
+    .optional(),
 });
 
 /** The job id of a request: one job per idempotency key (BullMQ ids may not contain ":"). */
@@ -157,5 +163,11 @@ function stripUndefined(r: z.infer<typeof requestSchema>): DeliveryRequest {
   if (r.bypassPolicy !== undefined) out.bypassPolicy = r.bypassPolicy;
   if (r.kind !== undefined) out.kind = r.kind;
   if (r.traceparent !== undefined) out.traceparent = r.traceparent;
+  if (r.attachments?.length)
+    out.attachments = r.attachments.map((a) => ({
+      mediaId: a.mediaId,
+      ...(a.name !== undefined ? { name: a.name } : {}),
+      ...(a.voice !== undefined ? { voice: a.voice } : {}),
+    }));
   return out;
 }

@@ -42,6 +42,11 @@ export const a2aRequestSchema = z.object({
   targetAgentId: z.string().min(1),
   targetChannel: z.string(),
   originalMessage: z.string(),
+  /** Stored files sent with the message (`sessions_send` attachments): posted with the announce. */
+  attachments: z
+    .array(z.object({ mediaId: z.string().min(1) }))
+    .max(100)
+    .optional(),
 });
 export type A2ARequest = z.infer<typeof a2aRequestSchema>;
 
@@ -322,6 +327,9 @@ async function deliverAnnounce(
     sessionKey: flow.targetKey,
     text,
     idempotencyKey: announceIdempotencyKey(flow.primaryRunId),
+    ...(flow.attachments?.length
+      ? { attachments: flow.attachments.map((a) => ({ mediaId: a.mediaId })) }
+      : {}),
   });
   if (res.status === "sent" || res.status === "duplicate" || res.status === "handed-off") {
     log.info({ status: res.status }, "a2a announce delivered");

@@ -139,3 +139,30 @@ export function formatAnnounce(input: AnnounceInput): string {
     statsLine(input),
   ].join("\n");
 }
+
+const NAMED_MEDIA_RE = /sha256:[0-9a-f]{64}/g;
+/** Most files one announce carries. */
+export const ANNOUNCE_MAX_FILES = 10;
+
+/**
+ * The files a child's final reply names by `mediaId` (API.md §8.2), in the order named, kept only
+ * when the child's own transcript already held the id before the reply: in a media part of a line,
+ * or in a line it did not write itself (a user message, a tool result). A child cannot make a
+ * guessed or remembered id travel: an id that only its own words hold is ignored.
+ */
+export function namedMediaIds(reply: string, transcript: readonly TranscriptMessage[]): string[] {
+  const named = [...new Set(reply.match(NAMED_MEDIA_RE) ?? [])];
+  if (named.length === 0) return [];
+  const held = new Set<string>();
+  for (const m of transcript) {
+    if (Array.isArray(m.content))
+      for (const p of m.content)
+        if (p && typeof p === "object" && typeof (p as { mediaId?: unknown }).mediaId === "string")
+          held.add((p as { mediaId: string }).mediaId);
+    if (m.role === "user" || m.role === "toolResult") {
+      const text = typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? "");
+      for (const id of text.match(NAMED_MEDIA_RE) ?? []) held.add(id);
+    }
+  }
+  return named.filter((id) => held.has(id)).slice(0, ANNOUNCE_MAX_FILES);
+}

@@ -1,8 +1,11 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import type { MediaPart } from "../channels/types.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
+import { userContent } from "../media/parts.js";
+import { partOf } from "../media/resolve.js";
 import { ANNOUNCE_SKIP, defineJobKind, type HandlerRegistry, handleJobKind } from "../pipeline/handlers.js";
 import {
   type BackgroundJob,
@@ -28,7 +31,7 @@ import {
   type TranscriptMessage,
   type TranscriptRef,
 } from "../store/types.js";
-import { formatAnnounce, pickResult } from "./announce.js";
+import { formatAnnounce, namedMediaIds, pickResult } from "./announce.js";
 
 export { isFinal };
 
@@ -233,8 +236,15 @@ async function deliverOrThrow(
   sessionKey: string,
   text: string,
   idempotencyKey: string,
+  files: readonly MediaPart[] = [],
 ): Promise<void> {
-  const res = await services.delivery.deliver({ sessionKey, text, idempotencyKey });
+  const attachments = files.flatMap((p) => ("mediaId" in p && p.mediaId ? [{ mediaId: p.mediaId }] : []));
+  const res = await services.delivery.deliver({
+    sessionKey,
+    text,
+    idempotencyKey,
+    ...(attachments.length ? { attachments } : {}),
+  });
   if (res.status === "failed") throw new Error(`announce delivery to ${sessionKey} failed: ${res.error}`);
   if (res.status === "blocked" || res.status === "no-route") {
     // Not retried: the announce is in the requester's transcript, so the agent still has it.
@@ -253,13 +263,17 @@ async function wakeTurn(
   text: string,
   d: z.output<typeof announceDataSchema>,
   kind: "top" | "orchestrator",
+  files: readonly MediaPart[] = [],
 ): Promise<void> {
   const runId = `announce-${d.childRunId}`;
-  let meta: Record<string, unknown> | undefined;
+  let meta: Record<string, unknown> | undefined = files.length ? { parts: [...files] } : undefined;
   if (kind === "orchestrator" && target.subagent && target.spawnedBy) {
     // The orchestrator's next answer is announced to ITS requester like its first run was.
     const chain = await spawnedByChain(services, target);
-    meta = { spawn: { requesterKey: target.spawnedBy, childKey: target.key, chain: chain.slice(1) } };
+    meta = {
+      ...meta,
+      spawn: { requesterKey: target.spawnedBy, childKey: target.key, chain: chain.slice(1) },
+    };
     await services.store.sessions.update(target.key, (cur) => {
       if (!cur?.subagent || cur.subagent.runId === runId) return null;
       const { endedAt: _e, outcome: _o, ...rest } = cur.subagent;
@@ -358,6 +372,29 @@ function citedTranscript(services: Services, child: SessionEntry, run: RunRecord
     : services.store.transcripts.locate(ref);
 }
 
+/**
+ * The stored files the child's result names by `mediaId` (API.md §8.2): only ids its own
+ * transcript held ({@link namedMediaIds}) and the media store still has.
+ */
+async function announcedFiles(
+  services: Services,
+  child: SessionEntry,
+  resultText: string,
+): Promise<MediaPart[]> {
+  if (!services.media || !resultText.includes("sha256:")) return [];
+  const ref = { agentId: child.agentId, sessionId: child.sessionId };
+  const transcript = await services.store.transcripts.readTail(ref, {
+    limit: TAIL_FOR_RESULT,
+    includeTools: true,
+  });
+  const parts: MediaPart[] = [];
+  for (const id of namedMediaIds(resultText, transcript)) {
+    const stored = await services.media.stat(id);
+    if (stored) parts.push(partOf(stored));
+  }
+  return parts;
+}
+
 async function handleAnnounce(
   services: Services,
   d: z.output<typeof announceDataSchema>,
@@ -404,6 +441,8 @@ async function handleAnnounce(
     ...(child ? { sessionId: child.sessionId, transcriptPath: citedTranscript(services, child, run) } : {}),
   });
 
+  const files = child && result.source !== "none" ? await announcedFiles(services, child, result.text) : [];
+
   if (!(await ctx.stillOwner())) return;
   const route = await decideRoute(services, d);
   const target = route.target ? await services.store.sessions.get(route.target) : null;
@@ -418,23 +457,29 @@ async function handleAnnounce(
     id: `announce:${d.childRunId}`,
     sessionId: target.sessionId,
     role: "user",
-    content: text,
+    content: userContent(text, files),
     timestamp: services.now(),
     provenance: { kind: "subagent_announce", sourceSessionKey: d.childKey, sourceRunId: d.childRunId },
   };
   if (route.kind === "orchestrator") {
     // A killed (or timed-out) orchestrator is not revived by its children's reports: they are kept
     // in its transcript instead.
-    if (route.wake) await wakeTurn(services, target, text, d, "orchestrator");
+    if (route.wake) await wakeTurn(services, target, text, d, "orchestrator", files);
     else await appendOnce(services, target, announceMsg);
   } else {
-    if (route.wake) await wakeTurn(services, target, text, d, "top");
+    if (route.wake) await wakeTurn(services, target, text, d, "top", files);
     else await appendOnce(services, target, announceMsg);
     // A thread-bound child posts its output into its own thread instead of the requester's chat.
     if (child?.threadBinding) {
-      await deliverOrThrow(services, child.key, status === "ok" && result.text ? result.text : text, idem);
+      await deliverOrThrow(
+        services,
+        child.key,
+        status === "ok" && result.text ? result.text : text,
+        idem,
+        files,
+      );
     } else {
-      await deliverOrThrow(services, target.key, text, idem);
+      await deliverOrThrow(services, target.key, text, idem, files);
     }
   }
   await markAnnounced(services, d.childKey, d.childRunId);

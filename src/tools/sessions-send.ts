@@ -1,7 +1,9 @@
 import { z } from "zod";
-import { errorMessage } from "../errors.js";
+import { errorMessage, SwitchboardError } from "../errors.js";
 import { type A2ARequest, primaryContext } from "../flows/a2a.js";
 import { uuidFrom } from "../ids.js";
+import { resolveAttachments } from "../media/resolve.js";
+import { MEDIA_ID_RE } from "../media/types.js";
 import { checkVisible, resolveVisibleTarget, sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import {
@@ -68,6 +70,17 @@ export const sessionsSendArgs = z
       .default(DEFAULT_TIMEOUT_SECONDS)
       .describe(
         "0 = fire-and-forget (returns status accepted at once). Otherwise wait up to this many seconds for the reply (default 30).",
+      ),
+    attachments: z
+      .array(
+        z.strictObject({
+          mediaId: z.string().regex(MEDIA_ID_RE, "must be a media id (sha256:<64 hex>)"),
+        }),
+      )
+      .max(20)
+      .optional()
+      .describe(
+        "Stored files ({ mediaId }) to send along: the target sees them with the message, and its chat gets them with the announce.",
       ),
   })
   .superRefine((a, ctx) => {
@@ -191,6 +204,14 @@ export const sessionsSendTool = defineTool({
     const blocked = sendBlocked(services, entry);
     if (blocked) return { status: "error", error: blocked, sessionKey: shownKey };
 
+    let parts: Awaited<ReturnType<typeof resolveAttachments>> = [];
+    try {
+      parts = await resolveAttachments(services.media, args.attachments ?? [], "attachments");
+    } catch (err) {
+      if (err instanceof SwitchboardError)
+        return { status: "error", error: err.message, sessionKey: shownKey };
+      throw err;
+    }
     const requesterChannel = deriveChannel(caller.sessionKey, caller.entry);
     const request: A2ARequest = {
       requesterKey: caller.sessionKey,
@@ -200,6 +221,9 @@ export const sessionsSendTool = defineTool({
       targetAgentId: entry.agentId,
       targetChannel: deriveChannel(entry.key, entry),
       originalMessage: args.message,
+      ...(parts.length
+        ? { attachments: parts.map((p) => ({ mediaId: (p as { mediaId: string }).mediaId })) }
+        : {}),
     };
     let runId: string;
     try {
@@ -217,7 +241,7 @@ export const sessionsSendTool = defineTool({
         deliver: false,
         origin: "sessions_send",
         extraSystem: primaryContext(request),
-        meta: { a2a: request },
+        meta: { a2a: request, ...(parts.length ? { parts } : {}) },
         // a turn re-run after a crash sends the same message once (the pipeline dedupes runIds)
         ...(ctx.effectId ? { runId: uuidFrom(`${ctx.effectId}:send`) } : {}),
       });
