@@ -93,7 +93,15 @@ describe("approvals on telegram", () => {
     const id = list.result.approvals[0].id as string;
     expect(data[0]).toBe(`ap:${id}:once`);
     // the message id Telegram gave the request: the one our outbox recorded
-    const mark = await t.app.services.store.outbox.get(`approval:${id}#0`);
+    // (the mark is written just after Telegram answers the send)
+    const mark = await eventually(
+      async () => {
+        const m = await t.app.services.store.outbox.get(`approval:${id}#0`);
+        return m?.messageIds?.length ? m : undefined;
+      },
+      500,
+      20,
+    );
     const mid = Number(mark?.messageIds?.[0]);
     expect(mid).toBeGreaterThan(0);
 
