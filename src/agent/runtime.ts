@@ -582,7 +582,12 @@ export class AgentRuntime {
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
     services.usage?.record(
-      { agentId: entry.agentId, sessionKey: entry.key, channel: deriveChannel(entry.key, entry) },
+      {
+        agentId: entry.agentId,
+        sessionKey: entry.key,
+        channel: deriveChannel(entry.key, entry),
+        model: state.answeredBy ?? turn.modelRef,
+      },
       usage,
     );
     final.model = state.answeredBy ?? turn.modelRef;

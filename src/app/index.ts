@@ -9,6 +9,7 @@ import { installCronFlow } from "../cron/flow.js";
 import { CronService } from "../cron/service.js";
 import { HandoffDelivery } from "../delivery/handoff.js";
 import { AdapterRegistry, ChannelDelivery } from "../delivery/index.js";
+import { notifyOwners } from "../delivery/owners.js";
 import { EventBus } from "../events.js";
 import { installSendFlow } from "../flows/a2a.js";
 import { installHookFlow } from "../flows/hook.js";
@@ -126,12 +127,27 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     now,
     media,
   };
-  // Spending limits (API.md §8.4): in this process's memory, so only where one process runs the
-  // turns (local queue); on bullmq the budgets are not enforced yet (logged).
-  if (config.usage.budgets.length > 0) {
-    if (config.queue.driver === "local") services.usage = new Budgets(config.usage.budgets, now);
-    else logger.warn("usage.budgets: not enforced on the bullmq queue driver yet (local queue only)");
-  }
+  // Spending limits and usage counts (API.md §8.4): in this process's memory, so budgets are
+  // enforced only where one process runs the turns (local queue); on bullmq they are not yet (logged).
+  const enforce = config.queue.driver === "local";
+  if (config.usage.budgets.length > 0 && !enforce)
+    logger.warn("usage.budgets: not enforced on the bullmq queue driver yet (local queue only)");
+  services.usage = new Budgets(config.usage.budgets, {
+    now,
+    enforce,
+    notify: (n) => {
+      // the chat the turn came from, and the owners; the key makes each post once per budget and period
+      services.delivery
+        .deliver({
+          sessionKey: n.sessionKey,
+          text: n.text,
+          idempotencyKey: `${n.key}:chat`,
+          bypassPolicy: true,
+        })
+        .catch((err: unknown) => logger.warn({ err, key: n.key }, "budget notice not delivered"));
+      void notifyOwners(services, n.sessionKey, n.text, n.key);
+    },
+  });
   // MCP servers run in the process that runs turns (a bullmq worker has its own), started on first use
   const mcp = new McpManager({
     config,

@@ -19,7 +19,9 @@ export interface ChannelPolicy {
 export type RouterDeps = Pick<
   Services,
   "config" | "store" | "now" | "bus" | "logger" | "channels" | "delivery" | "pipeline" | "models" | "version"
->;
+> &
+  /** Spending limits (API.md §8.4): a spent `block` budget refuses the turn. */
+  Partial<Pick<Services, "usage">>;
 
 /** What every gate sees. */
 export interface InboundCtx {

@@ -202,6 +202,32 @@ async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null>
 /** Past every gate: the session row is brought up to date and the turn submitted to its lane. */
 async function accept(ctx: RoutedCtx): Promise<RouteResult> {
   const { msg, services } = ctx;
+  // A spent `block` budget refuses the turn before any session change; the chat is told which
+  // budget and when it resets (one line per refused message, idempotent on the platform message).
+  const refused = services.usage?.check({
+    agentId: ctx.agentId,
+    sessionKey: ctx.sessionKey,
+    channel: msg.channel,
+  });
+  if (refused) {
+    await ctx.services.delivery
+      .deliver({
+        sessionKey: ctx.sessionKey,
+        text: `Not answered: ${refused.message}.`,
+        idempotencyKey: `budget:${msg.channel}:${msg.accountId}:${msg.messageId}`,
+        route: {
+          channel: msg.channel,
+          to: msg.peerId,
+          accountId: msg.accountId,
+          ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
+        },
+        bypassPolicy: true,
+      })
+      .catch((err: unknown) =>
+        services.logger.warn({ err, channel: msg.channel }, "budget: refusal not delivered"),
+      );
+    return { accepted: false, dropped: "budget", sessionKey: ctx.sessionKey };
+  }
   const entry = await sessionFor(ctx);
   const updated = await rememberReplyTarget(ctx);
   const blocked = sendBlocked(services, updated ?? entry);

@@ -26,12 +26,30 @@ export interface UsageContext {
   agentId: string;
   sessionKey: string;
   channel?: string;
+  /** The model that answered (counted per model; budgets do not match on it). */
+  model?: string;
 }
 
-/** Spending limits (`usage.budgets`, src/usage/). */
+/** One scope's totals this period (`usage.get`, `usage.list`, API.md §8.4). */
+export interface UsageTotalsView {
+  costUsd: number;
+  tokens: { input: number; output: number };
+  runs: number;
+}
+
+/** Spending limits (`usage.budgets`) and the usage counts (src/usage/). */
 export interface UsageBudgets {
   /** Throws BUDGET_EXCEEDED when a `block` budget matching the turn is spent. */
   admit(ctx: UsageContext): void;
+  /** The BUDGET_EXCEEDED error admit would throw, or null. */
+  check(ctx: UsageContext): Error | null;
+  /** A scope's totals this period (`global`, `agent:<id>`, `session:<key>`, `channel:<name>`, `model:<ref>`). */
+  get(scope: string, period: "day" | "month"): UsageTotalsView & { budget?: Record<string, unknown> };
+  /** One row per agent / session / channel / model this period. */
+  list(
+    period: "day" | "month",
+    by: "agent" | "session" | "channel" | "model",
+  ): Array<UsageTotalsView & { key: string }>;
   /** Adds a finished turn's real cost and tokens. */
   record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void;
 }
@@ -165,7 +183,7 @@ export interface Services {
   delivery: Delivery;
   version: string;
   now(): number;
-  /** Spending limits; absent without `usage.budgets`. */
+  /** Spending limits and usage counts (absent in tests that build services by hand). */
   usage?: UsageBudgets;
   /** Cron jobs (absent when `cron.enabled` is false). */
   cron?: CronJobs;

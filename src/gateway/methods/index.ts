@@ -11,6 +11,7 @@ import { registerRunMethods } from "./runs.js";
 import { registerReadMethods, registerSessionWriteMethods } from "./sessions.js";
 import { registerSessionResetMethods } from "./sessions-reset.js";
 import { registerToolMethods } from "./tools.js";
+import { registerUsageMethods } from "./usage.js";
 
 /**
  * The RPC methods of API.md §4, one file per group. A new group gets its own file here and one
@@ -39,4 +40,5 @@ export function registerMethods(rpc: RpcDispatcher, deps: MethodDeps): void {
   if (services.cron) registerCronMethods(rpc, services.cron);
   registerPairingMethods(rpc, services);
   registerApprovalMethods(rpc, services);
+  registerUsageMethods(rpc, services);
 }
