@@ -3,7 +3,9 @@
  * model, tokens, cost and last activity; per session its run timeline, transcript (newest at the
  * bottom) and actions — kill/steer a sub-agent (`tools.invoke` → `subagents` as its parent),
  * `/send on|off|inherit` (`sessions.patch`), reset (`sessions.reset`) — each confirmed first and
- * sent over the same `/ws` RPC the CLI uses. Live over `/ws` events. Text is inserted as text.
+ * sent over the same `/ws` RPC the CLI uses. Pending approvals (API.md §8.3) with the chat's three
+ * buttons (`approvals.resolve`), refreshed on `approval.requested` / `approval.resolved`. Live over
+ * `/ws` events. Text is inserted as text (tool arguments come from a model).
  * With a gateway token, open it as `/dashboard#token=<token>`.
  */
 export function dashboardPage(): string {
@@ -41,13 +43,16 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15rem .8rem
 .msg .role{font-size:.72rem;color:#667;display:block;margin-bottom:.15rem}
 .msg pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;font:12px/1.4 ui-monospace,monospace}
 .live{border-style:dashed;color:#334}
+.ap{padding:.45rem .8rem;border-bottom:1px solid #eee;display:flex;flex-direction:column;gap:.15rem;min-width:0}
+.ap pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;font:12px/1.4 ui-monospace,monospace;max-height:6rem;overflow:auto;background:#fafafa;padding:.2rem .3rem;border-radius:.25rem}
+.ap .actions{margin-top:.3rem}.ap .err{color:#b42318;font-size:.75rem}
 #gate{display:none;grid-column:1/3;margin:3rem auto;max-width:32rem;padding:1rem;text-align:center}
 body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
 @media (max-width:760px){body{display:block;height:auto}aside{border-right:0;border-bottom:1px solid #ddd;max-height:45vh}#filter{margin-left:0;width:100%}#transcript{max-height:none}}
 </style></head><body>
 <header><b>Switchboard</b><span id="status" data-testid="status">connecting…</span><input id="filter" data-testid="filter" placeholder="Filter sessions" aria-label="Filter sessions"></header>
 <div id="gate" data-testid="gate"><h2>The dashboard needs the gateway token</h2><p>Open the URL printed when the gateway started, with <code>/dashboard#token=…</code>.</p></div>
-<aside><h2>Sessions</h2><ul id="tree" data-testid="tree"></ul><h2>Live runs</h2><div id="runs" data-testid="runs"></div></aside>
+<aside><h2>Pending approvals</h2><div id="approvals" data-testid="approvals"><div class="meta ap">None.</div></div><h2>Sessions</h2><ul id="tree" data-testid="tree"></ul><h2>Live runs</h2><div id="runs" data-testid="runs"></div></aside>
 <main><div id="detail" data-testid="detail">Select a session.</div></main>
 <script>
 (() => {
@@ -154,6 +159,29 @@ body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
     const box = document.getElementById("runs"); box.replaceChildren();
     for (const r of [...live.values()].slice(-30).reverse()) { const row = el("div", "run"); row.append(badge(r.status), el("span", "key", r.sessionKey), el("span", "", dur(r.durationMs))); if (r.error) row.append(el("span", "err", r.error)); box.append(row); }
   }
+  /** A model's arguments as one bounded line of JSON (inserted as text, never as HTML). */
+  const summary = (v) => { let s; try { s = JSON.stringify(v); } catch { s = String(v); } s = s === undefined ? "" : s; return s.length > 300 ? s.slice(0, 299) + "…" : s; };
+  const clock = (ms) => typeof ms === "number" ? new Date(ms).toLocaleTimeString() : "–";
+  const DECISIONS = [["Allow once", "allow-once", ""], ["Allow always", "allow-always", ""], ["Deny", "deny", "danger"]];
+  async function loadApprovals() {
+    const r = await call("approvals.list", {});
+    const box = document.getElementById("approvals"); const list = Array.isArray(r && r.approvals) ? r.approvals : [];
+    if (!list.length) { box.replaceChildren(el("div", "meta ap", "None.")); return; }
+    box.replaceChildren(...list.map((a) => {
+      const row = el("div", "ap"); row.dataset.testid = "approval"; row.dataset.id = String(a.id);
+      row.append(el("span", "label key", String(a.tool)), el("pre", "", summary(a.args)));
+      const sess = el("span", "meta key", "session " + a.sessionKey); sess.style.cursor = "pointer"; sess.onclick = () => show(String(a.sessionKey)).catch(() => {}); row.append(sess);
+      row.append(el("span", "meta", "requested " + clock(a.requestedAt) + " · expires " + clock(a.expiresAt) + " · " + String(a.id)));
+      const actions = el("div", "actions"); const err = el("span", "err"); err.setAttribute("role", "status");
+      for (const [label, decision, cls] of DECISIONS) { const b = el("button", cls, label); b.type = "button"; b.dataset.decision = decision;
+        b.onclick = async () => { for (const x of actions.querySelectorAll("button")) x.disabled = true;
+          try { await call("approvals.resolve", { id: a.id, decision }); } catch (e) { err.textContent = label + " failed — " + (e.code || "") + ": " + (e.message || e); for (const x of actions.querySelectorAll("button")) x.disabled = false; }
+          loadApprovals().catch(() => {}); };
+        actions.append(b); }
+      row.append(actions, err); return row; }));
+  }
+  let apRefresh = null;
+  const approvalsSoon = () => { clearTimeout(apRefresh); apRefresh = setTimeout(() => { loadApprovals().catch(() => {}); }, 100); };
   let refresh = null;
   const soon = () => { clearTimeout(refresh); refresh = setTimeout(() => { loadTree().catch(() => {}); }, 250); };
   const lock = () => { locked = true; document.body.classList.add("locked"); statusEl.textContent = "token needed"; };
@@ -162,12 +190,13 @@ body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
     ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws" + (token ? "?token=" + encodeURIComponent(token) : ""));
     // Many gateways (API.md §8.5): which gateway holds each leased account ("here" = this one).
     function holders(channels) { const out = []; for (const [name, c] of Object.entries(channels || {})) { for (const [id, a] of Object.entries((c && c.accounts) || {})) { if (a.lease) out.push(name + "/" + id + ": " + (a.lease === "held" ? "held here (" + a.heldBy + ")" : "held by " + (a.heldBy || "nobody yet"))); } } return out.length ? " · " + out.join(" · ") : ""; }
-    ws.onopen = async () => { attempt = 0; statusEl.textContent = "connected"; try { const h = await call("health", {}); statusEl.textContent = "connected · storage " + h.storage + " · queue " + h.queue + holders(h.channels); } catch {} loadTree().catch(() => {}); if (selected) show(selected).catch(() => {}); };
+    ws.onopen = async () => { attempt = 0; statusEl.textContent = "connected"; try { const h = await call("health", {}); statusEl.textContent = "connected · storage " + h.storage + " · queue " + h.queue + holders(h.channels); } catch {} loadTree().catch(() => {}); loadApprovals().catch(() => {}); if (selected) show(selected).catch(() => {}); };
     ws.onmessage = (e) => { const f = JSON.parse(e.data);
       if (f.event) {
         const d = f.data;
         if (f.event === "run.started" || f.event === "run.finished") { const r = d.run; live.set(r.runId, { runId: r.runId, sessionKey: r.sessionKey, status: f.event === "run.started" ? "running" : r.status, error: r.error, durationMs: r.endedAt && r.startedAt ? r.endedAt - r.startedAt : undefined }); renderRuns(); soon(); if (selected === r.sessionKey && f.event === "run.finished") show(selected).catch(() => {}); }
         else if (f.event === "session.updated") soon();
+        else if (f.event === "approval.requested" || f.event === "approval.resolved") approvalsSoon();
         else if (f.event === "message.appended" && d.sessionKey === selected) { const tr = document.getElementById("transcript"); if (tr) { tr.querySelector(".live")?.remove(); tr.append(msgBox(d.message)); tr.scrollTop = tr.scrollHeight; } }
         else if (f.event === "run.delta" && d.sessionKey === selected) { const tr = document.getElementById("transcript"); if (tr) { let lv = tr.querySelector(".live"); if (!lv || d.reset) { lv?.remove(); lv = el("div", "msg live"); lv.append(el("span", "role", "assistant · streaming")); tr.append(lv); } lv.append(document.createTextNode(d.text)); tr.scrollTop = tr.scrollHeight; } }
         return; }
