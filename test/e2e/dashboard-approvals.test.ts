@@ -83,7 +83,11 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard: pe
       await expect.poll(() => page.getByTestId("approval").count()).toBe(0);
 
       // The run pauses on the ask rule; the dashboard learns of it from approval.requested.
-      const sent = await t.rpc("chat.send", { sessionKey: CHAT, message: `ping ${HOSTILE}`, timeoutSeconds: 0 });
+      const sent = await t.rpc("chat.send", {
+        sessionKey: CHAT,
+        message: `ping ${HOSTILE}`,
+        timeoutSeconds: 0,
+      });
       const runId = sent.result.runId as string;
       const ap = await eventually(async () => {
         const r = await t.rpc("approvals.list", {});
