@@ -101,7 +101,7 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard: pe
       expect(text).toContain(HOSTILE); // the model's argument, as text
       expect(text).toMatch(/requested .+ · expires .+/);
       expect(await row.locator("img, b").count()).toBe(0);
-      expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+      expect(await page.evaluate(() => (globalThis as { __xss?: number }).__xss)).toBeUndefined();
       expect(await row.getByRole("button").allTextContents()).toEqual(["Allow once", "Allow always", "Deny"]);
       expect((await t.rpc("runs.get", { runId })).result.status).toBe("waiting");
       expect(await targetMessages()).toEqual([]);
