@@ -366,12 +366,13 @@ export class WhatsAppChannel implements ChannelAdapter {
   }
 
   /**
-   * Forgets the saved login (Redis keys with an auth store, else the auth dir's files): the
+   * Forgets the saved login (the auth dir's files, and the Redis keys with an auth store): the
    * next start shows a new QR code. `switchboard whatsapp logout` runs this with the channel stopped.
    */
   async logout(): Promise<void> {
+    // With a store, a leftover auth dir is cleared too: the one-time migration would bring it back.
+    await clearAuthState(this.authDir);
     if (this.authStore) await this.authStore.clear();
-    else await clearAuthState(this.authDir);
   }
 
   private reconnect(delayMs: number): void {

@@ -75,6 +75,35 @@ export async function createChannels(
   return { adapters, hooks };
 }
 
+/**
+ * `switchboard whatsapp logout [account]`: forgets the saved WhatsApp login of each account (or
+ * the one named): the auth dir's files, and in redis mode the keys under the store prefix. The
+ * next start shows a new QR code. Returns the accounts cleared.
+ */
+export async function logoutWhatsApp(
+  config: LoadedConfig["config"],
+  logger: Logger,
+  dirs: { stateDir: string; baseDir: string },
+  authStates: ((channel: string, accountId: string) => AuthStateStore) | undefined,
+  only?: string,
+): Promise<string[]> {
+  const accounts = Object.entries(config.channels.whatsapp?.accounts ?? {}).filter(
+    ([id]) => only === undefined || id === only,
+  );
+  const { createWhatsAppChannel } = await import("../../channels/whatsapp/index.js");
+  for (const [accountId, acc] of accounts) {
+    await createWhatsAppChannel(
+      { accountId, ...(acc.authDir ? { authDir: path.resolve(dirs.baseDir, acc.authDir) } : {}) },
+      {
+        logger: logger.child({ channel: "whatsapp", accountId }),
+        stateDir: dirs.stateDir,
+        ...(authStates ? { authStore: authStates("whatsapp", accountId) } : {}),
+      },
+    ).logout();
+  }
+  return accounts.map(([id]) => id);
+}
+
 const DEMO_NOTICE =
   "This gateway answers with the scripted demo model: no model is configured. Type help, or set models.default in switchboard.json5 (see README).";
 

@@ -56,7 +56,7 @@ import { webchatHistory } from "./webchat-history.js";
  * down as interfaces. No other file picks a driver.
  */
 
-export { createChannels } from "./channels.js";
+export { createChannels, logoutWhatsApp } from "./channels.js";
 export { openStore, packageVersion } from "./drivers.js";
 
 export interface AppOptions {
@@ -321,9 +321,9 @@ function deliveryFor(role: AppOptions["role"], local: ChannelDelivery, drivers: 
 }
 
 /** With storage.driver "redis", channel auth state (WhatsApp) lives under the store prefix. */
-async function authStatesOf(
+export async function authStatesOf(
   config: LoadedConfig["config"],
-  drivers: Drivers,
+  drivers: Pick<Drivers, "redis">,
 ): Promise<((channel: string, accountId: string) => AuthStateStore) | undefined> {
   const storage = config.storage;
   if (storage.driver !== "redis" || !config.channels.whatsapp) return undefined;

@@ -11,6 +11,7 @@ import { registerRuns } from "./commands/runs.js";
 import { registerSend } from "./commands/send.js";
 import { registerSessions } from "./commands/sessions.js";
 import { registerStart } from "./commands/start.js";
+import { registerWhatsApp } from "./commands/whatsapp.js";
 import { registerWorker } from "./commands/worker.js";
 import { type CliContext, defaultIo, type Io } from "./context.js";
 
@@ -34,6 +35,7 @@ const COMMANDS: Array<(program: Command, ctx: CliContext) => void> = [
   registerApprovals,
   registerDoctor,
   registerMcp,
+  registerWhatsApp,
 ];
 
 export function buildProgram(io: Io = defaultIo, setCode: (n: number) => void = () => {}): Command {

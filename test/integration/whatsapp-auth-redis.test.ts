@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import {
   type AuthenticationCreds,
@@ -10,11 +10,12 @@ import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
 import { migrateAuthDir, useStoreAuthState } from "../../channels/whatsapp/auth.js";
 import { createWhatsAppChannel, type WhatsAppSocketFactory } from "../../channels/whatsapp/index.js";
 import type { AuthStateStore } from "../../src/channels/types.js";
+import { main } from "../../src/cli/main.js";
 import { type Logger, silentLogger } from "../../src/log.js";
 import { RedisAuthStateStore } from "../../src/store/redis/auth-state.js";
 import { RedisKeys } from "../../src/store/redis/keys.js";
 import { FakeWhatsApp, ManualTimers } from "../fakes/whatsapp.js";
-import { eventually, randomPrefix, tempDir } from "../helpers.js";
+import { eventually, REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
 import { describeRedis, newRedisClient, startMonitor } from "../redis.js";
 
 /** A logger that remembers its messages (the migration must say what it did). */
@@ -229,5 +230,54 @@ describeRedis("whatsapp auth state in redis (issue 50 item 3)", () => {
     await eventually(() => second.status().state === "needs-login", 200);
     await eventually(async () => (await client.exists(hashKey())) === 0, 200);
     await second.stop();
+  });
+
+  it("`switchboard whatsapp logout` clears Redis and the auth dir in redis mode, the files in fs mode", async () => {
+    const authDir = path.join(dir, "state", "whatsapp", "main");
+    const seedDir = () => {
+      mkdirSync(authDir, { recursive: true });
+      writeFileSync(path.join(authDir, "creds.json"), "{}");
+      writeFileSync(path.join(authDir, "pre-key-1.json"), "{}");
+    };
+    const configFile = (storage: Record<string, unknown>) => {
+      const file = path.join(dir, `switchboard-${String(storage.driver)}.json5`);
+      writeFileSync(
+        file,
+        JSON.stringify({
+          stateDir: path.join(dir, "state"),
+          storage,
+          ...(storage.driver === "redis" ? { queue: { driver: "bullmq", redisUrl: REDIS_URL } } : {}),
+          channels: { whatsapp: { accounts: { main: {} } } },
+        }),
+      );
+      return file;
+    };
+    const run = async (file: string, ...args: string[]) => {
+      let out = "";
+      let err = "";
+      const code = await main(["whatsapp", "logout", ...args, "--config", file], {
+        out: (s) => void (out += s),
+        err: (s) => void (err += s),
+      });
+      return { code, out, err };
+    };
+
+    // redis mode
+    const a = await useStoreAuthState(storeFor());
+    await a.saveCreds();
+    seedDir();
+    const redisFile = configFile({ driver: "redis", redisUrl: REDIS_URL, prefix });
+    const res = await run(redisFile);
+    expect(res).toMatchObject({ code: 0, err: "" });
+    expect(res.out).toMatch(/whatsapp main: logged out \(auth dir and Redis\)/);
+    expect(await client.exists(hashKey())).toBe(0);
+    expect(readdirSync(authDir)).toEqual([]);
+    expect((await run(redisFile, "nope")).err).toMatch(/no WhatsApp account "nope"/);
+
+    // fs mode
+    seedDir();
+    const fsRes = await run(configFile({ driver: "fs" }), "main");
+    expect(fsRes.code).toBe(0);
+    expect(readdirSync(authDir)).toEqual([]);
   });
 });
