@@ -256,8 +256,12 @@ describeRedis("whatsapp auth state in redis (issue 50 item 3)", () => {
       let out = "";
       let err = "";
       const code = await main(["whatsapp", "logout", ...args, "--config", file], {
-        out: (s) => void (out += s),
-        err: (s) => void (err += s),
+        out: (s) => {
+          out += s;
+        },
+        err: (s) => {
+          err += s;
+        },
       });
       return { code, out, err };
     };
