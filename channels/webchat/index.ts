@@ -9,6 +9,7 @@ import {
   type InboundHandler,
   inboundActionSchema,
   inboundMessageSchema,
+  type MediaPart,
   type OutboundMessage,
 } from "../../src/channels/types.js";
 import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
@@ -204,7 +205,18 @@ export class WebchatChannel implements ChannelAdapter {
       await this.onPress(socket, visitorId, frame.data.messageId, frame.data.actionId);
       return;
     }
-    const { id, text } = frame.data;
+    const { id, text, attachments = [] } = frame.data;
+    if (text.trim() === "" && attachments.length === 0) {
+      socket.send(
+        JSON.stringify({
+          type: "error",
+          id,
+          code: "INVALID_PARAMS",
+          message: "text: required (or attachments)",
+        }),
+      );
+      return;
+    }
     if (text.length > this.config.maxMessageChars) {
       socket.send(
         JSON.stringify({
@@ -228,6 +240,28 @@ export class WebchatChannel implements ChannelAdapter {
       );
       return;
     }
+    let parts: MediaPart[] = [];
+    if (attachments.length) {
+      const sink = this.life.context.media;
+      if (!sink?.resolve) {
+        socket.send(
+          JSON.stringify({
+            type: "error",
+            id,
+            code: "NOT_SUPPORTED",
+            message: "attachments: this gateway has no media store",
+          }),
+        );
+        return;
+      }
+      try {
+        parts = await sink.resolve(attachments, "attachments");
+      } catch (err) {
+        const code = err instanceof SwitchboardError ? err.code : "INVALID_PARAMS";
+        socket.send(JSON.stringify({ type: "error", id, code, message: errorMessage(err) }));
+        return;
+      }
+    }
     const msg = inboundMessageSchema.parse({
       channel: this.channel,
       accountId: this.accountId,
@@ -238,6 +272,7 @@ export class WebchatChannel implements ChannelAdapter {
       text,
       messageId: `${visitorId}:${id}`,
       timestamp: Date.now(),
+      ...(parts.length ? { parts } : {}),
     });
     try {
       await handler(msg);

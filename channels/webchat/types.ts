@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { MediaPart } from "../../src/channels/types.js";
 import type { Logger } from "../../src/log.js";
 
 /** The built-in web chat: one account, served on the gateway port (`/` and `/webchat/ws`). */
@@ -21,6 +22,8 @@ export interface WebchatHistoryItem {
   role: "user" | "assistant";
   text: string;
   at: number;
+  /** A user line's files (ids and metadata; the page fetches the bytes from `GET /media/<id>`). */
+  parts?: MediaPart[];
 }
 
 export interface WebchatChannelDeps {
@@ -41,7 +44,21 @@ export interface WebchatSocket {
 
 /** Frames the browser sends. */
 export const clientFrameSchema = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("message"), id: z.string().min(1).max(100), text: z.string().min(1) }),
+  /** A message: text, files uploaded first through `POST /media`, or both (one of them required). */
+  z.strictObject({
+    type: z.literal("message"),
+    id: z.string().min(1).max(100),
+    text: z.string(),
+    attachments: z
+      .array(
+        z.strictObject({
+          mediaId: z.string().regex(/^sha256:[0-9a-f]{64}$/, "mediaId must be sha256:<64 hex>"),
+          name: z.string().max(1000).optional(),
+        }),
+      )
+      .max(10)
+      .optional(),
+  }),
   z.strictObject({ type: z.literal("ping") }),
   /** A press of a button under the message `messageId` (the gateway checks it is this visitor's). */
   z.strictObject({

@@ -1,6 +1,7 @@
 import type { WebchatHistoryItem } from "../../channels/webchat/types.js";
 import { inboundMessageSchema } from "../channels/types.js";
 import { isOperatorProvenance } from "../gateway/chat-send.js";
+import { mediaPartsOf, textOfParts } from "../media/parts.js";
 import { inboundSessionKey } from "../routing/router.js";
 import type { Services } from "../services/index.js";
 
@@ -34,13 +35,15 @@ export function webchatHistory(
     );
     const out: WebchatHistoryItem[] = [];
     for (const m of tail) {
-      if (typeof m.content !== "string" || m.content.trim() === "") continue;
-      if (m.role === "assistant") out.push({ id: m.id, role: "assistant", text: m.content, at: m.timestamp });
+      const text = textOfParts(m.content);
+      const parts = mediaPartsOf(m.content);
+      if (text === null || (text.trim() === "" && parts.length === 0)) continue;
+      if (m.role === "assistant") out.push({ id: m.id, role: "assistant", text, at: m.timestamp });
       else if (
         m.role === "user" &&
         (!m.provenance || (m.provenance.kind === "external_user" && !isOperatorProvenance(m.provenance)))
       )
-        out.push({ id: m.id, role: "user", text: m.content, at: m.timestamp });
+        out.push({ id: m.id, role: "user", text, at: m.timestamp, ...(parts.length ? { parts } : {}) });
     }
     return out.slice(-WEBCHAT_HISTORY_LIMIT);
   };

@@ -131,6 +131,15 @@ export interface MediaSink {
     attachments: readonly InboundAttachment[],
     opts: { channel: string; accountId: string; maxBytes: number; signal?: AbortSignal },
   ): Promise<MediaPart[]>;
+  /**
+   * Files already in the store (the web chat uploads through `POST /media` first) as parts, kind
+   * from the stored type; `name` is cleaned. An unknown or pruned id throws INVALID_PARAMS naming
+   * `<field>[i].mediaId`.
+   */
+  resolve?(
+    attachments: ReadonlyArray<{ mediaId: string; name?: string }>,
+    field: string,
+  ): Promise<MediaPart[]>;
 }
 
 /** A file to send, resolved from the media store by delivery just before `send`. */

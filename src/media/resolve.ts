@@ -1,6 +1,6 @@
 import type { MediaPart } from "../channels/types.js";
 import { SwitchboardError } from "../errors.js";
-import { defaultName } from "./names.js";
+import { defaultName, sanitizeFilename } from "./names.js";
 import type { MediaStore, StoredMedia } from "./types.js";
 
 /**
@@ -20,7 +20,7 @@ export function partOf(stored: StoredMedia, name?: string): MediaPart {
 
 export async function resolveAttachments(
   media: MediaStore | undefined,
-  attachments: ReadonlyArray<{ mediaId: string }>,
+  attachments: ReadonlyArray<{ mediaId: string; name?: string }>,
   field: string,
 ): Promise<MediaPart[]> {
   if (attachments.length === 0) return [];
@@ -36,7 +36,7 @@ export async function resolveAttachments(
           details: { field: `${field}[${i}].mediaId` },
         },
       );
-    parts.push(partOf(stored));
+    parts.push(partOf(stored, sanitizeFilename(a.name) ?? undefined));
   }
   return parts;
 }

@@ -2,6 +2,7 @@ import type { InboundAttachment, MediaPart, MediaSink } from "../channels/types.
 import type { MediaConfig } from "../config/media.js";
 import type { Logger } from "../log.js";
 import { defaultName, sanitizeFilename } from "./names.js";
+import { resolveAttachments } from "./resolve.js";
 import { type MediaStore, MediaStoreError } from "./types.js";
 
 /**
@@ -57,6 +58,13 @@ export class StoreMediaSink implements MediaSink {
     const parts: MediaPart[] = [];
     for (const a of attachments) parts.push(await this.#takeOne(a, opts));
     return parts;
+  }
+
+  resolve(
+    attachments: ReadonlyArray<{ mediaId: string; name?: string }>,
+    field: string,
+  ): Promise<MediaPart[]> {
+    return resolveAttachments(this.store, attachments, field);
   }
 
   async #takeOne(
