@@ -3,6 +3,7 @@ import { McpManager } from "../agent/mcp/manager.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
 import { createJobHandlers } from "../agent/turn-handler.js";
+import { pendingApprovalsCount } from "../approvals/index.js";
 import type { AuthStateStore, ChannelAdapter, InboundAction } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
 import { installCronFlow } from "../cron/flow.js";
@@ -33,6 +34,7 @@ import type { Delivery, Services } from "../services/index.js";
 import { callerOf } from "../sessions/service.js";
 import { installSpawnFlow } from "../subagents/flow.js";
 import {
+  addApprovalsSource,
   addChannelSource,
   addQueueDepthSource,
   enableMetrics,
@@ -273,6 +275,7 @@ function telemetryLifecycle(app: App, t: Telemetry, opts: AppOptions) {
       const { services } = app;
       off = [
         addQueueDepthSource(() => services.pipeline.depth?.() ?? 0),
+        addApprovalsSource(pendingApprovalsCount(services.store)),
         addChannelSource(() =>
           services.channels.all().map((a) => ({
             channel: a.channel,

@@ -8,4 +8,5 @@ export {
   DECISIONS,
   type Decision,
   decisionSchema,
+  pendingApprovalsCount,
 } from "./store.js";

@@ -65,6 +65,13 @@ export function chatKey(route: ApprovalRoute): string {
   return `${route.channel}:${route.to}:${route.threadId ?? ""}`;
 }
 
+let generation = 0;
+
+/** Bumped whenever this process creates or decides an approval (the pending-count cache's key). */
+export function approvalsGeneration(): number {
+  return generation;
+}
+
 export class ApprovalStore {
   constructor(private readonly store: Pick<StoreDriver, "kv" | "outbox">) {}
 
@@ -80,6 +87,7 @@ export class ApprovalStore {
     const existing = await this.get(rec.id);
     if (existing) return existing;
     await this.store.kv.set(APPROVALS_NS, rec.id, rec);
+    generation++;
     if (rec.route) await this.store.kv.set(BY_CHAT_NS, chatKey(rec.route), { id: rec.id });
     return rec;
   }
@@ -105,6 +113,16 @@ export class ApprovalStore {
     return out.sort((a, b) => a.requestedAt - b.requestedAt || a.id.localeCompare(b.id));
   }
 
+  /** How many approvals wait for a decision now (not expired); reads, never prunes. */
+  async countPending(now: number): Promise<number> {
+    let n = 0;
+    for (const { value } of await this.store.kv.list<unknown>(APPROVALS_NS)) {
+      const parsed = approvalRecordSchema.safeParse(value);
+      if (parsed.success && parsed.data.status === "pending" && parsed.data.expiresAt > now) n++;
+    }
+    return n;
+  }
+
   /**
    * The one decision of an approval: true when this call took it (and wrote it), false when
    * another decision (or the timeout) came first.
@@ -120,6 +138,7 @@ export class ApprovalStore {
       decidedBy: by,
       decidedAt: now,
     } satisfies ApprovalRecord);
+    generation++;
     if (cur.route) {
       const k = chatKey(cur.route);
       const latest = await this.store.kv.get<{ id?: string }>(BY_CHAT_NS, k);
@@ -161,4 +180,28 @@ export class ApprovalStore {
     const rows = await this.store.kv.list<AlwaysRule>(ALWAYS_NS);
     return rows.map((r) => r.value).sort((a, b) => a.at - b.at);
   }
+}
+
+/**
+ * The number of pending approvals for the `switchboard_approvals_pending` gauge, read at scrape
+ * time: counted again only when this process created or decided an approval since the last count,
+ * or when the last count is older than `maxAgeMs` (a decision taken by another process on the
+ * same Redis, an expiry). So a scrape every few seconds reads the approvals hash (one HSCAN of
+ * that hash alone, never the keyspace; decided records leave it after a day) at most every
+ * `maxAgeMs`.
+ */
+export function pendingApprovalsCount(
+  store: Pick<StoreDriver, "kv" | "outbox">,
+  maxAgeMs = 15_000,
+): () => Promise<number> {
+  const approvals = new ApprovalStore(store);
+  let cached: { n: number; gen: number; at: number } | null = null;
+  return async () => {
+    const now = Date.now();
+    if (cached && cached.gen === generation && now - cached.at < maxAgeMs) return cached.n;
+    const gen = generation;
+    const n = await approvals.countPending(now);
+    cached = { n, gen, at: now };
+    return n;
+  };
 }

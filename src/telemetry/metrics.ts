@@ -5,12 +5,12 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
  * bounded: statuses, error classes, configured model refs, channel names and account ids, agent
  * ids — never a session key, a user id or a chat id.
  *
- * The instruments are exported for the rooms that own their sources (approvals set
- * `approvalsPending`, budgets add to `costUsd`, the failover chain counts `modelCalls` by class);
+ * The instruments are exported for the rooms that own their sources (budgets add to `costUsd`, the failover chain counts `modelCalls` by class);
  * each one-line `count…` helper below records only while some app in this process has metrics on
  * (`gateway.metrics.enabled`, the default), so a process with metrics off pays one boolean test.
- * Gauges that describe an app (queue depth, channels) read it at scrape time from sources the app
- * adds and removes (`addQueueDepthSource`, `addChannelSource`).
+ * Gauges that describe an app (queue depth, channels, pending approvals) read it at scrape time
+ * from sources the app adds and removes (`addQueueDepthSource`, `addChannelSource`,
+ * `addApprovalsSource`).
  */
 
 export const registry = new Registry();
@@ -22,6 +22,20 @@ type DepthSource = () => number | Promise<number>;
 type ChannelSource = () => Iterable<{ channel: string; account: string; up: boolean }>;
 const depthSources = new Set<DepthSource>();
 const channelSources = new Set<ChannelSource>();
+const approvalSources = new Set<DepthSource>();
+
+/** Sums a set of count sources at scrape time; a source that cannot answer now counts nothing. */
+async function sumSources(sources: Set<DepthSource>): Promise<number> {
+  let n = 0;
+  for (const s of sources) {
+    try {
+      n += await s();
+    } catch {
+      // Redis down: nothing this scrape
+    }
+  }
+  return n;
+}
 
 export const metrics = {
   /** Finished turns by final status (ok, error, timeout, aborted). */
@@ -49,15 +63,7 @@ export const metrics = {
     help: "Turns and jobs accepted but not started (local: messages waiting in lanes; bullmq: jobs waiting for a worker).",
     registers: [registry],
     async collect() {
-      let n = 0;
-      for (const s of depthSources) {
-        try {
-          n += await s();
-        } catch {
-          // a source that cannot answer now (Redis down) counts nothing this scrape
-        }
-      }
-      this.set(n);
+      this.set(await sumSources(depthSources));
     },
   }),
   /** Deliveries by channel and outcome (sent, duplicate, failed, blocked, no-route, handed-off). */
@@ -78,11 +84,14 @@ export const metrics = {
         for (const c of s()) this.set({ channel: c.channel, account: c.account }, c.up ? 1 : 0);
     },
   }),
-  /** Approvals waiting for a person (set by src/approvals). */
+  /** Approvals waiting for a person: counted at scrape time from the sources apps add. */
   approvalsPending: new Gauge({
     name: "switchboard_approvals_pending",
     help: "Tool calls waiting for an approval.",
     registers: [registry],
+    async collect() {
+      this.set(await sumSources(approvalSources));
+    },
   }),
   /** Model spend in US dollars by agent (priced usage of every model call). */
   costUsd: new Counter({
@@ -127,6 +136,12 @@ export async function metricsText(): Promise<{ contentType: string; body: string
 export function addQueueDepthSource(source: DepthSource): () => void {
   depthSources.add(source);
   return () => depthSources.delete(source);
+}
+
+/** Adds a source of the number of pending approvals (summed at scrape time); returns its removal. */
+export function addApprovalsSource(source: DepthSource): () => void {
+  approvalSources.add(source);
+  return () => approvalSources.delete(source);
 }
 
 /** Adds a source of channel accounts and whether each is connected; returns its removal. */

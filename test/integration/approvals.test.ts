@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/index.js";
 import { handleApprovalPress } from "../../src/routing/gates/approvals.js";
+import { metricsText } from "../../src/telemetry/index.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { cliAgainst, startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
@@ -97,6 +98,13 @@ async function pendingOne(app: TestApp) {
   });
   expect(list).toHaveLength(1);
   return list[0] as { id: string; runId: string; tool: string; args: Record<string, unknown> };
+}
+
+/** `switchboard_approvals_pending` as a scrape of this process reads it. */
+async function pendingGauge(): Promise<number> {
+  const { body } = await metricsText();
+  const m = /^switchboard_approvals_pending (\S+)$/m.exec(body);
+  return m ? Number(m[1]) : Number.NaN;
 }
 
 async function send(app: TestApp, message: string): Promise<string> {
@@ -324,6 +332,7 @@ describe("approvals: ask → wait → decide", () => {
     const { app } = await setUp();
     const runId = await send(app, "ping rpc");
     const ap = await pendingOne(app);
+    expect(await pendingGauge()).toBe(1);
     const bad = await app.rpc("approvals.resolve", { id: ap.id, decision: "maybe" });
     expect(bad.error?.code).toBe("INVALID_PARAMS");
     expect(bad.error?.message).toContain("decision");
@@ -336,6 +345,7 @@ describe("approvals: ask → wait → decide", () => {
     expect((await app.rpc("approvals.resolve", { id: ap.id, decision: "allow-once" })).result).toEqual({
       ok: true,
     });
+    expect(await pendingGauge()).toBe(0);
     expect((await app.rpc("agent.wait", { runId, timeoutMs: 10_000 })).result.status).toBe("ok");
     expect(await targetMessages(app)).toEqual(["rpc"]);
   });
