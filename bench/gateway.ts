@@ -29,6 +29,11 @@
  * watches, so the phases before it leave that path cold); BENCH_GATEWAY_CACHE_CHARS the gateways'
  * `storage.transcriptCacheChars` (default 8M). Profiling: BENCH_GATEWAY_WRAP, BENCH_GATEWAY_THREADS and
  * BENCH_GATEWAY_SEQ_SIGNAL (see `phaseProbe`).
+ *
+ * Every setup runs with `gateway.metrics.enabled: false` (metrics are on by default): those are the
+ * plain figures. After the fs+local one, `telemetryOverhead` prints what metrics (no OTLP endpoint)
+ * and metrics with an OTLP endpoint add to a turn's CPU, against metrics off measured alongside
+ * (BENCH_GATEWAY_TELEMETRY=0 skips it; _TELEMETRY_WARMUP, _TELEMETRY_ROUNDS size it).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -309,8 +314,7 @@ function cpuOf(pids: () => number[]): { user: number; sys: number; main: number 
  */
 const WARM_TURNS_PER_SESSION = 150;
 
-async function warmUp(url: string): Promise<void> {
-  const warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 8000);
+async function warmUp(url: string, warmup = Number(process.env.BENCH_GATEWAY_WARMUP ?? 8000)): Promise<void> {
   const sessions = Math.max(16, Math.ceil(warmup / WARM_TURNS_PER_SESSION));
   for (let i = 0; i < warmup; i++)
     await turn(
@@ -556,7 +560,8 @@ async function runSetup(
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const cfg = {
-    gateway: { host: "127.0.0.1", port, auth: { token: TOKEN } },
+    // Metrics off: the plain figures (telemetryOverhead measures metrics and OTLP against them).
+    gateway: { host: "127.0.0.1", port, auth: { token: TOKEN }, metrics: { enabled: false } },
     stateDir: path.join(dir, "state"),
     // BENCH_GATEWAY_CACHE_CHARS: storage.transcriptCacheChars (sizing experiments; default 8M)
     storage: process.env.BENCH_GATEWAY_CACHE_CHARS
@@ -669,6 +674,127 @@ async function runSetup(
   }
 }
 
+/** The main thread's time on CPU in ns (schedstat) of each process. */
+function mainThreadNs(pids: number[]): number {
+  let ns = 0;
+  for (const p of pids) ns += Number(readFileSync(`/proc/${p}/task/${p}/schedstat`, "utf8").split(" ")[0]);
+  return ns;
+}
+
+/**
+ * What telemetry costs a turn (issue 51; API.md §8.6): three fs+local gateways side by side —
+ * metrics off (the plain figure's config), metrics on (`gateway.metrics.enabled`, the default) with
+ * no OTLP endpoint, and metrics on with `telemetry.otlp.endpoint` at a loopback receiver that
+ * answers every `POST /v1/traces` 200. Each is warmed with BENCH_GATEWAY_TELEMETRY_WARMUP turns
+ * (default 1000: far fewer than the plain figure's, so its absolute CPU/turn reads higher; the
+ * deltas are what this measures), then they take BENCH_GATEWAY_TELEMETRY_ROUNDS (default 6) rounds
+ * of 50 sequential turns in turn, so load drift on the shared machine falls on all three alike.
+ * Each gateway's CPU (schedstat, every thread) is read from before the first round to 1.5 s after
+ * the last (the span exporter batches every second, and may export while another gateway runs),
+ * so it includes what the processes spend between turns (the event-loop-delay monitor of the
+ * process metrics, the batch exporter).
+ */
+async function telemetryOverhead(model: Model): Promise<void> {
+  const received = { posts: 0, bytes: 0 };
+  const receiver = createServer((req, res) => {
+    void readText(req).then((body) => {
+      if (req.method === "POST" && req.url === "/v1/traces") {
+        received.posts++;
+        received.bytes += body.length;
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("{}");
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+  const otlpUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  const variants = [
+    { name: "metrics off", extra: { gateway: { metrics: { enabled: false } } } },
+    { name: "metrics on, no OTLP", extra: { gateway: { metrics: { enabled: true } } } },
+    {
+      name: "metrics on + OTLP",
+      extra: { gateway: { metrics: { enabled: true } }, telemetry: { otlp: { endpoint: otlpUrl } } },
+    },
+  ];
+  const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-tel-"));
+  const stderr: string[] = [];
+  const gws: Array<{ name: string; url: string; proc: ChildProcess }> = [];
+  try {
+    for (const [i, v] of variants.entries()) {
+      const port = await freePort();
+      const cfg = {
+        gateway: { host: "127.0.0.1", port, auth: { token: TOKEN }, ...v.extra.gateway },
+        stateDir: path.join(dir, `state${i}`),
+        storage: { driver: "fs" },
+        queue: { driver: "local" },
+        models: {
+          default: "fake/bench",
+          providers: { fake: { kind: "openai", baseUrl: model.url, apiKey: "bench-key" } },
+        },
+        channels: { webchat: { enabled: false } },
+        ...("telemetry" in v.extra ? { telemetry: v.extra.telemetry } : {}),
+      };
+      const cfgFile = path.join(dir, `switchboard${i}.json`);
+      writeFileSync(cfgFile, JSON.stringify(cfg));
+      const proc = startNode(["start", "--config", cfgFile], stderr);
+      gws.push({ name: v.name, url: `http://127.0.0.1:${port}`, proc });
+    }
+    const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 1000);
+    for (const g of gws) {
+      await waitHealthy(g.url, g.proc);
+      await warmUp(g.url, warm);
+    }
+    const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 6);
+    const perRound = 50;
+    const pidOf = (g: (typeof gws)[number]) => [g.proc.pid ?? 0];
+    const all0 = gws.map((g) => threadNs(() => pidOf(g)));
+    const main0 = gws.map((g) => mainThreadNs(pidOf(g)));
+    const posts0 = received.posts;
+    for (let r = 0; r < rounds; r++)
+      for (const g of gws)
+        for (let i = 0; i < perRound; i++)
+          await turn(g.url, `agent:main:bench:tel:${(r * perRound + i) % 4}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    const turns = rounds * perRound;
+    const figures = gws.map((g, i) => {
+      let ns = 0;
+      for (const [tid, t] of threadNs(() => pidOf(g))) ns += t - (all0[i]?.get(tid) ?? 0);
+      return { all: ns / 1e6 / turns, main: (mainThreadNs(pidOf(g)) - (main0[i] ?? 0)) / 1e6 / turns };
+    });
+    const base = figures[0] ?? { all: Number.NaN, main: Number.NaN };
+    const budgets = ["", " [≤ +0.05]", " [≤ +0.3]"];
+    const load = loadavg()
+      .map((l) => fmt(l))
+      .join(" ");
+    out(
+      `telemetry (fs+local, ${warm} warm turns each, ${rounds} × ${perRound} sequential turns in turn; load average ${load}): ` +
+        gws
+          .map(
+            (g, i) =>
+              `${g.name} ${fmt(figures[i]?.all ?? Number.NaN, 3)} ms CPU/turn (main thread ${fmt(figures[i]?.main ?? Number.NaN, 3)})`,
+          )
+          .join("; "),
+    );
+    out(
+      `telemetry: CPU/turn over metrics off (schedstat, every thread; main thread): ` +
+        gws
+          .slice(1)
+          .map(
+            (g, i) =>
+              `${g.name} ${fmt((figures[i + 1]?.all ?? Number.NaN) - base.all, 3)} ms${budgets[i + 1]} (main ${fmt((figures[i + 1]?.main ?? Number.NaN) - base.main, 3)})`,
+          )
+          .join("; ") +
+        `; the OTLP receiver got ${received.posts - posts0} POST /v1/traces while measured`,
+    );
+  } catch (err) {
+    out(`telemetry: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+  } finally {
+    await Promise.all(gws.map((g) => stop(g.proc)));
+    await new Promise<void>((r) => receiver.close(() => r()));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function run(): Promise<void> {
   const seconds = Number(process.env.BENCH_GATEWAY_SECONDS ?? 20);
   const drivers = (process.env.BENCH_GATEWAY_DRIVERS ?? "local,bullmq").split(",");
@@ -738,6 +864,9 @@ export async function run(): Promise<void> {
       const yardstick = s.workers > 0 ? bullRelay : relay;
       if (figures && yardstick)
         againstRelay(s.name, figures, yardstick, s.workers > 0 ? "bare BullMQ relay" : "bare Node relay");
+      // beside the plain figure (metrics off): what metrics and OTLP tracing add to a turn
+      if (s.name === "fs+local" && process.env.BENCH_GATEWAY_TELEMETRY !== "0")
+        await telemetryOverhead(model);
     }
     if (drivers.includes("bullmq")) await dropKeys(redisUrl, prefix);
   } finally {
