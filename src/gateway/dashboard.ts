@@ -1,3 +1,5 @@
+import { MEDIA_VIEW_JS } from "../channels/kit/media-view.js";
+
 /**
  * The operator dashboard at `/dashboard`: the sessions tree by lineage (`spawnedBy`) with status,
  * model, tokens, cost and last activity; per session its run timeline, transcript (newest at the
@@ -6,7 +8,8 @@
  * sent over the same `/ws` RPC the CLI uses. Pending approvals (API.md §8.3) with the chat's three
  * buttons (`approvals.resolve`), refreshed on `approval.requested` / `approval.resolved`. Live over
  * `/ws` events. Text is inserted as text (tool arguments come from a model).
- * With a gateway token, open it as `/dashboard#token=<token>`.
+ * With a gateway token, open it as `/dashboard#token=<token>`. A user line's media parts show as
+ * the web chat shows them (images inline, audio playable, files as links; src/channels/kit/media-view.ts).
  */
 export function dashboardPage(): string {
   return `<!doctype html>
@@ -56,6 +59,7 @@ body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
 <main><div id="detail" data-testid="detail">Select a session.</div></main>
 <script>
 (() => {
+${MEDIA_VIEW_JS}
   /** The gateway token from the page URL (#token=… or ?token=…); "" when none. */
   function readToken() {
     const m = /(?:^|[#?&])token=([^&]+)/.exec(location.hash) || /(?:^|[?&])token=([^&]+)/.exec(location.search);
@@ -131,6 +135,10 @@ body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
     box.append(el("span", "role", m.role + (m.toolName ? " · " + m.toolName : "") + (m.timestamp ? " · " + new Date(m.timestamp).toLocaleTimeString() : "")));
     if (m.role === "toolCall") { const args = m.content && typeof m.content === "object" && "arguments" in m.content ? m.content.arguments : m.content; box.append(el("pre", "", pretty(args))); }
     else if (m.role === "toolResult") box.append(el("pre", "", pretty(m.content)));
+    else if (Array.isArray(m.content) && m.content.every((p) => p && typeof p === "object" && typeof p.type === "string")) {
+      // a line with media (API.md §8.1): its text, then each part shown (images inline, audio playable, files linked)
+      for (const p of m.content) { if (p.type === "text") box.append(document.createTextNode(String(p.text ?? ""))); else box.append(mediaView(p, token)); }
+    }
     else box.append(document.createTextNode(typeof m.content === "string" ? m.content : pretty(m.content)));
     return box;
   }

@@ -146,6 +146,22 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("web chat atta
         )
         .toBe(24);
 
+      // the dashboard's transcript shows the same line's image inline
+      const dash = await browser.newPage();
+      await dash.goto(`${base}/dashboard#token=${t.token}`);
+      await dash.locator('.row[data-key="agent:main:main"]').click();
+      await expect
+        .poll(
+          () =>
+            dash
+              .getByTestId("transcript")
+              .locator('.msg[data-role="user"] img')
+              .evaluate((el) => (el as unknown as { naturalWidth: number }).naturalWidth),
+          { timeout: 5000 },
+        )
+        .toBe(24);
+      await dash.close();
+
       // over the upload cap: a clear error line, nothing pending
       await page.getByTestId("file").setInputFiles(bigPath);
       await expect
