@@ -1,5 +1,6 @@
 import { App, SocketModeReceiver, webApi } from "@slack/bolt";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
+import { escapeSlack } from "../../src/channels/kit/format/index.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
 import { megabytes, takeAttachments } from "../../src/channels/kit/media.js";
 import type {
@@ -17,6 +18,7 @@ import type {
 } from "../../src/channels/types.js";
 import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
+import { interactivePayload, slackPressToAction } from "./actions.js";
 import { toSwitchboardError } from "./errors.js";
 import { type SlackInboundContext, slackEventToInbound } from "./inbound.js";
 import { slackLogger } from "./logger.js";
@@ -66,6 +68,8 @@ export class SlackChannel implements ChannelAdapter {
     streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
     // No voice bubble for bots: audio goes as a file with a player.
     media: { captionLimit: SLACK_CAPTION_LIMIT, voiceNotes: false },
+    // Block Kit buttons; a press is a block_actions payload, answered with an ephemeral notice.
+    buttons: true,
   };
 
   private readonly log: Logger;
@@ -199,6 +203,9 @@ export class SlackChannel implements ChannelAdapter {
       this.config.maxRequestAgeSeconds,
     );
     if (!check.ok) return { status: 401, body: { error: check.reason } };
+    // The Interactivity Request URL may be this one: a signed `payload=<json>` form is a press.
+    const interactive = interactivePayload(rawBody);
+    if (interactive !== undefined) return this.onInteractive(interactive);
     let json: unknown;
     try {
       json = JSON.parse(rawBody);
@@ -237,6 +244,56 @@ export class SlackChannel implements ChannelAdapter {
 
   // ------------------------------------------------------------------------------ internals
 
+  /**
+   * A signed interactive request (HTTP mode): run through Bolt (a `block_actions` listener),
+   * answered 200 once handled or after 2.5 s (Slack wants an answer within 3 s; the press goes
+   * on). Other interactive types are acknowledged and ignored.
+   */
+  private async onInteractive(payload: unknown): Promise<WebhookResponse> {
+    if (!payload || typeof payload !== "object" || Array.isArray(payload))
+      return { status: 400, body: { error: "payload: not a JSON object" } };
+    if (!this.life.accepting) return { status: 503, body: { error: "slack channel is not running" } };
+    const run = this.receiver.dispatch(payload as Record<string, unknown>).catch((err: unknown) => {
+      this.log.warn({ err: errorMessage(err) }, "slack interactive dispatch failed");
+    });
+    void this.life.track(run);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([run, new Promise((r) => (timer = setTimeout(r, 2500)))]);
+    clearTimeout(timer);
+    return { status: 200 };
+  }
+
+  /**
+   * A button press: validated, handed to the gateway's press handler, and the notice shown to
+   * the presser only (chat.postEphemeral). A forged or foreign press is refused by the handler.
+   */
+  private async onPress(body: unknown): Promise<void> {
+    const parsed = slackPressToAction(body, this.accountId);
+    if (!parsed.ok) {
+      this.log.warn({ error: parsed.error }, "slack: button press refused");
+      const p = body as { user?: { id?: unknown }; channel?: { id?: unknown } } | null;
+      const user = typeof p?.user?.id === "string" ? p.user.id : undefined;
+      const channel = typeof p?.channel?.id === "string" ? p.channel.id : undefined;
+      if (user && channel) await this.ephemeral(channel, user, "Refused: this button is not valid.");
+      return;
+    }
+    let notice: string | undefined;
+    const onAction = this.life.context.onAction;
+    try {
+      notice = onAction ? (await onAction(parsed.action)).notice : "Buttons are not handled here.";
+    } catch (err) {
+      this.log.warn({ err: errorMessage(err) }, "slack: press handler failed");
+      notice = "Something went wrong; try again.";
+    }
+    if (notice) await this.ephemeral(parsed.payload.channel.id, parsed.payload.user.id, notice);
+  }
+
+  private async ephemeral(channel: string, user: string, text: string): Promise<void> {
+    await this.client.chat
+      .postEphemeral({ channel, user, text: escapeSlack(text) })
+      .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, "slack: chat.postEphemeral failed"));
+  }
+
   private async connect(): Promise<void> {
     const auth = await this.client.auth.test();
     if (!auth.user_id)
@@ -264,6 +321,7 @@ export class SlackChannel implements ChannelAdapter {
     });
     app.event("message", async ({ event, body }) => this.onEvent(event, body));
     app.event("app_mention", async ({ event, body }) => this.onEvent(event, body));
+    app.action({ type: "block_actions" }, async ({ body }) => this.onPress(body));
     app.error(async (err) => {
       this.log.error({ err: errorMessage(err) }, "slack event processing failed");
     });
@@ -309,6 +367,11 @@ export class SlackChannel implements ChannelAdapter {
   private async onSocketEnvelope(args: SocketEnvelope): Promise<void> {
     const body = args.body as Record<string, unknown> | undefined;
     const eventId = typeof body?.event_id === "string" ? body.event_id : undefined;
+    if (args.type === "interactive" && body) {
+      await args.ack();
+      await this.receiver.dispatch(body);
+      return;
+    }
     if (args.type !== "events_api" || !body || !eventId) return args.ack();
     if (!(await this.accept(eventId, body, args.retry_num, args.retry_reason))) return;
     // Past the lease's end another gateway may hold the account: no ack, Slack redelivers there.

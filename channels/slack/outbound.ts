@@ -2,6 +2,7 @@ import type { webApi } from "@slack/bolt";
 import { escapeSlack } from "../../src/channels/kit/format/index.js";
 import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
+import { slackBlocks } from "./actions.js";
 import { toSwitchboardError } from "./errors.js";
 
 type WebClient = webApi.WebClient;
@@ -19,12 +20,17 @@ export async function postSlackMessage(
 ): Promise<string[]> {
   const chunks = messagesOf(msg.text, textLimit);
   const ids: string[] = [];
-  for (const chunk of chunks) {
+  for (const [i, chunk] of chunks.entries()) {
+    const text = msg.format === "native" ? chunk : escapeSlack(chunk);
     try {
       const res = await client.chat.postMessage({
         channel: msg.to,
-        text: msg.format === "native" ? chunk : escapeSlack(chunk),
+        text,
         mrkdwn: msg.format === "native",
+        // Buttons go under the last chunk: a section with the text, then an actions block.
+        ...(i === chunks.length - 1 && msg.actions?.length
+          ? { blocks: slackBlocks(text, msg.format === "native", msg.actions) }
+          : {}),
         ...(msg.threadId ? { thread_ts: msg.threadId } : {}),
       });
       if (!res.ts) throw new Error("chat.postMessage returned no ts");
@@ -45,7 +51,14 @@ export async function updateSlackMessage(
 ): Promise<void> {
   const text = (msg.format === "native" ? msg.text : escapeSlack(msg.text)).slice(0, textLimit);
   try {
-    await client.chat.update({ channel, ts: msg.messageId, text });
+    await client.chat.update({
+      channel,
+      ts: msg.messageId,
+      text,
+      // `actions: []` leaves the section alone (the buttons are removed); without actions the
+      // blocks are left as they are.
+      ...(msg.actions ? { blocks: slackBlocks(text, msg.format === "native", msg.actions) } : {}),
+    });
   } catch (err) {
     throw toSwitchboardError(err, "chat.update");
   }

@@ -338,6 +338,9 @@ export class FakeSlack {
       }
       case "assistant.threads.setStatus":
         return ok({});
+      case "chat.postEphemeral":
+        if (!args.channel || !args.user || !args.text) return err("invalid_arguments");
+        return ok({ message_ts: this.nextTs() });
       case "conversations.info": {
         const c = this.conversations.get(args.channel ?? "");
         if (!c) return err("channel_not_found");
@@ -406,6 +409,52 @@ export function signSlackRequest(
     "x-slack-request-timestamp": String(timestampS),
     "x-slack-signature": `v0=${sig}`,
   };
+}
+
+/**
+ * A `block_actions` interactive payload: `user` pressed the button `actionId` under the bot's
+ * message `ts` in `channel` (as Slack POSTs it to the Interactivity Request URL).
+ */
+export function blockActionsPayload(
+  channel: string,
+  user: string,
+  ts: string,
+  actionId: string,
+  opts: { threadTs?: string; value?: string } = {},
+): Record<string, unknown> {
+  return {
+    type: "block_actions",
+    team: { id: "T0001", domain: "fake" },
+    api_app_id: "A0001",
+    token: "verification-token-unused",
+    trigger_id: `trig.${ts}`,
+    user: { id: user, username: user.toLowerCase(), team_id: "T0001" },
+    channel: { id: channel, name: channel.startsWith("D") ? "directmessage" : "general" },
+    container: { type: "message", message_ts: ts, channel_id: channel, is_ephemeral: false },
+    message: { type: "message", ts, text: "", ...(opts.threadTs ? { thread_ts: opts.threadTs } : {}) },
+    response_url: "http://127.0.0.1:9/response_url/unused",
+    actions: [
+      {
+        type: "button",
+        action_id: actionId,
+        block_id: "sb_actions",
+        value: opts.value ?? actionId,
+        action_ts: String(Date.now() / 1000),
+      },
+    ],
+  };
+}
+
+/** A signed form-encoded interactive request (`payload=<json>`), at `timestampS` (default now). */
+export function signedInteractive(
+  signingSecret: string,
+  payload: Record<string, unknown>,
+  timestampS?: number,
+): { headers: Record<string, string>; body: string } {
+  const body = new URLSearchParams({ payload: JSON.stringify(payload) }).toString();
+  const headers = signSlackRequest(signingSecret, body, timestampS);
+  headers["content-type"] = "application/x-www-form-urlencoded";
+  return { headers, body };
 }
 
 /** Posts a signed Events API body to an adapter's `handleEvents`, as the gateway route would. */
