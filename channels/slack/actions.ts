@@ -84,8 +84,7 @@ export function slackPressToAction(
   if (!parsed.success) return { ok: false, error: formatIssues(parsed.error.issues, "block_actions.") };
   const p = parsed.data;
   const pressed = p.actions[0];
-  if (!pressed || pressed.type !== "button")
-    return { ok: false, error: "block_actions.actions[0]: not a button" };
+  if (pressed?.type !== "button") return { ok: false, error: "block_actions.actions[0]: not a button" };
   if (pressed.value !== undefined && pressed.value !== pressed.action_id)
     return { ok: false, error: "block_actions.actions[0].value: does not match action_id" };
   const direct = p.channel.id.startsWith("D");
