@@ -17,6 +17,7 @@ const benches = [
   "markdown",
   "failover",
   "mcp",
+  "media",
 ];
 
 process.stdout.write(

@@ -120,7 +120,7 @@ describe("telegram media through the gateway to the model", () => {
     expect(contentText(user?.content)).toContain("[voice note 0:07] remind me to water the plants");
     const tr = ai.audioRequests().find((r) => r.path === "/v1/audio/transcriptions");
     expect(tr?.body).toMatchObject({ model: "whisper-test" });
-    expect((tr?.body as { file?: { bytes: number } }).file?.bytes).toBe(ogg.length);
+    expect((tr?.body as { file?: { bytes: number } } | undefined)?.file?.bytes).toBe(ogg.length);
 
     const stored = JSON.stringify(await historyLine("remind me to water"));
     expect(stored).toContain('"type":"audio"');

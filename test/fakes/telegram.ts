@@ -64,6 +64,8 @@ export class FakeTelegram {
   /** getUpdates calls answered 409 because another was open. */
   conflicts = 0;
   exclusivePolling = false;
+  /** getFile refuses files over this ("file is too big"): the cloud Bot API's 20 MiB by default. */
+  fileLimitBytes = 20 * 1024 * 1024;
   /** Files the bot can fetch: getFile by file_id, then GET /file/bot<token>/<file_path>. */
   private readonly files = new Map<string, { path: string; bytes: Buffer; stall?: boolean }>();
   private nextFileId = 1;
@@ -78,10 +80,11 @@ export class FakeTelegram {
 
   static async start(
     token = "123456:TEST-token",
-    opts: { exclusivePolling?: boolean } = {},
+    opts: { exclusivePolling?: boolean; fileLimitBytes?: number } = {},
   ): Promise<FakeTelegram> {
     const fake = new FakeTelegram(token);
     fake.exclusivePolling = opts.exclusivePolling ?? false;
+    if (opts.fileLimitBytes !== undefined) fake.fileLimitBytes = opts.fileLimitBytes;
     fake.loop = await loopbackServer((req, res) => void fake.handle(req, res));
     return fake;
   }
@@ -365,7 +368,7 @@ export class FakeTelegram {
       case "getFile": {
         const f = this.files.get(String(payload.file_id));
         if (!f) return fail({ code: 400, description: "Bad Request: invalid file_id" });
-        if (f.bytes.length > 20 * 1024 * 1024)
+        if (f.bytes.length > this.fileLimitBytes)
           return fail({ code: 400, description: "Bad Request: file is too big" });
         return reply({
           file_id: payload.file_id,
