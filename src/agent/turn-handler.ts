@@ -3,6 +3,8 @@ import { DEFAULT_FAILURE_TEXT } from "../config/schema.js";
 import { streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
 import { errorMessage, isConnectionError } from "../errors.js";
+import { partsFromMeta } from "../media/parts.js";
+import { synthesize, wantsSpeech } from "../media/speech.js";
 import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
 import type { FollowUp, JobHandlers, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
@@ -48,6 +50,52 @@ async function chatSide(services: Services, job: TurnJob, entry: SessionEntry): 
     stream,
     failureText,
   };
+}
+
+/**
+ * `media.tts.auto` (API.md §8.2): after the text reply went out, the same reply as a voice note
+ * ("inbound": only when the turn's user message held one; "always": every reply), under its own
+ * outbox key. A speech failure is logged; the text reply already stands.
+ */
+async function speakReply(
+  services: Services,
+  job: TurnJob,
+  reply: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const media = services.config.media;
+  const store = services.media;
+  if (!store || media.tts.auto === "off") return;
+  if (
+    !wantsSpeech(
+      media.tts.auto,
+      job.messages.flatMap((m) => partsFromMeta(m.meta)),
+    )
+  )
+    return;
+  const spoken = await synthesize(
+    { media, providers: services.config.models.providers, store },
+    reply,
+    signal,
+  );
+  if (!spoken.ok) {
+    services.logger.warn(
+      { runId: job.runId, sessionKey: job.sessionKey, why: spoken.reason },
+      "voice reply not made",
+    );
+    return;
+  }
+  const res = await services.delivery.deliver({
+    sessionKey: job.sessionKey,
+    text: "",
+    idempotencyKey: `tts:${job.runId}`,
+    attachments: [{ mediaId: spoken.mediaId, name: "reply.ogg", voice: true }],
+  });
+  if (res.status === "failed" || res.status === "blocked" || res.status === "no-route")
+    services.logger.warn(
+      { runId: job.runId, sessionKey: job.sessionKey, why: "error" in res ? res.error : res.reason },
+      "voice reply not delivered",
+    );
 }
 
 export function createJobHandlers(
@@ -101,7 +149,7 @@ export function createJobHandlers(
               "reply not delivered",
             );
             outcome.deliveryError = why;
-          }
+          } else await speakReply(services, job, outcome.reply, ctx.signal);
         } else await stream?.close();
       } else {
         await stream?.close();

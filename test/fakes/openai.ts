@@ -358,10 +358,12 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     }
     if (rec.method === "POST" && path === "/v1/chat/completions") return chat(rec, res);
     if (rec.method === "POST" && path === "/v1/audio/speech") {
-      // An Ogg/Opus-looking body: "OggS" capture pattern, then the input text (not real audio).
+      // An Ogg/Opus-looking body: "OggS" capture pattern, the first page's "OpusHead" where a
+      // sniffer looks for it (byte 28), then the input text (not real audio).
       const audio = Buffer.concat([
         Buffer.from("OggS\0\x02", "latin1"),
         Buffer.alloc(22),
+        Buffer.from("OpusHead", "latin1"),
         Buffer.from(String(body.input ?? "")),
       ]);
       res.writeHead(200, { "content-type": "audio/ogg", "content-length": String(audio.length) });
