@@ -163,6 +163,13 @@ function stripUndefined(r: z.infer<typeof requestSchema>): DeliveryRequest {
   if (r.bypassPolicy !== undefined) out.bypassPolicy = r.bypassPolicy;
   if (r.kind !== undefined) out.kind = r.kind;
   if (r.traceparent !== undefined) out.traceparent = r.traceparent;
+  if (r.actions?.length)
+    out.actions = r.actions.map((a) => ({
+      id: a.id,
+      label: a.label,
+      ...(a.style !== undefined ? { style: a.style } : {}),
+    }));
+  if (r.actionsFallback !== undefined) out.actionsFallback = r.actionsFallback;
   if (r.attachments?.length)
     out.attachments = r.attachments.map((a) => ({
       mediaId: a.mediaId,

@@ -59,6 +59,30 @@ describeRedis("deliveries from a worker are posted by a gateway", () => {
     expect(channel.sent[0]).toMatchObject({ to: "chat-h" });
   });
 
+  it("keeps a request's buttons across the hand-off (an approval asked on a worker)", {
+    timeout: 30_000,
+  }, async () => {
+    const actions = [
+      { id: "ap:x:once", label: "Allow once", style: "success" as const },
+      { id: "ap:x:deny", label: "Deny", style: "danger" as const },
+    ];
+    const req = {
+      sessionKey: "agent:main:handoff",
+      text: "Approval needed",
+      idempotencyKey: "approval:x#0",
+      actions,
+      actionsFallback: "Reply 1 or 3",
+    };
+    expect((await worker.app.services.delivery.deliver(req)).status).toBe("handed-off");
+    const posted = await eventually(
+      () => channel.sent.find((m) => m.text.startsWith("Approval needed")),
+      500,
+      10,
+    );
+    if (channel.capabilities.buttons) expect(posted.actions).toEqual(actions);
+    else expect(posted.text).toContain("Reply 1 or 3");
+  });
+
   it("a session without a chat is still no-route on the worker (nothing to hand off)", async () => {
     const now = Date.now();
     await gateway.app.services.store.sessions.put({
