@@ -10,7 +10,7 @@
  * an a2a step) starts a trace of its own with a link to the span that caused it.
  */
 
-import type { SpanAttributes, SpanOptions, Tracing, TracingConfig } from "./types.js";
+import type { SpanOptions, Tracing, TracingConfig } from "./types.js";
 
 export type { SpanAttributes, SpanOptions, Tracing, TracingConfig } from "./types.js";
 

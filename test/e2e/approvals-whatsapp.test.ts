@@ -81,9 +81,13 @@ const sentTo = (pn: string) => wa.allSent().filter((s) => s.jid === `${pn}@s.wha
 
 async function targetMessages(): Promise<string[]> {
   const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 50 });
-  return (h.result?.messages ?? [])
-    .filter((m: { role: string }) => m.role === "user")
-    .map((m: { content: unknown }) => String(m.content));
+  return (
+    (h.result?.messages ?? [])
+      .filter((m: { role: string }) => m.role === "user")
+      .map((m: { content: unknown }) => String(m.content))
+      // only the line the tool sent: the a2a reply-back turns that follow it may land meanwhile
+      .filter((c: string) => c === "wa")
+  );
 }
 
 describe("approvals on whatsapp", () => {
