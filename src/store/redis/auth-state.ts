@@ -1,5 +1,4 @@
 import type { Redis } from "ioredis";
-import type { AuthStateStore } from "../../channels/types.js";
 import { SwitchboardError } from "../../errors.js";
 import { RedisKeys } from "./keys.js";
 
@@ -7,9 +6,10 @@ import { RedisKeys } from "./keys.js";
  * A channel account's auth state in Redis: one hash `{prefix}:auth:<channel>:<accountId>`
  * (field = key, value = the adapter's text). A batch is one MULTI/EXEC (HSET + HDEL), so a
  * gateway that dies mid-write leaves the previous state or the new one, never half of it;
- * logout is one DEL.
+ * logout is one DEL. It fits the adapter contract's `AuthStateStore` (checked where src/app wires
+ * it in; storage sits below the contracts, so it does not import them).
  */
-export class RedisAuthStateStore implements AuthStateStore {
+export class RedisAuthStateStore {
   private readonly key: string;
 
   constructor(
