@@ -71,6 +71,15 @@ export function streamingMode(config: Config, channel: string): "partial" | "off
 export type ChannelDeliveryDeps = Pick<Services, "store" | "config" | "channels" | "logger"> &
   Partial<Pick<Services, "media">>;
 
+/** How `#post` sends one text: a reply or a failure line, an edited preview, buttons under the last chunk. */
+interface PostOptions {
+  kind: "reply" | "failure";
+  editFirst?: boolean;
+  firstMessageId?: string;
+  shown?: string;
+  actions?: OutboundAction[];
+}
+
 export class ChannelDelivery implements Delivery {
   constructor(
     private readonly services: ChannelDeliveryDeps,
@@ -190,18 +199,7 @@ export class ChannelDelivery implements Delivery {
    * reply), chunk 0 replaces the preview — `firstMessageId`, or the message an earlier attempt
    * posted under the same key — instead of being posted.
    */
-  async #post(
-    target: Target,
-    rawText: string,
-    key: string,
-    opts: {
-      kind: "reply" | "failure";
-      editFirst?: boolean;
-      firstMessageId?: string;
-      shown?: string;
-      actions?: OutboundAction[];
-    },
-  ): Promise<DeliveryOutcome> {
+  async #post(target: Target, rawText: string, key: string, opts: PostOptions): Promise<DeliveryOutcome> {
     const out = await this.#postChunks(target, rawText, key, opts);
     countDelivery(target.route.channel, out.status);
     return out;
@@ -211,13 +209,7 @@ export class ChannelDelivery implements Delivery {
     target: Target,
     rawText: string,
     key: string,
-    opts: {
-      kind: "reply" | "failure";
-      editFirst?: boolean;
-      firstMessageId?: string;
-      shown?: string;
-      actions?: OutboundAction[];
-    },
+    opts: PostOptions,
   ): Promise<DeliveryOutcome> {
     const { store, logger } = this.services;
     const { adapter, route, entry } = target;
