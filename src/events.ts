@@ -21,7 +21,9 @@ export interface GatewayEvents {
     sessionKey: string;
     runId: string;
     tool: string;
-    decision: "allow-once" | "allow-always" | "deny" | "timeout";
+    /** Absent when nobody decided: the approval ran out (`reason: "timeout"`). */
+    decision?: "allow-once" | "allow-always" | "deny";
+    reason?: "timeout";
   };
   /**
    * A model of the run's failover chain failed (or was skipped: circuit open) and the next is

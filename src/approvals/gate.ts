@@ -239,7 +239,8 @@ async function waitForDecision(
           sessionKey: rec.sessionKey,
           runId: rec.runId,
           tool: rec.tool,
-          decision: "timeout",
+          // API.md §8.3 names three decisions; a timeout is nobody's decision
+          reason: "timeout",
         });
         await editDecided(services, { ...cur, decision: "timeout", decidedBy: "timeout" });
       }

@@ -235,10 +235,15 @@ describe("approvals: ask → wait → decide", () => {
 
   it("timeout: unanswered → { status: denied, reason: timeout }; a press after it changes nothing", async () => {
     const { app, channel } = await setUp({ timeoutSeconds: 1 });
+    const resolved: unknown[] = [];
+    app.app.services.bus.on("approval.resolved", (d) => resolved.push(d));
     const runId = await send(app, "ping late");
     const ap = await pendingOne(app);
     const done = await app.rpc("agent.wait", { runId, timeoutMs: 10_000 });
     expect(done.result.reply).toContain('"reason":"timeout"');
+    // a timeout is nobody's decision: the event names no decision (API.md §8.3 lists three), only why
+    expect(resolved).toEqual([expect.objectContaining({ id: ap.id, reason: "timeout" })]);
+    expect(resolved[0]).not.toHaveProperty("decision");
     expect(
       (
         await channel.press({
