@@ -54,6 +54,24 @@ const requestSchema = z.object({
     .optional(),
 });
 
+/**
+ * The schema's output is exactly `DeliveryRequest` (every key, nested ones too): a field added to
+ * the request but not to the schema fails the build here, instead of being stripped silently by
+ * the parse on the BullMQ path (attachments, then actions, were lost that way).
+ */
+type Identical<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+const schemaIsTheRequest: Identical<z.infer<typeof requestSchema>, DeliveryRequest> = true;
+void schemaIsTheRequest;
+
+/**
+ * A handed-off job's data as the request it was queued from, or null when it does not parse. The
+ * data is JSON (no undefined values) and the parse adds no keys, so it round-trips unchanged.
+ */
+export function parseHandoffRequest(data: unknown): DeliveryRequest | null {
+  const parsed = requestSchema.safeParse(data);
+  return parsed.success ? parsed.data : null;
+}
+
 /** The job id of a request: one job per idempotency key (BullMQ ids may not contain ":"). */
 export function handoffJobId(idempotencyKey: string): string {
   return `d-${createHash("sha256").update(idempotencyKey).digest("hex").slice(0, 40)}`;
@@ -104,12 +122,11 @@ export class DeliveryHandoff implements HandoffQueue {
     const worker = new Worker(
       HANDOFF_QUEUE,
       async (job: Job) => {
-        const parsed = requestSchema.safeParse(job.data);
-        if (!parsed.success) {
+        const req = parseHandoffRequest(job.data);
+        if (!req) {
           logger.warn({ jobId: job.id }, "delivery hand-off: malformed request dropped");
           return;
         }
-        const req = stripUndefined(parsed.data);
         const res = await deliver(req);
         if (res.status === "failed" || res.status === "no-route") {
           // Another attempt (here or on another gateway) may succeed: BullMQ retries with backoff.
@@ -151,30 +168,4 @@ export class DeliveryHandoff implements HandoffQueue {
     this.#blocking = null;
     await closeConsumer(parts, this.opts.logger);
   }
-}
-
-function stripUndefined(r: z.infer<typeof requestSchema>): DeliveryRequest {
-  const out: DeliveryRequest = { sessionKey: r.sessionKey, text: r.text, idempotencyKey: r.idempotencyKey };
-  if (r.route) {
-    out.route = { channel: r.route.channel, to: r.route.to };
-    if (r.route.accountId !== undefined) out.route.accountId = r.route.accountId;
-    if (r.route.threadId !== undefined) out.route.threadId = r.route.threadId;
-  }
-  if (r.bypassPolicy !== undefined) out.bypassPolicy = r.bypassPolicy;
-  if (r.kind !== undefined) out.kind = r.kind;
-  if (r.traceparent !== undefined) out.traceparent = r.traceparent;
-  if (r.actions?.length)
-    out.actions = r.actions.map((a) => ({
-      id: a.id,
-      label: a.label,
-      ...(a.style !== undefined ? { style: a.style } : {}),
-    }));
-  if (r.actionsFallback !== undefined) out.actionsFallback = r.actionsFallback;
-  if (r.attachments?.length)
-    out.attachments = r.attachments.map((a) => ({
-      mediaId: a.mediaId,
-      ...(a.name !== undefined ? { name: a.name } : {}),
-      ...(a.voice !== undefined ? { voice: a.voice } : {}),
-    }));
-  return out;
 }
