@@ -4,9 +4,17 @@
  */
 import { Writable } from "node:stream";
 import { type App, createApp } from "../src/app/index.js";
+import type {
+  AdapterContext,
+  ChannelAdapter,
+  ChannelCapabilities,
+  InboundHandler,
+} from "../src/channels/types.js";
 import { main } from "../src/cli/main.js";
 import { type ConfigInput, parseConfig } from "../src/config/index.js";
+import type { AdapterRegistry } from "../src/delivery/index.js";
 import { createLogger, type Logger, silentLogger } from "../src/log.js";
+import { MemoryChannel } from "./fakes/memory-channel.js";
 import { tempDir } from "./helpers.js";
 
 export interface TestApp {
@@ -122,4 +130,28 @@ export async function startTestWorker(
       t.cleanup();
     },
   };
+}
+
+/** `adapter` added to `t`'s channels and started with `onInbound` (default: drops inbound) and `ctx`. */
+export async function attachChannel<A extends ChannelAdapter>(
+  t: TestApp,
+  adapter: A,
+  onInbound: InboundHandler = async () => {},
+  ctx?: AdapterContext,
+): Promise<A> {
+  (t.app.services.channels as AdapterRegistry).add(adapter);
+  await adapter.start(onInbound, ctx);
+  return adapter;
+}
+
+/** A "memory"/"default" channel as a plain chat: 4000 chars, no threads or typing, `caps` on top. */
+export function plainMemoryChannel(caps: Partial<ChannelCapabilities> = {}): MemoryChannel {
+  return new MemoryChannel("memory", "default", {
+    textLimit: 4000,
+    threads: false,
+    typing: false,
+    markdown: "plain",
+    createThread: false,
+    ...caps,
+  });
 }

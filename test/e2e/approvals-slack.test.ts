@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { blockActionsPayload, FakeSlack, signedInteractive, signSlackRequest } from "../fakes/slack.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
-import { seedSession } from "../integration/tools/seed-sessions.js";
 
 /**
  * Approvals on Slack through the real Bolt adapter (HTTP mode) and the loopback Web API: the
@@ -15,7 +15,6 @@ import { seedSession } from "../integration/tools/seed-sessions.js";
 const SECRET = "slack-signing-secret-approvals";
 const OWNER = "U1";
 const STRANGER = "U9";
-const TARGET = "agent:main:target";
 
 let slack: FakeSlack;
 let t: TestApp;
@@ -23,30 +22,8 @@ let hook: string;
 
 beforeAll(async () => {
   slack = await FakeSlack.start();
-  t = await startTestApp(
+  t = await startApprovalsApp(
     {
-      models: {
-        default: "s/x",
-        providers: {
-          s: {
-            kind: "scripted",
-            rules: [
-              {
-                match: "ping (.+)$",
-                toolCalls: [
-                  { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-                ],
-                afterTools: "done: {{lastToolResult}}",
-              },
-              { match: ".*", reply: "ok" },
-            ],
-          },
-        },
-      },
-      tools: {
-        sessions: { visibility: "agent" },
-        approvals: { rules: [{ tool: "sessions_send", action: "ask" }] },
-      } as never,
       channels: {
         slack: {
           accounts: {
@@ -57,10 +34,10 @@ beforeAll(async () => {
         },
       },
     },
-    { listen: true },
+    // unanchored: the message starts with the bot's mention
+    { listen: true, match: "ping (.+)$" },
   );
   hook = `http://127.0.0.1:${t.app.address?.port}/hooks/slack/default/events`;
-  await seedSession(t, TARGET);
 });
 
 afterAll(async () => {
@@ -160,13 +137,7 @@ describe("approvals on slack", () => {
     await eventually(() => slack.posted().find((p) => p.text.startsWith("done:")), 500, 20);
     // the same press again (freshly signed, as a second gateway or a double click would see it)
     expect((await press("C200", OWNER, ts, once)).notice).toMatch(/already decided/);
-    const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 20 });
-    expect(
-      h.result.messages
-        .filter((m: { role: string }) => m.role === "user")
-        .map((m: { content: string }) => m.content)
-        // the a2a reply-back turns that follow the send may land on the target meanwhile
-        .filter((c: unknown) => c === "sl"),
-    ).toEqual(["sl"]);
+    // the a2a reply-back turns that follow the send may land on the target meanwhile
+    expect((await userMessages(t.rpc)).filter((c) => c === "sl")).toEqual(["sl"]);
   });
 });

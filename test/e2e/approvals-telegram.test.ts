@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { FakeTelegram } from "../fakes/telegram.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
-import { seedSession } from "../integration/tools/seed-sessions.js";
 
 /**
  * Approvals on Telegram through the real grammY adapter and the loopback Bot API: the request
@@ -14,37 +14,14 @@ import { seedSession } from "../integration/tools/seed-sessions.js";
 
 const OWNER = { id: 42, is_bot: false, first_name: "Olivia" };
 const STRANGER = { id: 77, is_bot: false, first_name: "Sam" };
-const TARGET = "agent:main:target";
 
 let tg: FakeTelegram;
 let t: TestApp;
 
 beforeAll(async () => {
   tg = await FakeTelegram.start();
-  t = await startTestApp(
+  t = await startApprovalsApp(
     {
-      models: {
-        default: "s/x",
-        providers: {
-          s: {
-            kind: "scripted",
-            rules: [
-              {
-                match: "ping (.+)$",
-                toolCalls: [
-                  { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-                ],
-                afterTools: "done: {{lastToolResult}}",
-              },
-              { match: ".*", reply: "ok" },
-            ],
-          },
-        },
-      },
-      tools: {
-        sessions: { visibility: "agent" },
-        approvals: { rules: [{ tool: "sessions_send", action: "ask" }] },
-      } as never,
       channels: {
         telegram: {
           accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
@@ -55,7 +32,6 @@ beforeAll(async () => {
     },
     { listen: true },
   );
-  await seedSession(t, TARGET);
 });
 
 afterAll(async () => {
@@ -119,13 +95,7 @@ describe("approvals on telegram", () => {
     expect(edit.payload.reply_markup).toEqual({ inline_keyboard: [] });
     await eventually(() => tg.sentMessages().find((m) => String(m.text).startsWith("done:")), 500, 20);
     expect(await answerOf(tg.pushCallback(dm, OWNER, mid, data[2]!))).toMatch(/already decided/);
-    const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 20 });
-    expect(
-      h.result.messages
-        .filter((m: { role: string }) => m.role === "user")
-        .map((m: { content: string }) => m.content)
-        // the a2a reply-back turns that follow the send may land on the target meanwhile
-        .filter((c: unknown) => c === "tg"),
-    ).toEqual(["tg"]);
+    // the a2a reply-back turns that follow the send may land on the target meanwhile
+    expect((await userMessages(t.rpc)).filter((c) => c === "tg")).toEqual(["tg"]);
   });
 });

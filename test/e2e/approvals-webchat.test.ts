@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { startTestApp, type TestApp } from "../harness.js";
+import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
-import { seedSession } from "../integration/tools/seed-sessions.js";
 
 /**
  * Approvals in the web chat (API.md §8.3): the request arrives with three buttons, a press is an
@@ -12,38 +12,10 @@ import { seedSession } from "../integration/tools/seed-sessions.js";
 
 let t: TestApp;
 let base: string;
-const TARGET = "agent:main:target";
 
 beforeAll(async () => {
-  t = await startTestApp(
-    {
-      models: {
-        default: "s/x",
-        providers: {
-          s: {
-            kind: "scripted",
-            rules: [
-              {
-                match: "^ping (.+)$",
-                toolCalls: [
-                  { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-                ],
-                afterTools: "done: {{lastToolResult}}",
-              },
-              { match: ".*", reply: "ok" },
-            ],
-          },
-        },
-      },
-      tools: {
-        sessions: { visibility: "agent" },
-        approvals: { rules: [{ tool: "sessions_send", action: "ask" }] },
-      } as never,
-    },
-    { listen: true },
-  );
+  t = await startApprovalsApp({}, { listen: true });
   base = `http://127.0.0.1:${t.app.address?.port}`;
-  await seedSession(t, TARGET);
 });
 afterAll(async () => t?.stop());
 
@@ -113,14 +85,8 @@ describe("approvals in the web chat", () => {
       20,
     );
     expect(reply.text).toContain("done:");
-    const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 20 });
-    expect(
-      h.result.messages
-        .filter((m: { role: string }) => m.role === "user")
-        .map((m: { content: string }) => m.content)
-        // the a2a reply-back turns that follow the send may land on the target meanwhile
-        .filter((c: unknown) => c === "web"),
-    ).toEqual(["web"]);
+    // the a2a reply-back turns that follow the send may land on the target meanwhile
+    expect((await userMessages(t.rpc)).filter((c) => c === "web")).toEqual(["web"]);
     c.ws.close();
   });
 });

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWhatsAppChannel, type WhatsAppChannel } from "../../channels/whatsapp/index.js";
 import { silentLogger } from "../../src/log.js";
-import { handleApprovalPress } from "../../src/routing/gates/approvals.js";
+import { attachRouted, startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { FakeWhatsApp } from "../fakes/whatsapp.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import type { TestApp } from "../harness.js";
 import { eventually, tempDir } from "../helpers.js";
-import { seedSession } from "../integration/tools/seed-sessions.js";
 
 /**
  * Approvals on WhatsApp (API.md §8.3) through the real Baileys adapter on the loopback fake:
@@ -16,7 +15,6 @@ import { seedSession } from "../integration/tools/seed-sessions.js";
 
 const OWNER = "4917012345678";
 const STRANGER = "4915550001111";
-const TARGET = "agent:main:target";
 
 let t: TestApp;
 let wa: FakeWhatsApp;
@@ -26,33 +24,10 @@ let cleanup: () => void;
 const handled: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp({
-    models: {
-      default: "s/x",
-      providers: {
-        s: {
-          kind: "scripted",
-          rules: [
-            {
-              match: "^ping (.+)$",
-              toolCalls: [
-                { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-              ],
-              afterTools: "done: {{lastToolResult}}",
-            },
-            { match: ".*", reply: "ok" },
-          ],
-        },
-      },
-    },
-    tools: {
-      sessions: { visibility: "agent" },
-      approvals: { rules: [{ tool: "sessions_send", action: "ask" }] },
-    } as never,
+  t = await startApprovalsApp({
     // owners only: no accounts here, the test adds the adapter on the fake socket itself
     channels: { whatsapp: { accounts: {}, owners: [`+${OWNER}`], allowFrom: ["*"] } } as never,
   });
-  await seedSession(t, TARGET);
   wa = new FakeWhatsApp();
   const dir = tempDir("sb-wa-ap-");
   cleanup = dir.cleanup;
@@ -60,15 +35,7 @@ beforeAll(async () => {
     { accountId: "default" },
     { logger: silentLogger(), stateDir: dir.dir, socketFactory: wa.factory, printQr: () => undefined },
   );
-  const services = t.app.services;
-  (services.channels as unknown as { add(a: WhatsAppChannel): void }).add(adapter);
-  await adapter.start(
-    async (msg) => {
-      await t.app.router.handle(msg);
-      handled.push(`${msg.senderId}:${msg.text}`);
-    },
-    { onAction: (press) => handleApprovalPress(services, press) },
-  );
+  await attachRouted(t, adapter, (msg) => handled.push(`${msg.senderId}:${msg.text}`));
 });
 
 afterAll(async () => {
@@ -79,16 +46,8 @@ afterAll(async () => {
 
 const sentTo = (pn: string) => wa.allSent().filter((s) => s.jid === `${pn}@s.whatsapp.net`);
 
-async function targetMessages(): Promise<string[]> {
-  const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 50 });
-  return (
-    (h.result?.messages ?? [])
-      .filter((m: { role: string }) => m.role === "user")
-      .map((m: { content: unknown }) => String(m.content))
-      // only the line the tool sent: the a2a reply-back turns that follow it may land meanwhile
-      .filter((c: string) => c === "wa")
-  );
-}
+/** Only the line the tool sent: the a2a reply-back turns that follow it may land meanwhile. */
+const targetMessages = async () => (await userMessages(t.rpc)).filter((c) => c === "wa");
 
 describe("approvals on whatsapp", () => {
   it("numbered text request; a stranger's 1 changes nothing; the owner's 1 resumes the run once", async () => {

@@ -1,7 +1,8 @@
 import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../harness.js";
+import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 import { seedSession } from "../integration/tools/seed-sessions.js";
 
@@ -20,45 +21,13 @@ let t: TestApp;
 let base: string;
 
 beforeAll(async () => {
-  t = await startTestApp(
-    {
-      models: {
-        default: "s/x",
-        providers: {
-          s: {
-            kind: "scripted",
-            rules: [
-              {
-                match: "^ping (.+)$",
-                toolCalls: [
-                  { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-                ],
-                afterTools: "done: {{lastToolResult}}",
-              },
-              { match: ".*", reply: "ok" },
-            ],
-          },
-        },
-      },
-      tools: {
-        sessions: { visibility: "agent" },
-        approvals: { rules: [{ tool: "sessions_send", action: "ask" }] },
-      } as never,
-    },
-    { listen: true },
-  );
+  t = await startApprovalsApp({}, { listen: true, target: TARGET });
   base = `http://127.0.0.1:${t.app.address?.port}`;
   await seedSession(t, CHAT);
-  await seedSession(t, TARGET);
 });
 afterAll(async () => t?.stop());
 
-async function targetMessages(): Promise<string[]> {
-  const h = await t.rpc("sessions.history", { sessionKey: TARGET, limit: 50 });
-  return (h.result?.messages ?? [])
-    .filter((m: { role: string }) => m.role === "user")
-    .map((m: { content: unknown }) => String(m.content));
-}
+const targetMessages = () => userMessages(t.rpc, TARGET);
 
 describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard: pending approvals", () => {
   it("lists a pending approval with three buttons; Allow once resumes the run and the row goes", {

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { approvalsConfig, APPROVAL_TARGET as TARGET, userMessages } from "../approvals-fixture.js";
 import { eventually, REDIS_URL, randomPrefix, rpcOverHttp, tempDir } from "../helpers.js";
 
 /**
@@ -19,7 +20,6 @@ afterAll(() => {
 });
 
 const CHAT = "agent:main:chat";
-const TARGET = "agent:main:target";
 const TOKEN = "approvals-restart-token-0123456789";
 
 function start(
@@ -63,28 +63,7 @@ function configFor(stateDir: string, redis: { prefix: string } | null) {
   return {
     stateDir,
     gateway: { port: 0, host: "127.0.0.1", auth: { token: TOKEN } },
-    models: {
-      default: "s/x",
-      providers: {
-        s: {
-          kind: "scripted",
-          rules: [
-            {
-              match: "^ping (.+)$",
-              toolCalls: [
-                { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-              ],
-              afterTools: "done: {{lastToolResult}}",
-            },
-            { match: ".*", reply: "ok" },
-          ],
-        },
-      },
-    },
-    tools: {
-      sessions: { visibility: "agent" },
-      approvals: { rules: [{ tool: "sessions_send", action: "ask" }], timeoutSeconds: 600 },
-    },
+    ...approvalsConfig({ approvals: { timeoutSeconds: 600 } }),
     ...(redis
       ? {
           storage: { driver: "redis", redisUrl: REDIS_URL, prefix: redis.prefix },
@@ -164,12 +143,7 @@ async function scenario(driver: "local" | "bullmq") {
     const done = await rpc(url, "agent.wait", { runId, timeoutMs: 20_000 });
     expect(done.result.status).toBe("ok");
     expect(done.result.reply).toContain("done:");
-    const hist = await rpc(url, "sessions.history", { sessionKey: TARGET, limit: 50 });
-    expect(
-      hist.result.messages
-        .filter((m: { role: string }) => m.role === "user")
-        .map((m: { content: string }) => m.content),
-    ).toEqual(["hello"]);
+    expect(await userMessages((method, params) => rpc(url, method, params))).toEqual(["hello"]);
     // the request was posted once, across both lives
     const lines = existsSync(sentPath)
       ? readFileSync(sentPath, "utf8")

@@ -1,9 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { ConfigInput } from "../../src/config/index.js";
-import { handleApprovalPress } from "../../src/routing/gates/approvals.js";
 import { metricsText } from "../../src/telemetry/index.js";
-import { MemoryChannel } from "../fakes/memory-channel.js";
-import { cliAgainst, startTestApp, type TestApp } from "../harness.js";
+import {
+  attachRouted,
+  startApprovalsApp,
+  APPROVAL_TARGET as TARGET,
+  userMessages,
+} from "../approvals-fixture.js";
+import type { MemoryChannel } from "../fakes/memory-channel.js";
+import { cliAgainst, plainMemoryChannel, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 import { seedSession } from "./tools/seed-sessions.js";
 
@@ -21,75 +25,25 @@ afterEach(async () => {
 });
 
 const CHAT = "agent:main:chat";
-const TARGET = "agent:main:target";
-
-function config(approvals: Record<string, unknown>): Partial<ConfigInput> {
-  return {
-    models: {
-      default: "s/x",
-      providers: {
-        s: {
-          kind: "scripted",
-          rules: [
-            {
-              match: "^ping (.+)$",
-              toolCalls: [
-                { name: "sessions_send", args: { sessionKey: TARGET, message: "$1", timeoutSeconds: 0 } },
-              ],
-              afterTools: "done: {{lastToolResult}}",
-            },
-            { match: ".*", reply: "ok" },
-          ],
-        },
-      },
-    },
-    tools: {
-      sessions: { visibility: "agent" },
-      approvals: {
-        rules: [{ tool: "sessions_send", action: "ask" }],
-        approvers: ["memory:boss"],
-        ...approvals,
-      },
-    } as ConfigInput["tools"],
-  };
-}
 
 async function setUp(
   approvals: Record<string, unknown> = {},
   caps: Partial<MemoryChannel["capabilities"]> = { buttons: true },
   listen = false,
 ): Promise<{ app: TestApp; channel: MemoryChannel }> {
-  const app = await startTestApp(config(approvals), { listen });
-  t = app;
-  const channel = new MemoryChannel("memory", "default", {
-    textLimit: 4000,
-    threads: false,
-    typing: false,
-    markdown: "plain",
-    createThread: false,
-    ...caps,
-  });
-  const services = app.app.services;
-  (services.channels as unknown as { add(a: MemoryChannel): void }).add(channel);
-  await channel.start(
-    async (msg) => {
-      await app.app.router.handle(msg);
-    },
-    { onAction: (press) => handleApprovalPress(services, press) },
+  const app = await startApprovalsApp(
+    {},
+    { listen, approvals: { approvers: ["memory:boss"], ...approvals } },
   );
+  t = app;
+  const channel = await attachRouted(app, plainMemoryChannel(caps));
   await seedSession(app, CHAT, {
     deliveryContext: { channel: "memory", to: "chat-1", accountId: "default" },
   });
-  await seedSession(app, TARGET);
   return { app, channel };
 }
 
-async function targetMessages(app: TestApp): Promise<string[]> {
-  const h = await app.rpc("sessions.history", { sessionKey: TARGET, limit: 50 });
-  return (h.result?.messages ?? [])
-    .filter((m: { role: string }) => m.role === "user")
-    .map((m: { content: unknown }) => String(m.content));
-}
+const targetMessages = (app: TestApp) => userMessages(app.rpc);
 
 async function pendingOne(app: TestApp) {
   const list = await eventually(async () => {
