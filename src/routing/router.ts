@@ -8,13 +8,14 @@ import type { Services } from "../services/index.js";
 import { buildSessionKey, idPart } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import { THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
-import type { DeliveryContext, SessionEntry } from "../store/types.js";
+import type { SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx, RouterDeps } from "./context.js";
 import { ensureRouted } from "./ensure.js";
 import { dmAccess } from "./gates/access.js";
 import { approvalCommands } from "./gates/approvals.js";
+import { chatOf, replyToCommand } from "./gates/command-reply.js";
 import { dedupe, inboundDedupeId } from "./gates/dedupe.js";
 import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
@@ -179,12 +180,7 @@ async function sessionFor(ctx: RoutedCtx): Promise<SessionEntry> {
  */
 async function rememberReplyTarget(ctx: RoutedCtx): Promise<SessionEntry | null> {
   const { msg, services } = ctx;
-  const delivery: DeliveryContext = {
-    channel: msg.channel,
-    to: msg.peerId,
-    accountId: msg.accountId,
-    ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-  };
+  const delivery = chatOf(msg);
   const updated = await services.store.sessions.patch(ctx.sessionKey, {
     chatType: msg.chatType,
     lastChannel: msg.channel,
@@ -210,22 +206,9 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
     channel: msg.channel,
   });
   if (refused) {
-    await ctx.services.delivery
-      .deliver({
-        sessionKey: ctx.sessionKey,
-        text: `Not answered: ${refused.message}.`,
-        idempotencyKey: `budget:${msg.channel}:${msg.accountId}:${msg.messageId}`,
-        route: {
-          channel: msg.channel,
-          to: msg.peerId,
-          accountId: msg.accountId,
-          ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-        },
-        bypassPolicy: true,
-      })
-      .catch((err: unknown) =>
-        services.logger.warn({ err, channel: msg.channel }, "budget: refusal not delivered"),
-      );
+    await replyToCommand(ctx, `Not answered: ${refused.message}.`, "budget").catch((err: unknown) =>
+      services.logger.warn({ err, channel: msg.channel }, "budget: refusal not delivered"),
+    );
     return { accepted: false, dropped: "budget", sessionKey: ctx.sessionKey };
   }
   const entry = await sessionFor(ctx);

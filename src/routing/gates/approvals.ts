@@ -8,7 +8,7 @@ import type { Middleware } from "../compose.js";
 import type { RoutedCtx, RouterDeps } from "../context.js";
 import { ensureRouted } from "../ensure.js";
 import { senderAllowed } from "./access.js";
-import { replyToCommand } from "./command-reply.js";
+import { chatOf, replyToCommand } from "./command-reply.js";
 
 /**
  * Approval decisions from the chats (API.md §8.3): a press of a request's button (the adapters
@@ -130,15 +130,7 @@ export const approvalCommands: Middleware<RoutedCtx> = async (ctx, next) => {
   }
   const numbered = NUMBERED[text];
   if (numbered) {
-    const rec = await store.pendingInChat(
-      {
-        channel: msg.channel,
-        to: msg.peerId,
-        accountId: msg.accountId,
-        ...(msg.threadId ? { threadId: msg.threadId } : msg.topicId ? { threadId: msg.topicId } : {}),
-      },
-      services.now(),
-    );
+    const rec = await store.pendingInChat(chatOf(msg), services.now());
     if (rec && !services.channels.get(msg.channel, msg.accountId)?.capabilities.buttons) {
       ctx.dropped = "approval-reply";
       const approver = isApprover(services.config, rec, msg.channel, msg.senderId);
