@@ -35,19 +35,18 @@
  * and metrics with an OTLP endpoint add to a turn's CPU, against metrics off measured alongside
  * (BENCH_GATEWAY_TELEMETRY=0 skips it; _TELEMETRY_WARMUP, _TELEMETRY_ROUNDS size it).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent, createServer, request, type Server } from "node:http";
-import { type AddressInfo, createServer as createNetServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TailCacheStats } from "../src/store/types.js";
-import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
 import { machineReference } from "./machine.js";
+import { envFlags, freePort, rssMb, spawnDeployed, stopProc, threadNs, waitHealthy } from "./proc.js";
 import { readText } from "./read-text.js";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MODEL_DELAY_MS = 2;
 const TOKEN = "bench-token-0123456789abcdef";
 const CLK_TCK = 100; // Linux USER_HZ
@@ -60,14 +59,6 @@ function quantile(xs: number[], q: number): number {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 /** A minimal OpenAI-compatible model: a fixed reply after MODEL_DELAY_MS (JSON or SSE). */
@@ -131,20 +122,6 @@ function cpuSplit(pid: number, mainThread = false): { user: number; sys: number 
   return { user: Number(fields[11]), sys: Number(fields[12]) };
 }
 
-/** Every thread's time on CPU in ns (schedstat), by thread id. */
-function threadNs(pids: () => number[]): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const p of pids())
-    for (const t of readdirSync(`/proc/${p}/task`))
-      m.set(`${p}/${t}`, Number(readFileSync(`/proc/${p}/task/${t}/schedstat`, "utf8").split(" ")[0]));
-  return m;
-}
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-}
-
 /**
  * The bench's client: node:http with keep-alive (fetch costs the load generator about twice the CPU
  * per call, and it shares the 2 cores with the gateway it measures).
@@ -199,51 +176,16 @@ async function turn(url: string, sessionKey: string): Promise<number> {
   return performance.now() - t0;
 }
 
-async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (proc.exitCode !== null) throw new Error(`gateway exited with ${proc.exitCode}`);
-    try {
-      const r = await fetch(`${url}/healthz`);
-      if (r.ok) return;
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error("gateway did not become healthy");
-}
-
 /** Starts the gateway CLI with `args` (`gateway` false: `args` are a script and its arguments). */
 function startNode(args: string[], stderr: string[], gateway = true): ChildProcess {
-  const extra = (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  const entry = gateway ? ["bin/switchboard.js"] : [];
-  // Profiling aid: BENCH_GATEWAY_WRAP="valgrind --tool=callgrind --instr-atstart=no …" runs the
-  // gateway under that command (the sequential phase then switches callgrind's counting on).
-  const wrap = gateway ? (process.env.BENCH_GATEWAY_WRAP ?? "").split(" ").filter(Boolean) : [];
-  const argv = [process.execPath, ...DEPLOYED_NODE_FLAGS, ...extra, ...entry, ...args];
-  const proc = spawn(
-    wrap[0] ?? process.execPath,
-    [...wrap.slice(1), ...argv].slice(wrap.length > 0 ? 0 : 1),
-    {
-      cwd: ROOT,
-      env: { ...process.env, ...DEPLOYED_ENV, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
-      stdio: ["ignore", process.env.BENCH_GATEWAY_STDOUT ? "inherit" : "ignore", "pipe"],
-    },
-  );
-  proc.stderr?.on("data", (d: Buffer) => {
-    if (stderr.length < 50) stderr.push(d.toString());
+  return spawnDeployed(gateway ? ["bin/switchboard.js", ...args] : args, {
+    stderr,
+    stdout: Boolean(process.env.BENCH_GATEWAY_STDOUT),
+    nodeFlags: envFlags(process.env.BENCH_GATEWAY_NODE_FLAGS),
+    // Profiling aid: BENCH_GATEWAY_WRAP="valgrind --tool=callgrind --instr-atstart=no …" runs the
+    // gateway under that command (the sequential phase then switches callgrind's counting on).
+    wrap: gateway ? envFlags(process.env.BENCH_GATEWAY_WRAP) : [],
   });
-  return proc;
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const done = new Promise<void>((r) => proc.once("exit", () => r()));
-  proc.kill("SIGTERM");
-  const t = setTimeout(() => proc.kill("SIGKILL"), 10_000);
-  await done;
-  clearTimeout(t);
 }
 
 async function throughput(
@@ -457,7 +399,7 @@ async function runBareRelay(
     out(`${name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
     return null;
   } finally {
-    await Promise.all([...workers.map(stop), stop(relay)]);
+    await Promise.all([...workers.map(stopProc), stopProc(relay)]);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -669,7 +611,7 @@ async function runSetup(
     out(`${setup.name}: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
     return null;
   } finally {
-    await Promise.all([...workers.map(stop), stop(gw)]);
+    await Promise.all([...workers.map(stopProc), stopProc(gw)]);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -789,7 +731,7 @@ async function telemetryOverhead(model: Model): Promise<void> {
   } catch (err) {
     out(`telemetry: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
   } finally {
-    await Promise.all(gws.map((g) => stop(g.proc)));
+    await Promise.all(gws.map((g) => stopProc(g.proc)));
     await new Promise<void>((r) => receiver.close(() => r()));
     rmSync(dir, { recursive: true, force: true });
   }

@@ -17,33 +17,23 @@
  * BENCH_MEDIA_VIDEOS (default 2); BENCH_MEDIA_NODE_FLAGS adds node flags to the gateway;
  * BENCH_MEDIA_STDOUT=1 shows its log; BENCH_MEDIA_VIDEO_MB (default 49) the video's size.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { type AddressInfo, createServer as createNetServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import sharp from "sharp";
 import { FakeTelegram, type FakeUser } from "../test/fakes/telegram.js";
-import { DEPLOYED_ENV, DEPLOYED_NODE_FLAGS } from "./deployed.js";
+import { cpuNs, envFlags, freePort, rssMb, spawnDeployed, stopProc, waitHealthy } from "./proc.js";
 import { readText } from "./read-text.js";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const TOKEN = "bench-token-0123456789abcdef";
 const MiB = 1024 * 1024;
 const fmt = (n: number, d = 2) => n.toFixed(d);
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** An OpenAI-compatible model answering "ok" at once; keeps the newest request body's size and text. */
 interface Model {
@@ -85,38 +75,6 @@ async function startModel(): Promise<Model> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}/v1`, server, last: () => last };
-}
-
-/** Every thread's time on CPU (schedstat), ns, summed over the process. */
-function cpuNs(pid: number): number {
-  let s = 0;
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      s += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, "utf8").split(" ")[0]);
-    } catch {
-      // the thread ended meanwhile
-    }
-  }
-  return s;
-}
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-}
-
-async function waitHealthy(url: string, proc: ChildProcess, ms = 20_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (proc.exitCode !== null) throw new Error(`gateway exited with ${proc.exitCode}`);
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) return;
-    } catch {
-      // not up yet
-    }
-    await sleep(50);
-  }
-  throw new Error("gateway did not become healthy");
 }
 
 /** A random-noise JPEG of about 2 MB (different each call). */
@@ -173,17 +131,10 @@ export async function run(): Promise<void> {
   const cfgFile = path.join(dir, "switchboard.json");
   writeFileSync(cfgFile, JSON.stringify(cfg));
   const stderr: string[] = [];
-  const gw = spawn(
-    process.execPath,
-    [...DEPLOYED_NODE_FLAGS, "bin/switchboard.js", "start", "--config", cfgFile],
-    {
-      cwd: ROOT,
-      env: { ...process.env, ...DEPLOYED_ENV, LOG_LEVEL: "warn", SWITCHBOARD_LOG_LEVEL: "warn" },
-      stdio: ["ignore", process.env.BENCH_MEDIA_STDOUT ? "inherit" : "ignore", "pipe"],
-    },
-  );
-  gw.stderr?.on("data", (d: Buffer) => {
-    if (stderr.length < 50) stderr.push(d.toString());
+  const gw = spawnDeployed(["bin/switchboard.js", "start", "--config", cfgFile], {
+    stderr,
+    stdout: Boolean(process.env.BENCH_MEDIA_STDOUT),
+    nodeFlags: envFlags(process.env.BENCH_MEDIA_NODE_FLAGS),
   });
   const pid = gw.pid ?? 0;
   let chat = 1000;
@@ -283,13 +234,7 @@ export async function run(): Promise<void> {
   } catch (err) {
     out(`media: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
   } finally {
-    if (gw.exitCode === null) {
-      const done = new Promise<void>((r) => gw.once("exit", () => r()));
-      gw.kill("SIGTERM");
-      const t = setTimeout(() => gw.kill("SIGKILL"), 10_000);
-      await done;
-      clearTimeout(t);
-    }
+    await stopProc(gw);
     await tg.close();
     await new Promise<void>((r) => model.server.close(() => r()));
     rmSync(dir, { recursive: true, force: true });

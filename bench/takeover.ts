@@ -19,12 +19,12 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { FakeDiscord, type FakeDiscordUser } from "../test/fakes/discord.js";
 import { FakeTelegram, type FakeUser } from "../test/fakes/telegram.js";
+import { freePort } from "./proc.js";
 
 export interface TakeoverOptions {
   kills: number;
@@ -58,17 +58,6 @@ export interface TakeoverFigures {
 
 const BIN = path.resolve(import.meta.dirname, "../bin/switchboard.js");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function startRedis(dir: string): Promise<{ url: string; proc: ChildProcess }> {
   const port = await freePort();
