@@ -109,7 +109,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   const telemetry = await startTelemetry(config, pipeline);
   const bus = new EventBus();
   const channels = new AdapterRegistry();
-  const media = createMediaStore(config, drivers.stateDir, loaded.baseDir, now);
+  const media = await createMediaStore(config, drivers.stateDir, loaded.baseDir, now);
   const services: Services = {
     config,
     baseDir: loaded.baseDir,

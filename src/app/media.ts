@@ -5,7 +5,6 @@ import { parseDurationMs } from "../config/schedule.js";
 import type { Config } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { FsMediaStore } from "../media/fs/store.js";
-import { S3MediaStore } from "../media/s3/store.js";
 import { StoreMediaSink } from "../media/sink.js";
 import type { MediaStore } from "../media/types.js";
 
@@ -15,17 +14,19 @@ const MiB = 1024 * 1024;
 /** How often the store is pruned of files past `media.store.retention`. */
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
-export function createMediaStore(
+/** The S3 store (and `@aws-sdk/client-s3`) is imported only when configured: start-up skips it. */
+export async function createMediaStore(
   config: Config,
   stateDir: string,
   baseDir: string,
   now: () => number = Date.now,
-): MediaStore {
+): Promise<MediaStore> {
   const { store } = config.media;
   const retentionMs = parseDurationMs(store.retention) ?? 7 * 24 * 3600_000;
   const dir = store.dir ? path.resolve(baseDir, store.dir) : path.join(stateDir, "media");
   if (store.driver === "s3" && store.s3) {
     const s3 = store.s3;
+    const { S3MediaStore } = await import("../media/s3/store.js");
     return new S3MediaStore({
       bucket: s3.bucket,
       prefix: s3.prefix,

@@ -1,9 +1,8 @@
-import { fileTypeFromFile } from "file-type";
-
 /**
  * The real type of a stored file, from its bytes (`file-type`): a type that lies about itself is
  * recorded as what it is. Text (plain, Markdown, CSV, JSON) has no magic bytes: it is named from
  * the declared type or the extension, and only when the head is valid UTF-8 without NUL bytes.
+ * `file-type` is imported on the first file (start-up does not pay for it).
  */
 
 const TEXT_BY_EXT: Record<string, string> = {
@@ -45,6 +44,7 @@ export async function sniffType(
   declared: string | undefined,
   name: string | undefined,
 ): Promise<string> {
+  const { fileTypeFromFile } = await import("file-type");
   const found = await fileTypeFromFile(file).catch(() => undefined);
   if (found) return found.mime;
   if (!looksLikeText(head)) return "application/octet-stream";
