@@ -5,6 +5,7 @@ import { type FakeChatReply, type OpenAIFake, startOpenAIFake } from "../fakes/o
 import { startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix } from "../helpers.js";
 import { describeRedis, dropPrefix } from "../redis.js";
+import { assistantLines, failoverModels } from "./failover-fixture.js";
 
 /**
  * Model failover on the bullmq driver (API.md §8.4): the gateway only accepts (runTurns false), a
@@ -24,27 +25,11 @@ describeRedis("failover on bullmq (a worker runs the turns)", () => {
     const cfg = (runTurns: boolean): Partial<ConfigInput> => ({
       storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
       queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix, runTurns },
-      models: {
-        default: "oa/gpt",
-        fallbacks: ["an/claude"],
+      models: failoverModels({
+        oa,
+        an,
         failover: { maxRetryAfterMs: 300, cooldownSeconds: 60, failuresToOpen: 3 },
-        providers: {
-          oa: {
-            kind: "openai",
-            baseUrl: oa.url,
-            apiKey: "sk-oa-test-1234567890",
-            timeoutMs: 700,
-            maxRetries: 2,
-          },
-          an: {
-            kind: "anthropic",
-            baseUrl: an.url,
-            apiKey: "sk-an-test-1234567890",
-            timeoutMs: 700,
-            maxRetries: 2,
-          },
-        },
-      },
+      }),
     });
     gateway = await startTestApp(cfg(false));
     worker = await startTestWorker(cfg(true));
@@ -89,11 +74,7 @@ describeRedis("failover on bullmq (a worker runs the turns)", () => {
       expect(run, cls).toMatchObject({ model: "an/claude", fallbacks: [{ model: "oa/gpt", class: cls }] });
       const entry = await gateway.app.services.store.sessions.get(sessionKey);
       expect(entry?.lastModel).toBe("an/claude");
-      const lines = await gateway.app.services.store.transcripts.readTail(
-        { agentId: entry!.agentId, sessionId: entry!.sessionId },
-        { limit: 10 },
-      );
-      expect(lines.find((l) => l.role === "assistant")?.usage?.model).toBe("an/claude");
+      expect((await assistantLines(gateway, sessionKey))[0]?.usage?.model).toBe("an/claude");
       // a success between classes keeps the primary's circuit closed
       oa.enqueue({ text: "primary ok" });
       expect((await send()).run.model).toBe("oa/gpt");

@@ -3,6 +3,7 @@ import type { ConfigInput } from "../../src/config/index.js";
 import { type AnthropicFake, type FakeAnthropicReply, startAnthropicFake } from "../fakes/anthropic.js";
 import { type FakeChatReply, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { assistantLines, failoverModels } from "./failover-fixture.js";
 
 /**
  * Model failover (API.md §8.4), local queue: an OpenAI-compatible primary and an Anthropic
@@ -28,28 +29,14 @@ function config(
   fallbacks = ["an/claude"],
 ): Partial<ConfigInput> {
   return {
-    models: {
-      default: primary,
-      fallbacks,
+    models: failoverModels({
+      oa,
+      an,
       failover: { maxRetryAfterMs: 400, cooldownSeconds: 60, failuresToOpen: 1000, ...failover },
-      providers: {
-        oa: {
-          kind: "openai",
-          baseUrl: oa.url,
-          apiKey: "sk-oa-test-1234567890",
-          timeoutMs: 700,
-          maxRetries: 2,
-          models: { gpt: { price: { inputPerMTok: 1, outputPerMTok: 2 } } },
-        },
-        an: {
-          kind: "anthropic",
-          baseUrl: an.url,
-          apiKey: "sk-an-test-1234567890",
-          timeoutMs: 700,
-          maxRetries: 2,
-        },
-      },
-    },
+      primary,
+      fallbacks,
+      oaExtra: { models: { gpt: { price: { inputPerMTok: 1, outputPerMTok: 2 } } } },
+    }),
   };
 }
 
@@ -60,15 +47,6 @@ async function send(t: TestApp, text = "hi") {
   expect(r.ok, JSON.stringify(r.error)).toBe(true);
   const run = await t.rpc("runs.get", { runId: r.result.runId });
   return { sessionKey, sent: r.result, run: run.result };
-}
-
-async function assistantLines(t: TestApp, sessionKey: string) {
-  const entry = await t.app.services.store.sessions.get(sessionKey);
-  const lines = await t.app.services.store.transcripts.readTail(
-    { agentId: entry!.agentId, sessionId: entry!.sessionId },
-    { limit: 20 },
-  );
-  return lines.filter((l) => l.role === "assistant");
 }
 
 describe("failover, openai primary → anthropic fallback (local queue)", () => {
