@@ -2,11 +2,9 @@ import { Readable } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { MediaPart } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
-import type { AdapterRegistry } from "../../src/delivery/index.js";
 import { ensureSession } from "../../src/sessions/service.js";
-import { MemoryChannel } from "../fakes/memory-channel.js";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { attachChannel, plainMemoryChannel, startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 
 /**
@@ -46,16 +44,10 @@ async function setUp(tts: Record<string, unknown>, providers: Record<string, unk
     },
   } as Partial<ConfigInput>);
   t = app;
-  const channel = new MemoryChannel("memory", "default", {
-    textLimit: 4000,
-    threads: false,
-    typing: false,
-    markdown: "plain",
-    createThread: false,
-    media: { captionLimit: 1000, voiceNotes: true },
-  });
-  (app.app.services.channels as AdapterRegistry).add(channel);
-  await channel.start(async () => {});
+  const channel = await attachChannel(
+    app,
+    plainMemoryChannel({ media: { captionLimit: 1000, voiceNotes: true } }),
+  );
   await ensureSession(app.app.services, CHAT, { agentId: "main" });
   await app.app.services.store.sessions.patch(CHAT, {
     deliveryContext: { channel: "memory", to: "chat-1", accountId: "default" },

@@ -1,10 +1,8 @@
 import { Readable } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../../src/config/index.js";
-import type { AdapterRegistry } from "../../../src/delivery/index.js";
 import { ensureSession } from "../../../src/sessions/service.js";
 import type { TranscriptMessage } from "../../../src/store/types.js";
-import { MemoryChannel } from "../../fakes/memory-channel.js";
 import {
   contentText,
   type FakeChatReply,
@@ -12,7 +10,7 @@ import {
   type RecordedRequest,
   startOpenAIFake,
 } from "../../fakes/openai.js";
-import { startTestApp, type TestApp } from "../../harness.js";
+import { attachChannel, plainMemoryChannel, startTestApp, type TestApp } from "../../harness.js";
 import { eventually } from "../../helpers.js";
 
 /**
@@ -59,16 +57,10 @@ async function setUp(overrides: Partial<ConfigInput> = {}) {
     ...overrides,
   });
   t = app;
-  const channel = new MemoryChannel("memory", "default", {
-    textLimit: 4000,
-    threads: false,
-    typing: false,
-    markdown: "plain",
-    createThread: false,
-    media: { captionLimit: 1000, voiceNotes: true },
-  });
-  (app.app.services.channels as AdapterRegistry).add(channel);
-  await channel.start(async () => {});
+  const channel = await attachChannel(
+    app,
+    plainMemoryChannel({ media: { captionLimit: 1000, voiceNotes: true } }),
+  );
   const s = app.app.services;
   await ensureSession(s, REQ, { agentId: "main", channel: "webchat" });
   await ensureSession(s, TGT, { agentId: "ops" });

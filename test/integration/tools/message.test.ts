@@ -1,8 +1,7 @@
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryChannel } from "../../fakes/memory-channel.js";
-import { startTestApp, type TestApp } from "../../harness.js";
+import { attachChannel, plainMemoryChannel, startTestApp, type TestApp } from "../../harness.js";
 import { seedSession } from "./seed-sessions.js";
 
 /** The `message` tool (API.md §8.2): text and files into a chat, workspace paths confined. */
@@ -24,16 +23,10 @@ async function setUp(media = true) {
     ...(app.app.services.config.agents.list[0] ?? { id: "main" }),
     workspace: ws,
   } as never;
-  const channel = new MemoryChannel("memory", "default", {
-    textLimit: 4000,
-    threads: false,
-    typing: false,
-    markdown: "plain",
-    createThread: false,
-    ...(media ? { media: { captionLimit: 50, voiceNotes: true } } : {}),
-  });
-  (app.app.services.channels as unknown as { add(a: MemoryChannel): void }).add(channel);
-  await channel.start(async () => {});
+  const channel = await attachChannel(
+    app,
+    plainMemoryChannel(media ? { media: { captionLimit: 50, voiceNotes: true } } : {}),
+  );
   await seedSession(app, CHAT, {
     deliveryContext: { channel: "memory", to: "chat-1", accountId: "default" },
   });
