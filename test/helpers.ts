@@ -45,6 +45,23 @@ export function runFreshNode<T>(script: string, nodeArgs: string[] = [], timeout
   });
 }
 
+/**
+ * The opening of a `runFreshNode` script that records which modules the fresh node loads: a
+ * resolve hook posts every resolved URL into the array `seen` (declared here); put it first.
+ */
+export const WATCH_MODULES = (() => {
+  const hook = `export async function initialize({ port }) { globalThis.port = port; }
+export async function resolve(s, c, next) { const r = await next(s, c); globalThis.port.postMessage(r.url); return r; }`;
+  return `
+    import { register } from "node:module";
+    import { MessageChannel } from "node:worker_threads";
+    const { port1, port2 } = new MessageChannel();
+    const seen = [];
+    port1.on("message", (url) => seen.push(url));
+    port1.unref();
+    register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });`;
+})();
+
 /** A unique key prefix so Redis suites can share one server in parallel. */
 export function randomPrefix(name = "t"): string {
   return `sbtest:${name}:${Math.random().toString(36).slice(2, 10)}`;

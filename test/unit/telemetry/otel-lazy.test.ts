@@ -3,7 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { withTrace } from "../../../src/telemetry/index.js";
 import { type OtlpFake, startOtlpFake } from "../../fakes/otlp.js";
-import { distModule, runFreshNode, tempDir } from "../../helpers.js";
+import { distModule, runFreshNode, tempDir, WATCH_MODULES } from "../../helpers.js";
 
 /**
  * Tracing costs nothing while `telemetry.otlp.endpoint` is unset (API.md §8.6, issue 51): a fresh
@@ -12,16 +12,7 @@ import { distModule, runFreshNode, tempDir } from "../../helpers.js";
  */
 
 function run(stateDir: string, endpoint: string | null): Promise<{ status: string; sdk: number }> {
-  const hook = `export async function initialize({ port }) { globalThis.port = port; }
-export async function resolve(s, c, next) { const r = await next(s, c); globalThis.port.postMessage(r.url); return r; }`;
-  const script = `
-    import { register } from "node:module";
-    import { MessageChannel } from "node:worker_threads";
-    const { port1, port2 } = new MessageChannel();
-    const seen = [];
-    port1.on("message", (url) => seen.push(url));
-    port1.unref();
-    register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });
+  const script = `${WATCH_MODULES}
     const { createApp } = await import(${distModule("app/index.js")});
     const { parseConfig } = await import(${distModule("config/index.js")});
     const { silentLogger } = await import(${distModule("log.js")});

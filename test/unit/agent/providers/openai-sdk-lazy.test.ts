@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type OpenAIFake, startOpenAIFake } from "../../../fakes/openai.js";
-import { distModule, runFreshNode } from "../../../helpers.js";
+import { distModule, runFreshNode, WATCH_MODULES } from "../../../helpers.js";
 
 let fake: OpenAIFake;
 beforeEach(async () => {
@@ -17,16 +17,7 @@ afterEach(async () => {
 function run(
   baseUrl: string,
 ): Promise<{ afterComplete: number; afterPing: number; ping: boolean; text: string }> {
-  const hook = `export async function initialize({ port }) { globalThis.port = port; }
-export async function resolve(s, c, next) { const r = await next(s, c); globalThis.port.postMessage(r.url); return r; }`;
-  const script = `
-    import { register } from "node:module";
-    import { MessageChannel } from "node:worker_threads";
-    const { port1, port2 } = new MessageChannel();
-    const seen = [];
-    port1.on("message", (url) => seen.push(url));
-    port1.unref();
-    register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });
+  const script = `${WATCH_MODULES}
     const settle = () => new Promise((r) => setTimeout(r, 100));
     const sdk = () => seen.filter((u) => u.includes("/node_modules/openai/")).length;
     const { createProvider } = await import(${distModule("agent/providers/index.js")});
