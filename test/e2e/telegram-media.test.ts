@@ -1,6 +1,6 @@
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { contentText, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { contentText, type OpenAIFake, oggOpus, startOpenAIFake } from "../fakes/openai.js";
 import { FakeTelegram, type FakeUser } from "../fakes/telegram.js";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
@@ -99,12 +99,7 @@ describe("telegram media through the gateway to the model", () => {
   });
 
   it("a voice note reaches the model as [voice note 0:07] <transcript>, transcribed through /audio/transcriptions", async () => {
-    const ogg = Buffer.concat([
-      Buffer.from("OggS\0\x02", "latin1"),
-      Buffer.alloc(22),
-      Buffer.from("OpusHead"),
-      Buffer.alloc(400, 3),
-    ]);
+    const ogg = oggOpus(Buffer.alloc(400, 3));
     ai.setTranscription("remind me to water the plants");
     const fileId = tg.addFile(ogg, "voice/file_2.oga");
     tg.pushMessage(DM, ADA, {

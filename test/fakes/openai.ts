@@ -135,6 +135,19 @@ export const echoHandler: FakeChatHandler = (req) => {
 
 const approxTokens = (s: string) => Math.ceil(s.length / 4);
 
+/**
+ * An Ogg/Opus-looking body (not real audio): the "OggS" capture pattern, the first page's
+ * "OpusHead" where a sniffer looks for it (byte 28), then `tail`.
+ */
+export function oggOpus(tail: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from("OggS\0\x02", "latin1"),
+    Buffer.alloc(22),
+    Buffer.from("OpusHead", "latin1"),
+    tail,
+  ]);
+}
+
 export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<OpenAIFake> {
   const requests: RecordedRequest[] = [];
   let transcriptFor: (req: RecordedRequest) => { status: number; text: string } = () => ({
@@ -358,14 +371,7 @@ export async function startOpenAIFake(options: OpenAIFakeOptions = {}): Promise<
     }
     if (rec.method === "POST" && path === "/v1/chat/completions") return chat(rec, res);
     if (rec.method === "POST" && path === "/v1/audio/speech") {
-      // An Ogg/Opus-looking body: "OggS" capture pattern, the first page's "OpusHead" where a
-      // sniffer looks for it (byte 28), then the input text (not real audio).
-      const audio = Buffer.concat([
-        Buffer.from("OggS\0\x02", "latin1"),
-        Buffer.alloc(22),
-        Buffer.from("OpusHead", "latin1"),
-        Buffer.from(String(body.input ?? "")),
-      ]);
+      const audio = oggOpus(Buffer.from(String(body.input ?? "")));
       res.writeHead(200, { "content-type": "audio/ogg", "content-length": String(audio.length) });
       res.end(audio);
       return;

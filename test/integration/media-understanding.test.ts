@@ -1,7 +1,7 @@
 import JSZip from "jszip";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { contentText, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { contentText, type OpenAIFake, oggOpus, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
 
 /**
@@ -127,12 +127,7 @@ describe("media understanding", () => {
   });
 
   it("a voice note is transcribed (multipart file/model/language) and the model sees [voice note 0:12] <transcript>", async () => {
-    const ogg = Buffer.concat([
-      Buffer.from("OggS\0\x02", "latin1"),
-      Buffer.alloc(22),
-      Buffer.from("OpusHead"),
-      Buffer.alloc(100, 1),
-    ]);
+    const ogg = oggOpus(Buffer.alloc(100, 1));
     const m = await upload(ogg, "voice.ogg", "audio/ogg");
     expect(m.mimeType).toMatch(/^audio\//);
     fake.setTranscription("remind me to buy milk");
@@ -148,12 +143,7 @@ describe("media understanding", () => {
   });
 
   it("a failed transcription is a media_note and a line the model sees; the turn still runs", async () => {
-    const ogg = Buffer.concat([
-      Buffer.from("OggS\0\x02", "latin1"),
-      Buffer.alloc(22),
-      Buffer.from("OpusHead"),
-      Buffer.alloc(100, 2),
-    ]);
+    const ogg = oggOpus(Buffer.alloc(100, 2));
     const m = await upload(ogg, "voice2.ogg", "audio/ogg");
     fake.setTranscription(() => ({ status: 500, text: "" }));
     const { user, line } = await send("listen", [{ type: "audio", ...m, voice: true }]);
