@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { openWebchat } from "./web.js";
 
 /**
  * Approvals in the web chat (API.md §8.3): the request arrives with three buttons, a press is an
@@ -19,12 +19,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.stop());
 
-function open(visitor: string) {
-  const ws = new WebSocket(`${base.replace("http", "ws")}/webchat/ws?v=${visitor}&token=${t.token}`);
-  const frames: Array<Record<string, any>> = [];
-  ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-  return { ws, frames, ready: new Promise((r) => ws.once("open", r)) };
-}
+const open = (visitor: string) => openWebchat(base, t.token, visitor);
 
 describe("approvals in the web chat", () => {
   it("buttons, a press, the notice, the edited request, the run resumed", async () => {

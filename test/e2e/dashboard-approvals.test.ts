@@ -1,10 +1,9 @@
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
 import { seedSession } from "../integration/tools/seed-sessions.js";
+import { HAS_CHROMIUM, launchChromium } from "./web.js";
 
 /**
  * Pending approvals on the operator dashboard (API.md §8.3) in headless Chromium: a request shows
@@ -13,7 +12,6 @@ import { seedSession } from "../integration/tools/seed-sessions.js";
  * run once, and the row goes away on `approval.resolved`.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const CHAT = "agent:main:dash-ap";
 const TARGET = "agent:main:dash-target";
 const HOSTILE = "<img src=x onerror='window.__xss=1'><b>bold</b>";
@@ -29,20 +27,11 @@ afterAll(async () => t?.stop());
 
 const targetMessages = () => userMessages(t.rpc, TARGET);
 
-describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard: pending approvals", () => {
+describe.runIf(HAS_CHROMIUM)("dashboard: pending approvals", () => {
   it("lists a pending approval with three buttons; Allow once resumes the run and the row goes", {
     timeout: 30_000,
   }, async () => {
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${base}/dashboard#token=${t.token}`);

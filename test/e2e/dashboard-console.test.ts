@@ -1,8 +1,8 @@
-import { existsSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { HAS_CHROMIUM, launchChromium } from "./web.js";
 
 /**
  * The dashboard as an operator console, in headless Chromium: the tree shows a sub-agent with
@@ -11,9 +11,8 @@ import { eventually } from "../helpers.js";
  * newest message with tool arguments pretty-printed once; filter; 375 px.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const TOKEN = "console-token-0123456789";
-const enabled = existsSync(CHROMIUM) || process.env.CI === "true";
+const enabled = HAS_CHROMIUM;
 let t: TestApp;
 let base: string;
 let browser: Browser;
@@ -61,10 +60,7 @@ beforeAll(async () => {
     20,
   );
   childKey = child.key;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

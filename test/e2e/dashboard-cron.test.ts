@@ -1,11 +1,9 @@
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../harness.js";
+import { HAS_CHROMIUM, launchChromium } from "./web.js";
 
 /** The dashboard's cron panel in headless Chromium: jobs with next run, last status and "run now". */
 
-const CHROMIUM = "/usr/bin/chromium";
 let t: TestApp;
 let base: string;
 
@@ -23,12 +21,9 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.stop());
 
-describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard cron panel", () => {
+describe.runIf(HAS_CHROMIUM)("dashboard cron panel", () => {
   it("lists jobs with their next run and runs one on request", { timeout: 60_000 }, async () => {
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${base}/dashboard/cron#token=dash-token-12345`);

@@ -1,12 +1,10 @@
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { HAS_CHROMIUM, launchChromium } from "./web.js";
 
 /** The operator dashboard in headless Chromium: sessions tree by spawnedBy, transcript, live runs. */
 
-const CHROMIUM = "/usr/bin/chromium";
 let t: TestApp;
 let base: string;
 
@@ -16,7 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.stop());
 
-describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard", () => {
+describe.runIf(HAS_CHROMIUM)("dashboard", () => {
   it("shows the sessions tree with a spawned child, a transcript, and live runs", {
     timeout: 60_000,
   }, async () => {
@@ -36,16 +34,7 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard", (
       20,
     );
 
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${base}/dashboard#token=dash-token-12345`);
@@ -71,10 +60,7 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("dashboard", (
   it("without the token the dashboard shows the auth error instead of data", {
     timeout: 60_000,
   }, async () => {
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${base}/dashboard`);

@@ -1,8 +1,8 @@
-import { existsSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { HAS_CHROMIUM, launchChromium } from "./web.js";
 
 /**
  * The web chat as a person uses it, in headless Chromium against a streaming OpenAI-compatible
@@ -10,7 +10,6 @@ import { startTestApp, type TestApp } from "../harness.js";
  * reload, a failed turn shows an error with a retry, the token screen, and 375 px.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const TOKEN = "webchat-test-token-0123456789";
 const MD_REPLY = [
   "Here is **bold** text and a snippet:",
@@ -32,7 +31,7 @@ let t: TestApp;
 let base: string;
 let browser: Browser;
 
-const enabled = existsSync(CHROMIUM) || process.env.CI === "true";
+const enabled = HAS_CHROMIUM;
 
 beforeAll(async () => {
   if (!enabled) return;
@@ -48,10 +47,7 @@ beforeAll(async () => {
     { listen: true },
   );
   base = `http://127.0.0.1:${t.app.address?.port}`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

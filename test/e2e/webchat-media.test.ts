@@ -1,12 +1,11 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { HAS_CHROMIUM, launchChromium, openWebchat } from "./web.js";
 
 /**
  * The web chat's files (API.md §8.1): uploaded with POST /media, sent in the socket's message
@@ -15,7 +14,6 @@ import { eventually } from "../helpers.js";
  * a clear error line.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 let fake: OpenAIFake;
 let t: TestApp;
 let base: string;
@@ -42,10 +40,8 @@ afterAll(async () => {
 
 describe("web chat attachments (protocol)", () => {
   it("an unknown mediaId is refused naming the field; an empty message without files too", async () => {
-    const ws = new WebSocket(`${base.replace("http", "ws")}/webchat/ws?v=visitor-media1&token=${t.token}`);
-    const frames: Array<Record<string, any>> = [];
-    ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-    await new Promise((r) => ws.once("open", r));
+    const { ws, frames, ready } = openWebchat(base, t.token, "visitor-media1");
+    await ready;
     ws.send(
       JSON.stringify({
         type: "message",
@@ -76,7 +72,7 @@ describe("web chat attachments (protocol)", () => {
   });
 });
 
-describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("web chat attachments in Chromium", () => {
+describe.runIf(HAS_CHROMIUM)("web chat attachments in Chromium", () => {
   it("a person attaches a PNG, sends it, sees it inline; the model gets an image part; too large is a clear line", {
     timeout: 30_000,
   }, async () => {
@@ -87,10 +83,7 @@ describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("web chat atta
     writeFileSync(pngPath, png);
     const bigPath = join(t.dir, "big.bin");
     writeFileSync(bigPath, Buffer.alloc(64 * 1024, 7));
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       const mediaUrls: string[] = [];

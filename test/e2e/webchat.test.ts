@@ -1,13 +1,10 @@
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { startTestApp, type TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { HAS_CHROMIUM, launchChromium, openWebchat } from "./web.js";
 
 /** The built-in web chat: the WebSocket protocol, and a real headless Chromium typing into the page. */
 
-const CHROMIUM = "/usr/bin/chromium";
 let t: TestApp;
 let base: string;
 
@@ -17,12 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.stop());
 
-function open(visitor: string) {
-  const ws = new WebSocket(`${base.replace("http", "ws")}/webchat/ws?v=${visitor}&token=${t.token}`);
-  const frames: Array<Record<string, any>> = [];
-  ws.on("message", (d) => frames.push(JSON.parse(d.toString())));
-  return { ws, frames, ready: new Promise((r) => ws.once("open", r)) };
-}
+const open = (visitor: string) => openWebchat(base, t.token, visitor);
 
 describe("web chat protocol", () => {
   it("greets with the demo notice, acknowledges a message and pushes the reply", async () => {
@@ -53,18 +45,9 @@ describe("web chat protocol", () => {
   });
 });
 
-describe.runIf(existsSync(CHROMIUM) || process.env.CI === "true")("web chat in Chromium", () => {
+describe.runIf(HAS_CHROMIUM)("web chat in Chromium", () => {
   it("a person types a message and sees the reply and the demo notice", { timeout: 60_000 }, async () => {
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       // The URL `switchboard start` prints: the page takes the token from the fragment.
