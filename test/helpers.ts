@@ -62,6 +62,25 @@ export async function resolve(s, c, next) { const r = await next(s, c); globalTh
     register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}), { data: { port: port2 }, transferList: [port2] });`;
 })();
 
+/** Whether a process with `pid` exists (signal 0 checks without touching it). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Bounded wait (`tries` × `stepMs`) for a process we did not spawn (no exit event to await) to be
+ * gone; whether it went.
+ */
+export async function pidGone(pid: number, tries = 100, stepMs = 100): Promise<boolean> {
+  for (let i = 0; i < tries && pidAlive(pid); i++) await new Promise((r) => setTimeout(r, stepMs));
+  return !pidAlive(pid);
+}
+
 /** A unique key prefix so Redis suites can share one server in parallel. */
 export function randomPrefix(name = "t"): string {
   return `sbtest:${name}:${Math.random().toString(36).slice(2, 10)}`;

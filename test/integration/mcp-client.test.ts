@@ -10,7 +10,7 @@ import {
   startMcpHttpFake,
 } from "../fakes/mcp.js";
 import { capturingLogger, startTestApp, startTestWorker, type TestApp } from "../harness.js";
-import { REDIS_URL, randomPrefix } from "../helpers.js";
+import { pidAlive, pidGone, REDIS_URL, randomPrefix } from "../helpers.js";
 import { describeRedis, dropPrefix } from "../redis.js";
 
 /**
@@ -43,23 +43,8 @@ const scripted = (server: string) => ({
   },
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function gone(pid: number, ms = 5000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (!alive(pid)) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return !alive(pid);
-}
+/** Gone within 100 × 50 ms. */
+const gone = (pid: number) => pidGone(pid, 100, 50);
 
 const pidOf = (text: unknown) => Number(/pid=(\d+)/.exec(String(text))?.[1]);
 
@@ -310,7 +295,7 @@ describe("stopping the gateway", () => {
     try {
       server = pidOf((await t.invoke("main", "notes__whoami", {})).text);
       child = Number(/child=(\d+)/.exec((await t.invoke("main", "notes__spawn_child", {})).text)?.[1]);
-      expect(alive(server) && alive(child)).toBe(true);
+      expect(pidAlive(server) && pidAlive(child)).toBe(true);
     } finally {
       await t.stop();
     }

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { tempDir } from "../helpers.js";
+import { pidGone, tempDir } from "../helpers.js";
 
 /**
  * The gateway stops when told, however it was started (issue 14, item 1). `npm start` runs the
@@ -22,20 +22,7 @@ afterAll(() => {
   }
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Bounded wait for a process we did not spawn (no exit event to await): 100 × 100 ms. */
-async function gone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
-  return !alive(pid);
-}
+const gone = (pid: number) => pidGone(pid);
 
 function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) =>
