@@ -3,6 +3,7 @@ import { type Job, Queue, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
+import type { Identical } from "../exact.js";
 import type { Logger } from "../log.js";
 import { closeConsumer } from "../redis/close.js";
 import type { DeliveryOutcome, DeliveryRequest } from "../services/index.js";
@@ -59,7 +60,6 @@ const requestSchema = z.object({
  * the request but not to the schema fails the build here, instead of being stripped silently by
  * the parse on the BullMQ path (attachments, then actions, were lost that way).
  */
-type Identical<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 const schemaIsTheRequest: Identical<z.infer<typeof requestSchema>, DeliveryRequest> = true;
 void schemaIsTheRequest;
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { formatIssues, InvalidParamsError } from "../errors.js";
-import type { Provenance } from "../store/types.js";
+import type { Identical } from "../exact.js";
+import type { Provenance, Usage } from "../store/types.js";
 import {
   type BackgroundJob,
   type FollowUp,
@@ -15,7 +16,7 @@ import {
  * driver reads back from its journal or from Redis (written earlier or by another process).
  */
 
-export const provenanceSchema: z.ZodType<Provenance> = z.object({
+export const provenanceSchema = z.object({
   kind: z.enum(["external_user", "inter_session", "subagent_announce", "system", "operator", "cron", "hook"]),
   sourceSessionKey: z.string().optional(),
   sourceRunId: z.string().optional(),
@@ -28,7 +29,7 @@ export const provenanceSchema: z.ZodType<Provenance> = z.object({
 
 export const metaSchema = z.record(z.string(), z.unknown());
 
-export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
+export const turnRequestSchema = z.object({
   sessionKey: z.string().min(1),
   agentId: z.string().min(1),
   text: z.string(),
@@ -40,6 +41,12 @@ export const turnRequestSchema: z.ZodType<TurnRequest> = z.object({
   runId: z.string().min(1).max(200).optional(),
   meta: metaSchema.optional(),
 });
+
+/** What the queue and the journal hand back is the request that was submitted, field for field. */
+const turnRequestIsExact: Identical<z.output<typeof turnRequestSchema>, TurnRequest> = true;
+const provenanceIsExact: Identical<z.output<typeof provenanceSchema>, Provenance> = true;
+void turnRequestIsExact;
+void provenanceIsExact;
 
 export const backgroundJobSchema: z.ZodType<BackgroundJob> = z.object({
   kind: z.enum(["spawn", "a2a", "announce", "archive", "wake"]),
@@ -65,6 +72,18 @@ export const followUpSchema: z.ZodType<FollowUp> = z.discriminatedUnion("type", 
  * The final outcome a driver commits with the follow-ups (and re-applies to the RunStore after a
  * crash between the commit and the RunStore write).
  */
+/** A run's or a turn's token counts and cost (store `Usage`). */
+export const usageSchema = z.object({
+  input: z.number(),
+  output: z.number(),
+  cacheRead: z.number().optional(),
+  cacheWrite: z.number().optional(),
+  cost: z.number().optional(),
+  model: z.string().optional(),
+});
+const usageIsExact: Identical<z.output<typeof usageSchema>, Usage> = true;
+void usageIsExact;
+
 /** One model of a run's chain that did not answer (API.md §8.4). */
 export const fallbackSchema = z.object({
   model: z.string(),
@@ -76,31 +95,21 @@ export const finalResultSchema = z.object({
   status: z.enum(["ok", "error", "timeout", "aborted"]),
   reply: z.string().optional(),
   error: z.string().optional(),
-  usage: z
-    .object({
-      input: z.number(),
-      output: z.number(),
-      cacheRead: z.number().optional(),
-      cacheWrite: z.number().optional(),
-      cost: z.number().optional(),
-    })
-    .optional(),
+  usage: usageSchema.optional(),
   model: z.string().optional(),
   fallbacks: z.array(fallbackSchema).max(50).optional(),
   deliveryError: z.string().optional(),
 });
 export type FinalResult = z.infer<typeof finalResultSchema>;
+const FINAL_KEYS = Object.keys(finalResultSchema.shape) as Array<keyof FinalResult>;
 
 /** The parts of a handler's result that become the run record (no follow-ups). */
 export function finalResultOf(result: FinalResult): FinalResult {
-  const out: FinalResult = { status: result.status };
-  if (result.reply !== undefined) out.reply = result.reply;
-  if (result.error !== undefined) out.error = result.error;
-  if (result.usage !== undefined) out.usage = result.usage;
-  if (result.model !== undefined) out.model = result.model;
-  if (result.fallbacks !== undefined && result.fallbacks.length > 0) out.fallbacks = result.fallbacks;
-  if (result.deliveryError !== undefined) out.deliveryError = result.deliveryError;
-  return out;
+  // every key of the schema (a field added there is kept without touching this), none undefined
+  const out: Partial<Record<keyof FinalResult, unknown>> = {};
+  for (const k of FINAL_KEYS) if (result[k] !== undefined) out[k] = result[k];
+  if (result.fallbacks?.length === 0) delete out.fallbacks;
+  return out as FinalResult;
 }
 
 /**

@@ -58,6 +58,7 @@ const FLOORS: ReadonlyArray<{ floor: string; rooms: readonly string[] }> = [
       "src/deadlines.ts",
       "src/json-limits.ts",
       "src/ordered-set.ts",
+      "src/exact.ts",
       "src/retry/",
       "src/telemetry/",
     ],

@@ -1,6 +1,13 @@
 import { z } from "zod";
+import type { Identical } from "../../exact.js";
 import type { RunRecord } from "../../store/types.js";
-import { fallbackSchema, finalResultSchema, followUpSchema, turnRequestSchema } from "../schema.js";
+import {
+  fallbackSchema,
+  finalResultSchema,
+  followUpSchema,
+  turnRequestSchema,
+  usageSchema,
+} from "../schema.js";
 
 /**
  * Validation for what callers hand the bullmq driver, for its options, and for what it reads back
@@ -20,15 +27,7 @@ export type OutboxEntry = z.infer<typeof outboxEntrySchema>;
 /** `act.final`: the committed outcome of the turn in flight and its outbox entries (exact strings). */
 export const committedSchema = z.object({ result: finalResultSchema, outbox: z.array(z.string()) });
 
-const usageSchema = z.object({
-  input: z.number(),
-  output: z.number(),
-  cacheRead: z.number().optional(),
-  cacheWrite: z.number().optional(),
-  cost: z.number().optional(),
-});
-
-export const runRecordSchema: z.ZodType<RunRecord> = z.object({
+export const runRecordSchema = z.object({
   runId: z.string(),
   sessionKey: z.string(),
   agentId: z.string(),
@@ -46,6 +45,9 @@ export const runRecordSchema: z.ZodType<RunRecord> = z.object({
   deliveryError: z.string().optional(),
   waitingFor: z.object({ approvalId: z.string(), tool: z.string(), args: z.unknown() }).optional(),
 });
+/** A run record read back from Redis keeps every field (usage.model was once stripped here). */
+const runRecordIsExact: Identical<z.output<typeof runRecordSchema>, RunRecord> = true;
+void runRecordIsExact;
 
 /** Messages on the `{tag}:bus` channel. `from` is the sending pipeline instance. */
 export const busMessageSchema = z.discriminatedUnion("t", [
