@@ -18,6 +18,7 @@ import type {
 } from "../../src/channels/types.js";
 import { errorMessage, formatIssues, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
+import { within } from "../../src/retry/index.js";
 import { interactivePayload, slackPressToAction } from "./actions.js";
 import { toSwitchboardError } from "./errors.js";
 import { type SlackInboundContext, slackEventToInbound } from "./inbound.js";
@@ -257,9 +258,7 @@ export class SlackChannel implements ChannelAdapter {
       this.log.warn({ err: errorMessage(err) }, "slack interactive dispatch failed");
     });
     void this.life.track(run);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([run, new Promise((r) => (timer = setTimeout(r, 2500)))]);
-    clearTimeout(timer);
+    await within(run, 2500);
     return { status: 200 };
   }
 

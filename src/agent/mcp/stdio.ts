@@ -3,6 +3,7 @@ import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js
 import { deserializeMessage, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { within } from "../../retry/index.js";
 
 /**
  * The SDK's stdio client transport, with one difference: the server runs in its own process
@@ -160,8 +161,7 @@ export class GroupStdioTransport implements Transport {
       if (gone()) resolve();
       else child.once("exit", () => resolve());
     });
-    const wait = (ms: number) =>
-      Promise.race([exited, new Promise<void>((r) => setTimeout(r, ms).unref())]).then(gone);
+    const wait = (ms: number) => within(exited, ms).then(gone);
     try {
       child.stdin?.end();
     } catch {
