@@ -65,12 +65,8 @@ export function chatKey(route: ApprovalRoute): string {
   return `${route.channel}:${route.to}:${route.threadId ?? ""}`;
 }
 
-let generation = 0;
-
 /** Bumped whenever this process creates or decides an approval (the pending-count cache's key). */
-export function approvalsGeneration(): number {
-  return generation;
-}
+let generation = 0;
 
 export class ApprovalStore {
   constructor(private readonly store: Pick<StoreDriver, "kv" | "outbox">) {}

@@ -33,10 +33,6 @@ let impl: Tracing | null = null;
 let users = 0;
 let starting: Promise<Tracing> | null = null;
 
-export function tracingOn(): boolean {
-  return impl !== null;
-}
-
 /**
  * Turns tracing on for this process (refcounted: one exporter, the first configuration's, however
  * many apps ask); returns the matching stop, which flushes and unloads on the last one.

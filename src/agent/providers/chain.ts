@@ -44,12 +44,6 @@ export interface FailoverPolicy {
   failuresToOpen: number;
 }
 
-export const DEFAULT_FAILOVER: FailoverPolicy = {
-  maxRetryAfterMs: 5000,
-  cooldownSeconds: 60,
-  failuresToOpen: 3,
-};
-
 export type Admission =
   | { go: true; probe: boolean }
   | { go: false; lastClass: ModelErrorClass; until: number };
