@@ -263,12 +263,7 @@ export class WebchatChannel implements ChannelAdapter {
       }
     }
     const msg = inboundMessageSchema.parse({
-      channel: this.channel,
-      accountId: this.accountId,
-      chatType: "direct",
-      peerId: visitorId,
-      senderId: visitorId,
-      senderName: "web visitor",
+      ...this.visitor(visitorId),
       text,
       messageId: `${visitorId}:${id}`,
       timestamp: Date.now(),
@@ -286,6 +281,18 @@ export class WebchatChannel implements ChannelAdapter {
     }
   }
 
+  /** Who a message or a press comes from: the visitor, in their own direct chat. */
+  private visitor(visitorId: string) {
+    return {
+      channel: this.channel,
+      accountId: this.accountId,
+      chatType: "direct" as const,
+      peerId: visitorId,
+      senderId: visitorId,
+      senderName: "web visitor",
+    };
+  }
+
   /** A press of a button under a message: the visitor's own chat only; the answer is a `notice` frame. */
   private async onPress(socket: WebchatSocket, visitorId: string, messageId: string, actionId: string) {
     const onAction = this.life.context.onAction;
@@ -295,12 +302,7 @@ export class WebchatChannel implements ChannelAdapter {
       return;
     }
     const press = inboundActionSchema.parse({
-      channel: this.channel,
-      accountId: this.accountId,
-      chatType: "direct",
-      peerId: visitorId,
-      senderId: visitorId,
-      senderName: "web visitor",
+      ...this.visitor(visitorId),
       messageId,
       actionId,
     });
