@@ -659,7 +659,10 @@ describeRedis("bullmq pipeline", () => {
       const { make, runs, connection, keys } = env();
       // The first worker's final RunStore write never returns (it "dies" there).
       const { runs: dying, reachedFinalWrite } = hangingOnFinalWrite(runs);
-      const p1 = make({ runs: dying, abortSettleMs: 0 });
+      // One slot: once its turn hangs in the final write, this worker runs nothing else. With more,
+      // its sweep job could relay the committed follow-ups to itself before the stop (a worker that
+      // is only half dead), and the next worker would never see them.
+      const p1 = make({ runs: dying, abortSettleMs: 0, concurrency: 1 });
       await p1.start({
         turn: async (job) => ({
           status: "ok",
