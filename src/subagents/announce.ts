@@ -1,168 +1,271 @@
-import { formatDuration } from "../policy/status-card.js";
-import type { RunRecord, TranscriptMessage } from "../store/types.js";
-
-export { formatDuration };
-
-/**
- * The text of a sub-agent completion announce (SEMANTICS §3): a header naming the sub-agent, then
- * `Status:` (from the run outcome), `Result:`, `Notes:` and a `Stats:` line. Pure functions.
- */
-
-/** Longest `Result:` kept in an announce; the full text stays in the child's transcript. */
-export const RESULT_MAX_CHARS = 16_000;
-const HEADER_LABEL_CHARS = 80;
-
-export interface PickedResult {
-  text: string;
-  /** Where it came from: the final reply, an earlier assistant text, a tool result, or nothing. */
-  source: "reply" | "assistant" | "toolResult" | "none";
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (content && typeof content === "object" && "text" in content && typeof content.text === "string")
-    return content.text;
-  return content === undefined || content === null ? "" : JSON.stringify(content);
-}
+import type { z } from "zod";
+import type { MediaPart } from "../channels/types.js";
+import { userContent } from "../media/parts.js";
+import { partOf } from "../media/resolve.js";
+import { ANNOUNCE_SKIP } from "../pipeline/handlers.js";
+import { type JobContext, RetryLaterError } from "../pipeline/types.js";
+import type { Services } from "../services/index.js";
+import { KV_ANNOUNCES, KV_SUPPRESSED, KV_UNDELIVERED, KV_YIELDED } from "../store/kv-namespaces.js";
+import {
+  isFinal,
+  type RunRecord,
+  type RunStatus,
+  type SessionEntry,
+  type TranscriptMessage,
+  type TranscriptRef,
+} from "../store/types.js";
+import { formatAnnounce, namedMediaIds, pickResult } from "./announce-text.js";
+import { unreportedChildren } from "./children.js";
+import { afterAnnounce, citedTranscript } from "./cleanup.js";
+import type { announceDataSchema } from "./jobs.js";
+import { wakeTurn } from "./wake.js";
 
 /**
- * The child's last assistant text of the run, or its last tool result when that text is empty.
- * `finalReply` (the run record's reply) wins when it is not empty.
+ * The `announce:<childRunId>` job (SEMANTICS §3 "Completion announce"): builds ONE message from
+ * the run record (status from the runtime outcome, never from model text; the text is
+ * announce-text.ts) and routes it: top-level requester → its chat (outbox-idempotent) and its
+ * transcript; sub-agent requester → an inter-session turn in its lane; requester gone → its
+ * requester, and so on; nobody left → recorded on the child entry and logged. Each step is
+ * idempotent on its own (transcript message id, outbox key, turn runId) and the routing decision
+ * is stored before acting, so a retried job repeats exactly the same steps.
  */
-export function pickResult(finalReply: string, runMessages: readonly TranscriptMessage[]): PickedResult {
-  if (finalReply.trim() !== "") return { text: finalReply.trim(), source: "reply" };
-  for (let i = runMessages.length - 1; i >= 0; i--) {
-    const m = runMessages[i];
-    if (m?.role !== "assistant") continue;
-    const t = textOf(m.content).trim();
-    if (t !== "") return { text: t, source: "assistant" };
-    break; // the newest assistant message is empty: fall back to the tool results
-  }
-  for (let i = runMessages.length - 1; i >= 0; i--) {
-    const m = runMessages[i];
-    if (m?.role === "toolResult") return { text: textOf(m.content).trim(), source: "toolResult" };
-  }
-  return { text: "", source: "none" };
-}
 
-/** `950`, `1.2k`, `3.4m`. */
-export function formatTokens(n: number): string {
-  if (n < 1000) return String(n);
-  const [v, unit] = n < 1_000_000 ? [n / 1000, "k"] : [n / 1_000_000, "m"];
-  return `${v.toFixed(1).replace(/\.0$/, "")}${unit}`;
-}
-
-export interface AnnounceInput {
-  status: "ok" | "error" | "timeout" | "aborted";
-  result: PickedResult;
-  label: string;
-  error?: string;
-  run?: RunRecord;
-  childKey: string;
-  sessionId?: string;
-  transcriptPath?: string;
-}
-
-export function statsLine(
-  input: Pick<AnnounceInput, "run" | "childKey" | "sessionId" | "transcriptPath">,
-): string {
-  const { run } = input;
-  const parts: string[] = [];
-  const start = run?.startedAt ?? run?.createdAt;
-  parts.push(
-    `runtime ${start !== undefined && run?.endedAt !== undefined ? formatDuration(run.endedAt - start) : "n/a"}`,
+/** Records that `runId`'s announce is handled (unless the child has started another run since). */
+async function markAnnounced(services: Services, childKey: string, runId: string): Promise<void> {
+  await services.store.sessions.update(childKey, (cur) =>
+    cur?.subagent && cur.subagent.runId === runId && cur.subagent.announcedRunId !== runId
+      ? { ...cur, subagent: { ...cur.subagent, announcedRunId: runId } }
+      : null,
   );
-  const u = run?.usage;
-  parts.push(
-    u
-      ? `tokens ${formatTokens(u.input + u.output)} (in ${formatTokens(u.input)} / out ${formatTokens(u.output)})`
-      : "tokens n/a",
-  );
-  if (u?.cost !== undefined && u.cost > 0) parts.push(`cost $${u.cost.toFixed(4)}`);
-  parts.push(`sessionKey ${input.childKey}`);
-  parts.push(`sessionId ${input.sessionId ?? "n/a"}`);
-  parts.push(`transcript ${input.transcriptPath ?? "n/a"}`);
-  return `Stats: ${parts.join(" • ")}`;
 }
 
-const SECTION_RE = /^[ \t]*[*_]{0,2}(status|result|notes)[*_]{0,2}[ \t]*:[*_]{0,2}[ \t]?(.*)$/i;
-const EMPTY_NOTES_RE = /^[-–•*\s]*(?:\(none\)|none|n\/a)?\s*$/i;
+export type FinalStatus = Extract<RunStatus, "ok" | "error" | "timeout" | "aborted">;
+
+/** Upper bound for the run record to become final (the job is normally relayed after it is; a relay by the bullmq sweep can come first). */
+const FINAL_WAIT_MS = 60_000;
+const TAIL_FOR_RESULT = 200;
+/**
+ * When a held announce looks again whether its sub-agent's own children have all reported: after
+ * a tenth of the time it has waited so far, between 0.5 and 10 s (a child that runs for hours is
+ * not polled twice a second; one that ends soon is noticed soon).
+ */
+function heldAnnounceRetryMs(run: RunRecord | null, now: number): number {
+  const waited = run?.endedAt !== undefined ? now - run.endedAt : 0;
+  return Math.min(10_000, Math.max(500, Math.round(waited / 10)));
+}
+
+interface RouteState {
+  /** Session that receives it; null = nobody left. */
+  target: string | null;
+  /** "top" delivers to a chat; "orchestrator" gets an inter-session turn. */
+  kind: "top" | "orchestrator" | "none";
+  /** Top-level requester that yielded: also start a turn so it continues. */
+  wake: boolean;
+}
+
+async function waitFinal(services: Services, runId: string, signal: AbortSignal): Promise<RunRecord | null> {
+  if (signal.aborted) throw signal.reason;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason ?? new Error("aborted"));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([services.pipeline.wait(runId, FINAL_WAIT_MS), aborted]);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
+}
+
+async function runMessages(
+  services: Services,
+  child: SessionEntry,
+  runId: string,
+): Promise<TranscriptMessage[]> {
+  const ref = { agentId: child.agentId, sessionId: child.sessionId };
+  const tail = await services.store.transcripts.readTail(ref, { limit: TAIL_FOR_RESULT, includeTools: true });
+  return tail.filter((m) => m.runId === runId);
+}
+
+/** Appends `msg` to the session's transcript unless a message with its id is already there. */
+async function appendOnce(services: Services, entry: SessionEntry, msg: TranscriptMessage): Promise<void> {
+  const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
+  if (!(await services.store.transcripts.append(ref, msg))) return; // the store skips a known id
+  services.bus.emit("message.appended", { sessionKey: entry.key, message: msg });
+}
+
+async function decideRoute(services: Services, d: z.output<typeof announceDataSchema>): Promise<RouteState> {
+  const saved = await services.store.kv.get<RouteState>(KV_ANNOUNCES, d.childRunId);
+  if (saved) return saved;
+  let state: RouteState = { target: null, kind: "none", wake: false };
+  for (const key of [d.requesterKey, ...d.chain]) {
+    const e = await services.store.sessions.get(key);
+    if (!e || e.archivedAt !== undefined) continue;
+    const orchestrator = (e.spawnDepth ?? 0) >= 1;
+    const wake = orchestrator
+      ? e.abortedLastRun !== true
+      : (await services.store.kv.get(KV_YIELDED, e.key)) !== null;
+    state = { target: e.key, kind: orchestrator ? "orchestrator" : "top", wake };
+    break;
+  }
+  await services.store.kv.set(KV_ANNOUNCES, d.childRunId, state);
+  if (state.kind === "top" && state.wake && state.target)
+    await services.store.kv.delete(KV_YIELDED, state.target);
+  return state;
+}
+
+async function deliverOrThrow(
+  services: Services,
+  sessionKey: string,
+  text: string,
+  idempotencyKey: string,
+  files: readonly MediaPart[] = [],
+): Promise<void> {
+  const attachments = files.flatMap((p) => ("mediaId" in p && p.mediaId ? [{ mediaId: p.mediaId }] : []));
+  const res = await services.delivery.deliver({
+    sessionKey,
+    text,
+    idempotencyKey,
+    ...(attachments.length ? { attachments } : {}),
+  });
+  if (res.status === "failed") throw new Error(`announce delivery to ${sessionKey} failed: ${res.error}`);
+  if (res.status === "blocked" || res.status === "no-route") {
+    // Not retried: the announce is in the requester's transcript, so the agent still has it.
+    services.logger.info({ sessionKey, why: res.reason }, "sub-agent announce not posted to a chat");
+  }
+}
+
+async function recordUndelivered(
+  services: Services,
+  d: z.output<typeof announceDataSchema>,
+  text: string,
+): Promise<void> {
+  const updated = await services.store.sessions.update(d.childKey, (cur) =>
+    cur?.subagent ? { ...cur, subagent: { ...cur.subagent, undeliveredAnnounce: text } } : null,
+  );
+  if (!updated) await services.store.kv.set(KV_UNDELIVERED, d.childRunId, { childKey: d.childKey, text });
+  services.logger.warn(
+    {
+      childKey: d.childKey,
+      runId: d.childRunId,
+      requesterKey: d.requesterKey,
+      recordedOn: updated ? "child entry" : "kv",
+    },
+    "sub-agent announce has no requester left; recorded instead of delivered",
+  );
+}
 
 /**
- * A child reply that already has `Status:` / `Result:` / `Notes:` sections (SEMANTICS §3): its
- * Status is dropped (the runtime's outcome is the status), its Result becomes the result and its
- * Notes are merged, so the announce never holds a section twice. Text without sections is all result.
+ * The stored files the child's result names by `mediaId` (API.md §8.2): only ids its own
+ * transcript held ({@link namedMediaIds}) and the media store still has.
  */
-export function parseChildSections(text: string): { result: string; notes: string[] } {
-  const lines = text.split("\n");
-  if (!lines.some((l) => SECTION_RE.test(l))) return { result: text, notes: [] };
-  const parts: Record<"status" | "result" | "notes" | "pre", string[]> = {
-    pre: [],
-    status: [],
-    result: [],
-    notes: [],
+async function announcedFiles(
+  services: Services,
+  child: SessionEntry,
+  resultText: string,
+): Promise<MediaPart[]> {
+  if (!services.media || !resultText.includes("sha256:")) return [];
+  const ref = { agentId: child.agentId, sessionId: child.sessionId };
+  const transcript = await services.store.transcripts.readTail(ref, {
+    limit: TAIL_FOR_RESULT,
+    includeTools: true,
+  });
+  const parts: MediaPart[] = [];
+  for (const id of namedMediaIds(resultText, transcript)) {
+    const stored = await services.media.stat(id);
+    if (stored) parts.push(partOf(stored));
+  }
+  return parts;
+}
+
+export async function handleAnnounce(
+  services: Services,
+  d: z.output<typeof announceDataSchema>,
+  ctx: JobContext,
+): Promise<void> {
+  if ((await services.store.kv.get(KV_SUPPRESSED, d.childRunId)) !== null) return;
+
+  const run = await waitFinal(services, d.childRunId, ctx.signal);
+  const status: FinalStatus = run && isFinal(run) ? (run.status as FinalStatus) : (d.status ?? "error");
+  let child = await services.store.sessions.get(d.childKey);
+  if (child?.subagent?.runId === d.childRunId && child.subagent.outcome !== status) {
+    child = await services.store.sessions.update(d.childKey, (cur) =>
+      cur?.subagent
+        ? { ...cur, subagent: { ...cur.subagent, outcome: status, endedAt: run?.endedAt ?? services.now() } }
+        : null,
+    );
+  }
+  // An orchestrator woken by its own children's reports ran again: that later run is announced
+  // instead, so the requester gets one report for the task (SEMANTICS §3), not one per run.
+  if (child?.subagent && child.subagent.runId !== d.childRunId) return;
+  // An orchestrator whose children have not all reported yet (it yielded, or answered before
+  // they finished) holds its announce: a child's report wakes it and that run is announced
+  // instead; if none does (ANNOUNCE_SKIP, a kill), this one goes once the last has reported.
+  if (child && (await unreportedChildren(services, child.key)).length > 0)
+    throw new RetryLaterError(
+      `sub-agent ${child.key} waits for its own sub-agents`,
+      heldAnnounceRetryMs(run, services.now()),
+    );
+  const messages = child ? await runMessages(services, child, d.childRunId) : [];
+  const finalReply = status === "ok" ? (run?.reply ?? "") : "";
+  if (status === "ok" && finalReply.trim() === ANNOUNCE_SKIP) {
+    await markAnnounced(services, d.childKey, d.childRunId);
+    await afterAnnounce(services, child, true, run);
+    return;
+  }
+  const result = pickResult(status === "ok" ? finalReply : "", messages);
+  const text = formatAnnounce({
+    status,
+    result,
+    label: child?.label ?? child?.subagent?.task ?? d.childKey,
+    ...(run?.error ? { error: run.error } : {}),
+    ...(run ? { run } : {}),
+    childKey: d.childKey,
+    ...(child ? { sessionId: child.sessionId, transcriptPath: citedTranscript(services, child, run) } : {}),
+  });
+
+  const files = child && result.source !== "none" ? await announcedFiles(services, child, result.text) : [];
+
+  if (!(await ctx.stillOwner())) return;
+  const route = await decideRoute(services, d);
+  const target = route.target ? await services.store.sessions.get(route.target) : null;
+  const idem = `spawn-announce:${d.childRunId}`;
+  if (!target || route.kind === "none") {
+    await recordUndelivered(services, d, text);
+    await markAnnounced(services, d.childKey, d.childRunId);
+    await services.store.kv.delete(KV_ANNOUNCES, d.childRunId);
+    return;
+  }
+  const announceMsg: TranscriptMessage = {
+    id: `announce:${d.childRunId}`,
+    sessionId: target.sessionId,
+    role: "user",
+    content: userContent(text, files),
+    timestamp: services.now(),
+    provenance: { kind: "subagent_announce", sourceSessionKey: d.childKey, sourceRunId: d.childRunId },
   };
-  let cur: keyof typeof parts = "pre";
-  for (const line of lines) {
-    const m = SECTION_RE.exec(line);
-    if (m) {
-      cur = (m[1] ?? "result").toLowerCase() as "status" | "result" | "notes";
-      if (m[2]?.trim()) parts[cur].push(m[2]);
-      continue;
-    }
-    parts[cur].push(line);
-  }
-  const result = [...parts.pre, ...parts.result].join("\n").trim();
-  const notes = parts.notes.join("\n").trim();
-  return { result, notes: EMPTY_NOTES_RE.test(notes) ? [] : [notes] };
-}
-
-export function formatAnnounce(input: AnnounceInput): string {
-  const label =
-    input.label.length > HEADER_LABEL_CHARS
-      ? `${input.label.slice(0, HEADER_LABEL_CHARS - 1)}…`
-      : input.label;
-  const child = parseChildSections(input.result.text);
-  let result = child.result;
-  if (result.length > RESULT_MAX_CHARS)
-    result = `${result.slice(0, RESULT_MAX_CHARS)}\n…(truncated; the full text is in the sub-agent's transcript)`;
-  const notes: string[] = [];
-  if (input.status !== "ok") notes.push(input.error ?? `run ended with status ${input.status}`);
-  if (input.result.source === "toolResult")
-    notes.push("the sub-agent gave no final text; Result is its last tool result");
-  notes.push(...child.notes);
-  return [
-    `[Sub-agent completion] ${label}`,
-    `Status: ${input.status}`,
-    `Result: ${result || "(no output)"}`,
-    `Notes: ${notes.length ? notes.join("; ") : "- (none)"}`,
-    statsLine(input),
-  ].join("\n");
-}
-
-const NAMED_MEDIA_RE = /sha256:[0-9a-f]{64}/g;
-/** Most files one announce carries. */
-export const ANNOUNCE_MAX_FILES = 10;
-
-/**
- * The files a child's final reply names by `mediaId` (API.md §8.2), in the order named, kept only
- * when the child's own transcript already held the id before the reply: in a media part of a line,
- * or in a line it did not write itself (a user message, a tool result). A child cannot make a
- * guessed or remembered id travel: an id that only its own words hold is ignored.
- */
-export function namedMediaIds(reply: string, transcript: readonly TranscriptMessage[]): string[] {
-  const named = [...new Set(reply.match(NAMED_MEDIA_RE) ?? [])];
-  if (named.length === 0) return [];
-  const held = new Set<string>();
-  for (const m of transcript) {
-    if (Array.isArray(m.content))
-      for (const p of m.content)
-        if (p && typeof p === "object" && typeof (p as { mediaId?: unknown }).mediaId === "string")
-          held.add((p as { mediaId: string }).mediaId);
-    if (m.role === "user" || m.role === "toolResult") {
-      const text = typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? "");
-      for (const id of text.match(NAMED_MEDIA_RE) ?? []) held.add(id);
+  if (route.kind === "orchestrator") {
+    // A killed (or timed-out) orchestrator is not revived by its children's reports: they are kept
+    // in its transcript instead.
+    if (route.wake) await wakeTurn(services, target, text, d, "orchestrator", files);
+    else await appendOnce(services, target, announceMsg);
+  } else {
+    if (route.wake) await wakeTurn(services, target, text, d, "top", files);
+    else await appendOnce(services, target, announceMsg);
+    // A thread-bound child posts its output into its own thread instead of the requester's chat.
+    if (child?.threadBinding) {
+      await deliverOrThrow(
+        services,
+        child.key,
+        status === "ok" && result.text ? result.text : text,
+        idem,
+        files,
+      );
+    } else {
+      await deliverOrThrow(services, target.key, text, idem, files);
     }
   }
-  return named.filter((id) => held.has(id)).slice(0, ANNOUNCE_MAX_FILES);
+  await markAnnounced(services, d.childKey, d.childRunId);
+  await afterAnnounce(services, child, true, run);
+  await services.store.kv.delete(KV_ANNOUNCES, d.childRunId);
 }

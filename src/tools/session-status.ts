@@ -1,12 +1,11 @@
 import { z } from "zod";
 import { errorMessage } from "../errors.js";
 import { resolveVisibleTarget } from "../policy/access.js";
-import { collectStatus, renderStatusCard } from "../policy/status-card.js";
+import { collectStatus, formatDuration, renderStatusCard } from "../policy/status-card.js";
 import type { Services } from "../services/index.js";
 import { displayKey } from "../sessions/keys.js";
 import { VERBOSE_LEVELS } from "../sessions/rows.js";
 import type { SessionEntry } from "../store/types.js";
-import { formatDuration } from "../subagents/announce.js";
 import { defineTool } from "./types.js";
 
 /**

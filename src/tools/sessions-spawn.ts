@@ -21,7 +21,7 @@ import {
   type WrittenAttachments,
   writeAttachments,
 } from "../subagents/attachments.js";
-import { activeChildren, type SpawnRequestRecord, subagentSettings } from "../subagents/flow.js";
+import { activeChildren, type SpawnRequestRecord, subagentSettings } from "../subagents/children.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
 /**
@@ -29,7 +29,7 @@ import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "
  * at once. Every check runs before anything is created (depth, children cap, agent allow-list,
  * model/thinking, mode/thread, sandbox, attachments); side effects follow in an order that can be
  * undone (thread, attachment folder, entry, run), and a failure undoes them. The completion
- * announce is `spawn-flow.ts`.
+ * announce is `src/subagents/flow.ts`.
  */
 
 export const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high"];
@@ -616,7 +616,7 @@ function childEntry(
       cleanup: plan.cleanup,
       runTimeoutSeconds: plan.runTimeoutSeconds,
       sandboxed: plan.targetSandboxed,
-      announcedRunId: "", // tracked: its requester's announce waits for this child's (subagents/flow.ts)
+      announcedRunId: "", // tracked: its requester's announce waits for this child's (subagents/announce.ts)
     },
     ...(binding
       ? {

@@ -5,7 +5,7 @@ import { defineTool } from "./types.js";
 /**
  * `sessions_yield` (SEMANTICS §3): end the current turn on purpose so that the next input is a
  * pending sub-agent completion. The session is marked as waiting, so the next completion announce
- * also starts a turn for it (spawn-flow.ts) instead of only landing in its chat and transcript.
+ * also starts a turn for it (subagents/wake.ts) instead of only landing in its chat and transcript.
  */
 
 const schema = z.strictObject({

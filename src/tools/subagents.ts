@@ -4,14 +4,9 @@ import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { normalizeKey } from "../sessions/keys.js";
 import { KV_SPAWN_REQUESTS, KV_SUPPRESSED } from "../store/kv-namespaces.js";
-import type { RunRecord, SessionEntry } from "../store/types.js";
-import {
-  awaitsReport,
-  childrenOf,
-  isFinal,
-  type SpawnRequestRecord,
-  submitAnnounce,
-} from "../subagents/flow.js";
+import { isFinal, type RunRecord, type SessionEntry } from "../store/types.js";
+import { awaitsReport, childrenOf, type SpawnRequestRecord } from "../subagents/children.js";
+import { submitAnnounce } from "../subagents/jobs.js";
 import { defineTool, type ToolContext, type ToolResult } from "./types.js";
 
 /**
@@ -154,7 +149,7 @@ async function killTree(
   const live = runId !== undefined && run !== null && !isFinal(run);
   const children = await childrenOf(services, entry.key, true);
   // Marked before the cancel, so the announces of its own children (cascade) do not wake it again:
-  // also when its run has ended but its announce waits for those children (subagents/flow.ts).
+  // also when its run has ended but its announce waits for those children (subagents/announce.ts).
   if (live || children.some(awaitsReport))
     await services.store.sessions.patch(entry.key, { abortedLastRun: true });
   if (live && (await services.pipeline.cancel(runId, "aborted"))) {

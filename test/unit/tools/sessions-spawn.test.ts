@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
 import type { Services } from "../../../src/services/index.js";
-import { subagentSettings } from "../../../src/subagents/flow.js";
+import { subagentSettings } from "../../../src/subagents/children.js";
 import {
   childTaskText,
   defaultSpawnContext,

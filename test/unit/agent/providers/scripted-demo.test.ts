@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { renderUserContent } from "../../../../src/agent/prompt.js";
 import { createScriptedProvider, fallbackReply } from "../../../../src/agent/providers/scripted.js";
 import { silentLogger } from "../../../../src/log.js";
-import { formatAnnounce } from "../../../../src/subagents/announce.js";
+import { formatAnnounce } from "../../../../src/subagents/announce-text.js";
 import { childTaskText } from "../../../../src/tools/sessions-spawn.js";
 
 describe("scripted demo: sub-agent tasks and announces read like a model's", () => {

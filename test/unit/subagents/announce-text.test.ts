@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { formatDuration } from "../../../src/policy/status-card.js";
 import type { TranscriptMessage } from "../../../src/store/types.js";
-import { formatAnnounce, formatDuration, formatTokens, pickResult } from "../../../src/subagents/announce.js";
+import { formatAnnounce, formatTokens, pickResult } from "../../../src/subagents/announce-text.js";
 
 const msg = (role: TranscriptMessage["role"], content: unknown): TranscriptMessage => ({
   id: Math.random().toString(36),

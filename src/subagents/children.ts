@@ -1,0 +1,78 @@
+import { z } from "zod";
+import type { Config } from "../config/schema.js";
+import type { Services } from "../services/index.js";
+import { isFinal, type SessionEntry } from "../store/types.js";
+
+/**
+ * A session's sub-agent children: the limits that govern them (`subagentSettings`), the request
+ * each was started with (kept for a re-run and for `subagents steer`), and which of them are still
+ * running or have yet to report.
+ */
+
+export const spawnMetaSchema = z.object({
+  requesterKey: z.string().min(1),
+  childKey: z.string().min(1),
+  /** The requester's own requesters, nearest first: fallbacks when the requester is gone. */
+  chain: z.array(z.string()).default([]),
+});
+export type SpawnMeta = z.input<typeof spawnMetaSchema>;
+
+export interface SpawnRequestRecord {
+  text: string;
+  extraSystem: string;
+  timeoutMs: number;
+  meta: SpawnMeta;
+}
+
+export interface SubagentSettings {
+  maxSpawnDepth: number;
+  maxChildren: number;
+  runTimeoutSeconds: number;
+  archiveAfterMinutes: number;
+}
+
+/** `agents.list[agentId].subagents.*` over `agents.defaults.subagents.*`. */
+export function subagentSettings(config: Config, agentId: string): SubagentSettings {
+  const d = config.agents.defaults.subagents;
+  const a = config.agents.list.find((x) => x.id === agentId)?.subagents;
+  return {
+    maxSpawnDepth: a?.maxSpawnDepth ?? d.maxSpawnDepth,
+    maxChildren: a?.maxChildren ?? d.maxChildren,
+    runTimeoutSeconds: a?.runTimeoutSeconds ?? d.runTimeoutSeconds,
+    archiveAfterMinutes: a?.archiveAfterMinutes ?? d.archiveAfterMinutes,
+  };
+}
+
+/** Children of `requesterKey` (archived included when asked), newest first. */
+export async function childrenOf(
+  services: Services,
+  requesterKey: string,
+  includeArchived = false,
+): Promise<SessionEntry[]> {
+  const all = await services.store.sessions.list({ spawnedBy: requesterKey, includeArchived, limit: 10_000 });
+  return all.filter((e) => e.subagent !== undefined).sort((a, b) => b.createdAt - a.createdAt);
+}
+
+/**
+ * Children of `requesterKey` that may still report to it: their current run's announce has not
+ * been handled yet (a child woken to run again counts until that run has reported too).
+ */
+export async function unreportedChildren(services: Services, requesterKey: string): Promise<SessionEntry[]> {
+  return (await childrenOf(services, requesterKey)).filter(awaitsReport);
+}
+
+/** This child's current run has not been announced yet (entries from before tracking never wait). */
+export function awaitsReport(child: SessionEntry): boolean {
+  const s = child.subagent;
+  return s?.announcedRunId !== undefined && s.announcedRunId !== s.runId;
+}
+
+/** Children whose current run is queued or running. */
+export async function activeChildren(services: Services, requesterKey: string): Promise<SessionEntry[]> {
+  const out: SessionEntry[] = [];
+  for (const e of await childrenOf(services, requesterKey)) {
+    const run = e.subagent ? await services.store.runs.get(e.subagent.runId) : null;
+    if (run && !isFinal(run)) out.push(e);
+  }
+  return out;
+}
