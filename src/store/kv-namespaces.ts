@@ -14,7 +14,7 @@ export const PAIRING_APPROVED_NS = "pairing.approved";
 /** A reset session's archived row by its old sessionId (sessions/reset.ts). */
 export const KV_SESSION_ARCHIVE = "sessionArchive";
 
-/** Sub-agents (src/subagents/; the tools read them). The spawn request per child (text, system, timeout): `subagents steer` re-submits it. */
+/** Sub-agents (src/subagents/; the tools read them). The spawn request per child (text, system, timeout; subagents/apply.ts): `subagents steer` re-submits it. */
 export const KV_SPAWN_REQUESTS = "subagents.requests";
 /** Runs whose announce must not be sent (replaced by a restart with guidance). */
 export const KV_SUPPRESSED = "subagents.suppressed";

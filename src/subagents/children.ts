@@ -1,12 +1,12 @@
+import path from "node:path";
 import { z } from "zod";
-import type { Config } from "../config/schema.js";
 import type { Services } from "../services/index.js";
 import { isFinal, type SessionEntry } from "../store/types.js";
 
 /**
- * A session's sub-agent children: the limits that govern them (`subagentSettings`), the request
- * each was started with (kept for a re-run and for `subagents steer`), and which of them are still
- * running or have yet to report.
+ * A session's sub-agent children: the request each was started with (kept for a re-run and for
+ * `subagents steer`), the workspace each works in, and which of them are still running or have yet
+ * to report.
  */
 
 export const spawnMetaSchema = z.object({
@@ -24,23 +24,10 @@ export interface SpawnRequestRecord {
   meta: SpawnMeta;
 }
 
-export interface SubagentSettings {
-  maxSpawnDepth: number;
-  maxChildren: number;
-  runTimeoutSeconds: number;
-  archiveAfterMinutes: number;
-}
-
-/** `agents.list[agentId].subagents.*` over `agents.defaults.subagents.*`. */
-export function subagentSettings(config: Config, agentId: string): SubagentSettings {
-  const d = config.agents.defaults.subagents;
-  const a = config.agents.list.find((x) => x.id === agentId)?.subagents;
-  return {
-    maxSpawnDepth: a?.maxSpawnDepth ?? d.maxSpawnDepth,
-    maxChildren: a?.maxChildren ?? d.maxChildren,
-    runTimeoutSeconds: a?.runTimeoutSeconds ?? d.runTimeoutSeconds,
-    archiveAfterMinutes: a?.archiveAfterMinutes ?? d.archiveAfterMinutes,
-  };
+/** Child workspace: the target agent's configured `workspace`, else a per-child folder in the state dir. */
+export function childWorkspace(services: Services, agentId: string, childSessionId: string): string {
+  const ws = services.config.agents.list.find((a) => a.id === agentId)?.workspace;
+  return ws ? path.resolve(services.baseDir, ws) : path.join(services.stateDir, "workspaces", childSessionId);
 }
 
 /** Children of `requesterKey` (archived included when asked), newest first. */

@@ -4,8 +4,8 @@ import { RetryLaterError } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { KV_SPAWN_REQUESTS } from "../store/kv-namespaces.js";
 import { isFinal, type RunRecord, type SessionEntry } from "../store/types.js";
-import { subagentSettings } from "./children.js";
 import { archiveKind } from "./jobs.js";
+import { subagentSettings } from "./limits.js";
 
 /**
  * What becomes of a child once it has reported: `cleanup: "delete"` removes it (transcript renamed,

@@ -9,7 +9,7 @@ import { MediaStoreError } from "../media/types.js";
 import { resolveVisibleTarget, sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { displayKey, isThreadKey, MAX_KEY_LENGTH } from "../sessions/keys.js";
-import { childWorkspace } from "./sessions-spawn.js";
+import { childWorkspace } from "../subagents/children.js";
 import { defineTool, type ToolCaller, type ToolResult } from "./types.js";
 
 /**

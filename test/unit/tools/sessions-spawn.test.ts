@@ -2,14 +2,11 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
 import type { Services } from "../../../src/services/index.js";
-import { subagentSettings } from "../../../src/subagents/children.js";
-import {
-  childTaskText,
-  defaultSpawnContext,
-  omitAttachmentContents,
-  sessionsSpawnTool,
-  spawnableAgentIds,
-} from "../../../src/tools/sessions-spawn.js";
+import { attachmentDigests as omitAttachmentContents } from "../../../src/subagents/attachments.js";
+import { spawnableAgentIds, subagentSettings } from "../../../src/subagents/limits.js";
+import { defaultSpawnContext } from "../../../src/subagents/plan.js";
+import { childTaskText } from "../../../src/subagents/prompts.js";
+import { sessionsSpawnTool } from "../../../src/tools/sessions-spawn.js";
 import type { ToolCaller } from "../../../src/tools/types.js";
 
 const config = parseConfig({

@@ -3,7 +3,7 @@ import { renderUserContent } from "../../../../src/agent/prompt.js";
 import { createScriptedProvider, fallbackReply } from "../../../../src/agent/providers/scripted.js";
 import { silentLogger } from "../../../../src/log.js";
 import { formatAnnounce } from "../../../../src/subagents/announce-text.js";
-import { childTaskText } from "../../../../src/tools/sessions-spawn.js";
+import { childTaskText } from "../../../../src/subagents/prompts.js";
 
 describe("scripted demo: sub-agent tasks and announces read like a model's", () => {
   it("answers a sub-agent task with a short result, not an echo of its prompt", () => {
