@@ -4,10 +4,8 @@ import type { Config } from "../config/schema.js";
 import { errorMessage, isConnectionError, SwitchboardError } from "../errors.js";
 import { uuidFrom } from "../ids.js";
 import { sendBlocked } from "../policy/access.js";
-import type { Services } from "../services/index.js";
-import { buildSessionKey, idPart } from "../sessions/keys.js";
+import { buildSessionKey } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
-import { THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
 import type { SessionEntry } from "../store/types.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
@@ -21,6 +19,7 @@ import { mentionGate } from "./gates/mention.js";
 import { ownerCommands } from "./gates/owner-commands.js";
 import { pairCommand } from "./gates/pairing.js";
 import { sessionCommands } from "./gates/session-commands.js";
+import { boundSession } from "./thread-bindings.js";
 
 /**
  * The router: inbound message → agent (bindings) → session key → gates → a turn in the
@@ -41,20 +40,6 @@ export function channelPolicy(config: Config, channel: string): ChannelPolicy {
     requireMention: c?.groups?.requireMention ?? true,
     mentionPatterns: c?.groups?.mentionPatterns ?? [],
   };
-}
-
-/**
- * Thread bindings (thread-bound sub-agents) are looked up here: namespace + key. The key names the
- * chat (`to`, the inbound `peerId`) as well as the thread: a thread id is unique only within its
- * chat (Telegram topic ids count per forum), so a binding must never capture another chat's thread.
- */
-export function threadBindingKey(channel: string, accountId: string, to: string, threadId: string): string {
-  return `${channel}:${accountId}:${idPart(to)}:${threadId}`;
-}
-
-/** The key bindings had before they named the chat; still read, for bindings made before. */
-function legacyThreadBindingKey(channel: string, accountId: string, threadId: string): string {
-  return `${channel}:${accountId}:${threadId}`;
 }
 
 export interface RouteResult {
@@ -84,59 +69,6 @@ export function inboundSessionKey(
     scope: config.session.scope,
   });
   return { agentId, matchedBy, sessionKey };
-}
-
-/**
- * Effective thread-binding settings: `channels.<name>.threadBindings` over `session.threadBindings`
- * (unset fields inherit); `enabledBy` is the setting that decided `enabled`.
- */
-export function bindingSettings(
-  config: Pick<Config, "channels" | "session">,
-  channel: string,
-): { enabled: boolean; idleHours: number; maxAgeHours: number; enabledBy: string } {
-  const perChannel = channelSettings(config, channel)?.threadBindings;
-  const enabledBy =
-    perChannel?.enabled !== undefined
-      ? `channels.${channel}.threadBindings.enabled`
-      : "session.threadBindings.enabled";
-  return { ...config.session.threadBindings, ...(perChannel ?? {}), enabledBy };
-}
-
-/** The child session bound to this thread/topic, unless the binding is off, idle or too old. */
-async function boundSession(
-  services: Pick<Services, "config" | "store" | "now">,
-  msg: InboundMessage,
-): Promise<SessionEntry | null> {
-  const threadId = msg.threadId ?? msg.topicId;
-  if (!threadId) return null;
-  type Bound = { sessionKey: string; boundAt: number };
-  let key = threadBindingKey(msg.channel, msg.accountId, msg.peerId, threadId);
-  let bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
-  const legacy = !bound;
-  if (legacy) {
-    key = legacyThreadBindingKey(msg.channel, msg.accountId, threadId);
-    bound = await services.store.kv.get<Bound>(THREAD_BINDINGS_NS, key);
-  }
-  if (!bound) return null;
-  const entry = await services.store.sessions.get(bound.sessionKey);
-  // A binding made before keys named the chat counts only in the chat its thread was created in.
-  const to = entry?.threadBinding?.to;
-  if (legacy && to !== undefined && idPart(to) !== idPart(msg.peerId)) return null;
-  const settings = bindingSettings(services.config, msg.channel);
-  const now = services.now();
-  const hour = 3600_000;
-  const expired =
-    !settings.enabled ||
-    !entry ||
-    entry.archivedAt !== undefined ||
-    (settings.maxAgeHours > 0 && now - bound.boundAt > settings.maxAgeHours * hour) ||
-    (settings.idleHours > 0 && now - entry.updatedAt > settings.idleHours * hour);
-  if (expired) {
-    // An ended binding releases the thread: later messages there get an ordinary thread session.
-    await services.store.kv.delete(THREAD_BINDINGS_NS, key);
-    return null;
-  }
-  return entry;
 }
 
 /** Agent and session of an inbound message: its bound thread's child session, else the bindings'. */

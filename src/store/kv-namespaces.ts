@@ -4,7 +4,7 @@
  * redis: the key prefix), so a name never changes once written.
  */
 
-/** A chat thread bound to a sub-agent session (routing/router.ts), by `threadBindingKey`. */
+/** A chat thread bound to a sub-agent session (routing/thread-bindings.ts), by `threadBindingKey`. */
 export const THREAD_BINDINGS_NS = "threadBindings";
 
 /** Pending DM pairing requests by code, and approved senders (routing/pairing.ts). */

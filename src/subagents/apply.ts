@@ -1,9 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { errorMessage } from "../errors.js";
 import { uuidFrom } from "../ids.js";
-import { threadBindingKey } from "../routing/router.js";
+import {
+  bindThread,
+  createThreadBinding,
+  type ThreadBinding,
+  threadBindingKey,
+  unbindThread,
+} from "../routing/thread-bindings.js";
 import { deriveChannel, subagentKey } from "../sessions/keys.js";
-import { KV_SPAWN_REQUESTS, THREAD_BINDINGS_NS } from "../store/kv-namespaces.js";
+import { KV_SPAWN_REQUESTS } from "../store/kv-namespaces.js";
 import type { SessionEntry } from "../store/types.js";
 import { type AttachmentReceipt, type WrittenAttachments, writeAttachments } from "./attachments.js";
 import { childWorkspace, type SpawnRequestRecord } from "./children.js";
@@ -97,35 +103,6 @@ async function resumeSpawn(ctx: SpawnCtx, plan: SpawnPlan, ids: SpawnIds): Promi
   return again;
 }
 
-type ThreadBinding = NonNullable<SessionEntry["threadBinding"]>;
-
-/** Creates the chat thread of `thread: true`; the failure to return when the channel refuses. */
-async function createThreadBinding(
-  thread: NonNullable<SpawnPlan["thread"]>,
-  title: string,
-  now: number,
-): Promise<{ ok: true; binding: ThreadBinding } | { ok: false; result: SpawnResult }> {
-  const { adapter, route } = thread;
-  try {
-    const { threadId } = await adapter.createThread(route.to, title.slice(0, 80));
-    return {
-      ok: true,
-      binding: {
-        channel: route.channel,
-        to: route.to,
-        threadId,
-        boundAt: now,
-        accountId: route.accountId ?? adapter.accountId,
-      },
-    };
-  } catch (err) {
-    return {
-      ok: false,
-      result: failed(`thread: could not create a thread in ${route.channel}: ${errorMessage(err)}`),
-    };
-  }
-}
-
 /** The child's session row: lineage, overrides, the sub-agent record and, with a thread, its route. */
 function childEntry(
   plan: SpawnPlan,
@@ -201,8 +178,8 @@ async function persistAndSubmit(
   undo.push(() => store.kv.delete(KV_SPAWN_REQUESTS, childKey));
   await store.kv.set(KV_SPAWN_REQUESTS, childKey, request);
   if (bindingKey) {
-    undo.push(() => store.kv.delete(THREAD_BINDINGS_NS, bindingKey));
-    await store.kv.set(THREAD_BINDINGS_NS, bindingKey, { sessionKey: childKey, boundAt: now });
+    undo.push(() => unbindThread(store, bindingKey));
+    await bindThread(store, bindingKey, childKey, now);
   }
   await submitChild(ctx, plan.targetAgent, ids, request);
 }
@@ -223,7 +200,7 @@ export async function applySpawn(plan: SpawnPlan, ctx: SpawnCtx): Promise<SpawnR
   let binding: ThreadBinding | undefined;
   if (plan.thread) {
     const created = await createThreadBinding(plan.thread, label ?? args.task, now);
-    if (!created.ok) return created.result;
+    if (!created.ok) return failed(`thread: ${created.error}`);
     binding = created.binding;
   }
 

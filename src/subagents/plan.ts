@@ -1,7 +1,6 @@
-import { channelSettings } from "../config/channels.js";
 import type { Config } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
-import { bindingSettings } from "../routing/router.js";
+import { bindingSettings, defaultSpawnContext, type ThreadSite } from "../routing/thread-bindings.js";
 import type { Services } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
 import type { ThinkingLevel } from "../store/types.js";
@@ -25,11 +24,6 @@ import {
 
 export const THINKING_LEVELS: readonly ThinkingLevel[] = ["off", "minimal", "low", "medium", "high"];
 
-type ThreadAdapter = {
-  accountId: string;
-  createThread: (to: string, title: string) => Promise<{ threadId: string }>;
-};
-
 /**
  * Everything `sessions_spawn` decided before touching anything: the outcome of every check. Built by
  * `planSpawn` (reads only), carried out by `applySpawn` (writes, with an undo list).
@@ -44,20 +38,11 @@ export interface SpawnPlan {
   cleanup: "delete" | "keep";
   context: "isolated" | "fork";
   /** Set for `thread: true`: where to create the thread. */
-  thread?: { adapter: ThreadAdapter; route: NonNullable<ReturnType<typeof routeOf>> };
+  thread?: ThreadSite;
   files?: Extract<ReturnType<typeof validateAttachments>, { ok: true }>;
   depth: number;
   maxDepth: number;
   runTimeoutSeconds: number;
-}
-
-/** `session.threadBindings.defaultSpawnContext`, overridden per channel (SEMANTICS §3 `context`). */
-export function defaultSpawnContext(config: Config, thread: boolean, channel?: string): "isolated" | "fork" {
-  if (!thread) return "isolated";
-  const perChannel = channel
-    ? channelSettings(config, channel)?.threadBindings?.defaultSpawnContext
-    : undefined;
-  return perChannel ?? config.session.threadBindings.defaultSpawnContext;
 }
 
 /** The `model` override (resolved, allowed) and the `thinking` level. */

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
-import { threadBindingKey } from "../../src/routing/router.js";
+import { threadBindingKey } from "../../src/routing/thread-bindings.js";
 import { THREAD_BINDINGS_NS } from "../../src/store/kv-namespaces.js";
 import type { SessionEntry } from "../../src/store/types.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/index.js";
+import { defaultSpawnContext } from "../../../src/routing/thread-bindings.js";
 import type { Services } from "../../../src/services/index.js";
 import { attachmentDigests as omitAttachmentContents } from "../../../src/subagents/attachments.js";
 import { spawnableAgentIds, subagentSettings } from "../../../src/subagents/limits.js";
-import { defaultSpawnContext } from "../../../src/subagents/plan.js";
 import { childTaskText } from "../../../src/subagents/prompts.js";
 import { sessionsSpawnTool } from "../../../src/tools/sessions-spawn.js";
 import type { ToolCaller } from "../../../src/tools/types.js";
