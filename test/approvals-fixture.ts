@@ -6,8 +6,10 @@
 import type { ChannelAdapter, InboundMessage } from "../src/channels/types.js";
 import type { ConfigInput } from "../src/config/index.js";
 import { handleApprovalPress } from "../src/routing/gates/approvals.js";
-import { attachChannel, startTestApp, type TestApp } from "./harness.js";
+import { attachChannel, startTestApp, startTestWorker, type TestApp } from "./harness.js";
+import { REDIS_URL, randomPrefix } from "./helpers.js";
 import { seedSession } from "./integration/tools/seed-sessions.js";
+import { dropPrefix } from "./redis.js";
 
 /** The session `ping X` sends X to unless a test names another. */
 export const APPROVAL_TARGET = "agent:main:target";
@@ -51,16 +53,49 @@ export function approvalsConfig(opts: ApprovalsConfigOptions = {}): Pick<ConfigI
 }
 
 /**
+ * Which drivers an approval test runs on: the embedded ones (fs store, local queue), or redis +
+ * bullmq with a gateway that runs no turns (`queue.runTurns: false`) and one in-process worker
+ * that runs them all: the request is asked on the worker and handed to the gateway to post, the
+ * press lands on the gateway, and the worker's waiting turn sees the decision through Redis.
+ */
+export type ApprovalsDriver = "local" | "bullmq";
+
+/**
  * `startTestApp` on `approvalsConfig(opts)` plus `extra` (channels, …), with the target session
- * seeded so `sessions_send` finds it.
+ * seeded so `sessions_send` finds it. On `bullmq` its `stop` also stops the worker and removes
+ * the test's Redis keys (a random prefix).
  */
 export async function startApprovalsApp(
   extra: Partial<ConfigInput> = {},
-  opts: ApprovalsConfigOptions & { listen?: boolean } = {},
+  opts: ApprovalsConfigOptions & { listen?: boolean; driver?: ApprovalsDriver } = {},
 ): Promise<TestApp> {
-  const t = await startTestApp({ ...approvalsConfig(opts), ...extra }, { listen: opts.listen ?? false });
+  const base = { ...approvalsConfig(opts), ...extra };
+  if (opts.driver !== "bullmq") {
+    const t = await startTestApp(base, { listen: opts.listen ?? false });
+    await seedSession(t, opts.target ?? APPROVAL_TARGET);
+    return t;
+  }
+  const prefix = randomPrefix("apbq");
+  const storage = { driver: "redis" as const, redisUrl: REDIS_URL, prefix };
+  const queue = { driver: "bullmq" as const, redisUrl: REDIS_URL, prefix };
+  const t = await startTestApp(
+    { ...base, storage, queue: { ...queue, runTurns: false } },
+    { listen: opts.listen ?? false },
+  );
+  // the worker has the model and the approval rules, and no channels (it hands its posts over)
+  const worker = await startTestWorker({ ...approvalsConfig(opts), storage, queue }).catch(async (err) => {
+    await t.stop();
+    throw err;
+  });
   await seedSession(t, opts.target ?? APPROVAL_TARGET);
-  return t;
+  return {
+    ...t,
+    async stop() {
+      await worker.stop();
+      await t.stop();
+      await dropPrefix(prefix);
+    },
+  };
 }
 
 /**

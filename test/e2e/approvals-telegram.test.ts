@@ -1,50 +1,54 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import { type ApprovalsDriver, startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { describeRedis } from "../redis.js";
 
 /**
  * Approvals on Telegram through the real grammY adapter and the loopback Bot API: the request
  * has an inline keyboard, a press is a callback_query answered with the notice
  * (answerCallbackQuery), a stranger's press, a forged callback and a press from another chat
  * change nothing, the owner's press resumes the run, and the request is edited to say who
- * decided, without its keyboard.
+ * decided, without its keyboard. On both drivers: on bullmq the turn waits on a worker while the
+ * press lands on the gateway.
  */
 
 const OWNER = { id: 42, is_bot: false, first_name: "Olivia" };
 const STRANGER = { id: 77, is_bot: false, first_name: "Sam" };
 
-let tg: FakeTelegram;
-let t: TestApp;
+function approvalsOnTelegram(driver: ApprovalsDriver): void {
+  let tg: FakeTelegram;
+  let t: TestApp;
 
-beforeAll(async () => {
-  tg = await FakeTelegram.start();
-  t = await startApprovalsApp(
-    {
-      channels: {
-        telegram: {
-          accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
-          owners: [String(OWNER.id)],
-          allowFrom: ["*"],
+  beforeAll(async () => {
+    tg = await FakeTelegram.start();
+    t = await startApprovalsApp(
+      {
+        channels: {
+          telegram: {
+            accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
+            owners: [String(OWNER.id)],
+            allowFrom: ["*"],
+          },
         },
       },
-    },
-    { listen: true },
-  );
-});
+      { listen: true, driver },
+    );
+  }, 30_000);
 
-afterAll(async () => {
-  await t?.stop();
-  await tg?.close();
-});
+  afterAll(async () => {
+    await t?.stop();
+    await tg?.close();
+  });
 
-const answers = () => tg.calls.filter((c) => c.method === "answerCallbackQuery");
-const answerOf = async (id: string) =>
-  (await eventually(() => answers().find((c) => c.payload.callback_query_id === id), 500, 20)).payload.text;
+  const answers = () => tg.calls.filter((c) => c.method === "answerCallbackQuery");
+  const answerOf = async (id: string) =>
+    (await eventually(() => answers().find((c) => c.payload.callback_query_id === id), 500, 20)).payload.text;
 
-describe("approvals on telegram", () => {
-  it("inline keyboard, callback answers, the owner's press resumes the run, the request is edited", async () => {
+  it("inline keyboard, callback answers, the owner's press resumes the run, the request is edited", {
+    timeout: 30_000,
+  }, async () => {
     const dm = { id: OWNER.id, type: "private" as const };
     tg.pushMessage(dm, OWNER, { text: "ping tg" });
     const request = await eventually(
@@ -98,4 +102,9 @@ describe("approvals on telegram", () => {
     // the a2a reply-back turns that follow the send may land on the target meanwhile
     expect((await userMessages(t.rpc)).filter((c) => c === "tg")).toEqual(["tg"]);
   });
-});
+}
+
+describe("approvals on telegram (fs store, local queue)", () => approvalsOnTelegram("local"));
+describeRedis("approvals on telegram (redis, bullmq: a worker runs the turn)", () =>
+  approvalsOnTelegram("bullmq"),
+);
