@@ -119,6 +119,20 @@ export function attachRouted<A extends ChannelAdapter>(
   );
 }
 
+/** `channels` of an approval test on the Telegram fake: everyone may write, `owner` decides. */
+export function telegramChannels(
+  tg: { token: string; apiRoot: string },
+  owner: number,
+): ConfigInput["channels"] {
+  return {
+    telegram: {
+      accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
+      owners: [String(owner)],
+      allowFrom: ["*"],
+    },
+  } as ConfigInput["channels"];
+}
+
 type Rpc = (method: string, params: Record<string, unknown>) => Promise<{ result?: any }>;
 
 /** The user lines in `sessionKey`'s transcript (what `sessions_send` delivered there), oldest first. */

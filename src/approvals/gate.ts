@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
 import type { OutboundAction } from "../channels/types.js";
+import { notifyPeople, ownerRecipients, peopleRecipients, type Recipient } from "../delivery/owners.js";
 import { errorMessage } from "../errors.js";
+import { sendDecision } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { routeOf } from "../sessions/route.js";
@@ -13,7 +15,9 @@ import { type ApprovalRecord, type ApprovalRoute, ApprovalStore } from "./store.
  * rule) answers `{ status: "denied", reason: "rule" }`; `ask` pauses the run: the approval is
  * stored (its id derives from the call's deterministic effect id, so a turn re-run after a crash
  * or a SIGKILL finds the same approval, pending or decided), the request is posted into the chat
- * once (outbox key `approval:<id>`), the run is marked `waiting` and the call waits — in the job,
+ * once (outbox key `approval:<id>`) — or, where the agent may not send into that chat
+ * (`session.sendPolicy`), to the approvers in direct messages instead — the run is marked
+ * `waiting` and the call waits — in the job,
  * which the pipeline re-runs after a restart like any interrupted turn — until a decision or the
  * timeout. An approved call runs once (`claimRun`); its result is kept, so a re-run of the turn
  * gets the same result instead of a second call.
@@ -79,14 +83,34 @@ export function fallbackText(id: string): string {
 async function chatOf(
   services: Pick<Services, "store">,
   entry: SessionEntry,
-): Promise<{ sessionKey: string; route: ApprovalRoute } | null> {
+): Promise<{ entry: SessionEntry; route: ApprovalRoute } | null> {
   let e: SessionEntry | null = entry;
   for (let i = 0; e && i < MAX_CHAIN; i++) {
     const route = routeOf(e);
-    if (route) return { sessionKey: e.key, route: { ...route } };
+    if (route) return { entry: e, route: { ...route } };
     e = e.spawnedBy ? await services.store.sessions.get(e.spawnedBy) : null;
   }
   return null;
+}
+
+/** Who is told privately of a request its chat may not get: the approvers, or the owners (and the requester). */
+function approverRecipients(services: Pick<Services, "config">, rec: ApprovalRecord): Recipient[] {
+  const { config } = services;
+  const approvers = config.tools.approvals.approvers;
+  if (Array.isArray(approvers)) return peopleRecipients(config, approvers);
+  const owners = ownerRecipients(config);
+  return approvers === "requester" && rec.requester
+    ? [...owners, ...peopleRecipients(config, [rec.requester])]
+    : owners;
+}
+
+/** The request as the approvers get it in a direct message: why not in the chat, and how to decide. */
+function withheldText(rec: ApprovalRecord): string {
+  return [
+    requestText(rec),
+    `Not posted in its chat (${rec.chatSessionKey}): the agent may not send there (${rec.withheld}).`,
+    `Decide with /approve ${rec.id} allow-once|allow-always|deny, on the dashboard, or with switchboard approvals.`,
+  ].join("\n");
 }
 
 export async function guardToolCall(
@@ -160,6 +184,13 @@ async function requestApproval(
   if (!rec) {
     const now = services.now();
     const chat = await chatOf(services, input.caller.entry);
+    // a chat the agent may not send into (session.sendPolicy) gets no request, not even this one
+    const verdict = chat ? sendDecision(services, chat.entry, chat.route) : null;
+    const where = !chat
+      ? {}
+      : verdict?.action === "deny"
+        ? { chatSessionKey: chat.entry.key, withheld: `session.sendPolicy: ${verdict.reason}` }
+        : { chatSessionKey: chat.entry.key, route: chat.route };
     rec = await store.create({
       id,
       sessionKey: input.caller.sessionKey,
@@ -169,7 +200,7 @@ async function requestApproval(
       args: input.args ?? {},
       requestedAt: now,
       expiresAt: now + timeoutSeconds * 1000,
-      ...(chat ? { chatSessionKey: chat.sessionKey, route: chat.route } : {}),
+      ...where,
       ...(input.requester ? { requester: input.requester } : {}),
       status: "pending",
     });
@@ -180,14 +211,28 @@ async function requestApproval(
       tool: rec.tool,
     });
   }
-  if (rec.status === "pending" && rec.route && rec.chatSessionKey) {
-    // Posted once per approval (outbox key), also when a re-run after a crash comes here again.
+  if (rec.status === "pending" && rec.withheld) {
+    // Once per approver (outbox keys), also when a re-run after a crash comes here again.
+    const told = await notifyPeople(
+      services,
+      rec.sessionKey,
+      withheldText(rec),
+      `approval:${id}:approver`,
+      approverRecipients(services, rec),
+    );
+    if (told === 0)
+      services.logger.warn(
+        { approvalId: id, sessionKey: rec.sessionKey, why: rec.withheld },
+        "approval request not posted in its chat and no approver reachable; it can still be decided with approvals.resolve or the dashboard",
+      );
+  } else if (rec.status === "pending" && rec.route && rec.chatSessionKey) {
+    // Posted once per approval (outbox key), also when a re-run after a crash comes here again;
+    // under the chat's send policy like any post of the agent's
     const res = await services.delivery.deliver({
       sessionKey: rec.chatSessionKey,
       route: rec.route,
       text: requestText(rec),
       idempotencyKey: `approval:${id}`,
-      bypassPolicy: true,
       actions: approvalActions(id),
       actionsFallback: fallbackText(id),
     });

@@ -39,6 +39,11 @@ export const approvalRecordSchema = z.object({
   /** The session whose chat got the request (the caller's own, or a requester's), and its route. */
   chatSessionKey: z.string().optional(),
   route: approvalRouteSchema.optional(),
+  /**
+   * Why the chat did not get the request (its send policy denies the agent's posts): then there is
+   * no `route`, and the approvers were told in direct messages.
+   */
+  withheld: z.string().optional(),
   /** `<channel>:<senderId>` of the person whose message started the run (approvers: "requester"). */
   requester: z.string().optional(),
   status: z.enum(["pending", "decided"]),

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ApprovalsDriver, startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import {
+  type ApprovalsDriver,
+  startApprovalsApp,
+  telegramChannels,
+  userMessages,
+} from "../approvals-fixture.js";
 import { FakeTelegram } from "../fakes/telegram.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
@@ -23,18 +28,7 @@ function approvalsOnTelegram(driver: ApprovalsDriver): void {
 
   beforeAll(async () => {
     tg = await FakeTelegram.start();
-    t = await startApprovalsApp(
-      {
-        channels: {
-          telegram: {
-            accounts: { default: { token: tg.token, apiRoot: tg.apiRoot } },
-            owners: [String(OWNER.id)],
-            allowFrom: ["*"],
-          },
-        },
-      },
-      { listen: true, driver },
-    );
+    t = await startApprovalsApp({ channels: telegramChannels(tg, OWNER.id) }, { listen: true, driver });
   }, 30_000);
 
   afterAll(async () => {
