@@ -5,6 +5,7 @@ import { errorMessage, SwitchboardError } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import { partsFromMeta, userContent } from "../media/parts.js";
 import { MediaUnderstanding } from "../media/understand.js";
+import { turnMetaOf } from "../pipeline/turn-meta.js";
 import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import type { ModelImage, ModelMessage, ToolSpec } from "../services/models.js";
@@ -225,7 +226,9 @@ export class AgentRuntime {
     const entry: SessionEntry =
       session ?? (await ensureSession(services, job.sessionKey, { agentId: job.agentId }));
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
-    if (job.meta?.command === "compact") return this.#compactCommand(job, ctx, entry);
+    const meta = turnMetaOf(job);
+    if (meta.ok && meta.meta.origin === "command" && meta.meta.command === "compact")
+      return this.#compactCommand(job, ctx, entry, meta.meta.instructions);
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
@@ -601,7 +604,12 @@ export class AgentRuntime {
   }
 
   /** `/compact [instructions]`: a forced compaction in the session's lane; the reply says what happened. */
-  async #compactCommand(job: TurnJob, ctx: JobContext, entry: SessionEntry): Promise<TurnOutcome> {
+  async #compactCommand(
+    job: TurnJob,
+    ctx: JobContext,
+    entry: SessionEntry,
+    instructions: string | undefined,
+  ): Promise<TurnOutcome> {
     const { services } = this;
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     let modelRef: string;
@@ -629,7 +637,6 @@ export class AgentRuntime {
       budgetRatio: services.config.agents.defaults.contextBudgetRatio,
       pruning: null,
     });
-    const instructions = typeof job.meta?.instructions === "string" ? job.meta.instructions : undefined;
     const done = await compactSession(services, {
       entry,
       ref,

@@ -2,17 +2,14 @@ import { channelSettings } from "../config/channels.js";
 import { DEFAULT_FAILURE_TEXT } from "../config/schema.js";
 import { streamingMode } from "../delivery/index.js";
 import { startTyping } from "../delivery/typing.js";
-import { errorMessage, isConnectionError } from "../errors.js";
 import { partsFromMeta } from "../media/parts.js";
 import { synthesize, wantsSpeech } from "../media/speech.js";
-import { type HandlerRegistry, isSkipToken } from "../pipeline/handlers.js";
-import type { FollowUp, JobHandlers, TurnJob, TurnOutcome } from "../pipeline/types.js";
-import { backoffDelayMs, retryLoop } from "../retry/index.js";
+import { isSkipToken, type TurnBody } from "../pipeline/handlers.js";
+import type { TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { DeliveryOutcome, ReplyStream, Services } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
 import { ensureSession } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
-import { observeTurn, withinLink } from "../telemetry/index.js";
 import type { AgentRuntime, TurnStreaming } from "./runtime.js";
 
 /**
@@ -22,9 +19,6 @@ import type { AgentRuntime, TurnStreaming } from "./runtime.js";
  * follow-ups (reply-back loop, completion announces, wake-ups) go back to the pipeline with the
  * outcome, to be committed with the run's final status.
  */
-
-/** Retries of an after-turn hook that failed because storage was unavailable (~8 s in all). */
-const HOOK_RETRIES = 4;
 
 interface ChatSide {
   streaming: TurnStreaming;
@@ -98,26 +92,25 @@ async function speakReply(
     );
 }
 
-export function createJobHandlers(
-  services: Services,
-  runtime: AgentRuntime,
-  registry: HandlerRegistry,
-): JobHandlers {
-  /** The session reads prepareTurn started, by job (dropped with a job that never runs). */
+/**
+ * The agent's turn as the pipeline's handlers run it (pipeline/handlers.ts `createJobHandlers`,
+ * which then runs the after-turn hooks of the turn's origin).
+ */
+export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
+  /** The session reads prepare started, by job (dropped with a job that never runs). */
   const prepared = new WeakMap<TurnJob, Promise<SessionEntry | null>>();
-  const handlers: JobHandlers = {
-    prepareTurn(job) {
+  return {
+    prepare(job) {
       const read = services.store.sessions.get(job.sessionKey);
       read.catch(() => undefined); // a failed read is read again by the turn
       prepared.set(job, read);
-      for (const hook of registry.beforeTurn) hook(job);
     },
-    async turn(job, ctx) {
+    async run(job, ctx) {
       const stopTyping = await startTyping(services, job.runId, job.sessionKey, job.deliver);
       let side: ChatSide | undefined;
       let outcome: TurnOutcome;
       try {
-        // one read of the session serves the chat side and the runtime (started by prepareTurn
+        // one read of the session serves the chat side and the runtime (started by prepare
         // when the pipeline prepared the turn; a session that is not there yet is created here)
         const early = prepared.get(job);
         prepared.delete(job);
@@ -173,54 +166,7 @@ export function createJobHandlers(
             services.logger.warn({ runId: job.runId, why: res.error }, "failure line not delivered");
         }
       }
-      // The hooks plan the follow-ups (reply-back, announces, wake-ups); the pipeline commits them
-      // with the final status (one journal record / one Lua script) and submits them after, so a
-      // failing queue can no longer lose them. A hook that keeps failing (storage down) is never
-      // swallowed: the run does not end "ok" then.
-      const failures: string[] = [];
-      const followUps: FollowUp[] = [];
-      for (const [i, hook] of registry.afterTurn.entries()) {
-        try {
-          const planned = await retryLoop(() => hook(job, outcome), {
-            delayFor: (err, attempt) =>
-              isConnectionError(err) && attempt < HOOK_RETRIES
-                ? backoffDelayMs(attempt, { baseDelayMs: 200, maxDelayMs: 4000 })
-                : undefined,
-            signal: ctx.signal,
-            onRetry: ({ retry, delayMs, err }) =>
-              services.logger.warn(
-                { err: errorMessage(err), runId: job.runId, hook: hook.name || i, retry, delayMs },
-                "after-turn hook failed; retrying",
-              ),
-          });
-          followUps.push(...planned);
-        } catch (err) {
-          services.logger.error({ err, runId: job.runId, hook: hook.name || i }, "after-turn hook failed");
-          failures.push(`${hook.name || `hook ${i}`}: ${errorMessage(err)}`);
-        }
-      }
-      const result: TurnOutcome = followUps.length > 0 ? { ...outcome, followUps } : outcome;
-      if (failures.length > 0 && outcome.status === "ok") {
-        return {
-          ...result,
-          status: "error",
-          error: `the turn finished but its follow-up failed (${failures.join("; ")})`,
-        };
-      }
-      return result;
-    },
-    async background(job, ctx) {
-      const handler = registry.background[job.kind];
-      if (!handler) {
-        services.logger.warn({ kind: job.kind, id: job.id }, "no handler for background job; dropped");
-        return;
-      }
-      await handler(job, ctx);
+      return outcome;
     },
   };
-  // Telemetry: the turn's span, count and duration; a background job runs linked to the turn that planned it.
-  const { turn, background } = handlers;
-  handlers.turn = (job, ctx) => observeTurn(job, () => turn(job, ctx));
-  handlers.background = (job, ctx) => withinLink(job.data, () => background(job, ctx));
-  return handlers;
 }

@@ -2,7 +2,7 @@ import { mediaImageSink } from "../agent/mcp/images.js";
 import { McpManager } from "../agent/mcp/manager.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
-import { createJobHandlers } from "../agent/turn-handler.js";
+import { agentTurn } from "../agent/turn-handler.js";
 import { pendingApprovalsCount } from "../approvals/index.js";
 import type { AuthStateStore, ChannelAdapter, InboundAction } from "../channels/types.js";
 import type { LoadedConfig } from "../config/load.js";
@@ -25,7 +25,7 @@ import {
   writeGatewayInfo,
 } from "../gateway/token.js";
 import type { Logger } from "../log.js";
-import type { HandlerRegistry } from "../pipeline/handlers.js";
+import { createJobHandlers, type HandlerRegistry } from "../pipeline/handlers.js";
 import type { Pipeline } from "../pipeline/types.js";
 import { handleApprovalPress } from "../routing/gates/approvals.js";
 import { createRouter, type Router } from "../routing/router.js";
@@ -358,7 +358,9 @@ function appLifecycle(
     async start() {
       if (started) return;
       started = true;
-      await services.pipeline.start(createJobHandlers(services, runtime, handlers));
+      await services.pipeline.start(
+        createJobHandlers(agentTurn(services, runtime), handlers, services.logger),
+      );
       await drivers.live?.start(services.bus, server !== null);
       if (services.cron && services.config.cron.enabled) await services.cron.start(await cronDriver());
       if (server) {

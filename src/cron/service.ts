@@ -3,6 +3,7 @@ import { backoffMs, parseDurationMs } from "../config/schedule.js";
 import { type CronJobConfig, cronJobSchema } from "../config/schema.js";
 import { formatIssues, InvalidParamsError, NotFoundError, SwitchboardError } from "../errors.js";
 import { uuidFrom } from "../ids.js";
+import type { CronTurnMeta } from "../pipeline/turn-meta.js";
 import type {
   CronDriver,
   CronJob,
@@ -33,13 +34,6 @@ export const RUN_LOG_KEEP = 50;
 export const REPLY_PREVIEW_CHARS = 200;
 /** How often isolated run sessions older than `cron.sessionRetention` are pruned. */
 const PRUNE_EVERY_MS = 10 * 60_000;
-
-/** What a cron turn carries in `meta.cron` (read back by the flow). */
-export interface CronTurnMeta {
-  jobId: string;
-  tickAt: number;
-  trigger: CronRunEntry["trigger"];
-}
 
 export function isolatedRunKey(jobId: string, runId: string): string {
   return `${cronKey(jobId)}:run:${uuidFrom(runId)}`;

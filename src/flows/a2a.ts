@@ -1,14 +1,23 @@
 import { z } from "zod";
-import { clampPingPongTurns, MAX_PING_PONG_TURNS } from "../config/schema.js";
+import { clampPingPongTurns } from "../config/schema.js";
 import {
   ANNOUNCE_SKIP,
   defineJobKind,
   type HandlerRegistry,
   handleJobKind,
   isSkipToken,
+  onTurnEnd,
   REPLY_SKIP,
 } from "../pipeline/handlers.js";
-import type { FollowUp, JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
+import {
+  type A2AFlow,
+  type A2ARequest,
+  type A2AState,
+  type A2AStep,
+  a2aFlowSchema,
+  a2aStateSchema,
+} from "../pipeline/turn-meta.js";
+import type { JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
 
@@ -33,42 +42,6 @@ export const A2A_ORIGIN = "a2a";
 
 // ─── data carried through the pipeline ──────────────────────────────────────────────────────
 
-/** What `sessions_send` records on the primary run (`meta.a2a`). */
-export const a2aRequestSchema = z.object({
-  requesterKey: z.string().min(1),
-  requesterAgentId: z.string().min(1),
-  requesterChannel: z.string(),
-  targetKey: z.string().min(1),
-  targetAgentId: z.string().min(1),
-  targetChannel: z.string(),
-  originalMessage: z.string(),
-  /** Stored files sent with the message (`sessions_send` attachments): posted with the announce. */
-  attachments: z
-    .array(z.object({ mediaId: z.string().min(1) }))
-    .max(100)
-    .optional(),
-});
-export type A2ARequest = z.infer<typeof a2aRequestSchema>;
-
-export const a2aFlowSchema = a2aRequestSchema.extend({
-  primaryRunId: z.string().min(1),
-  /** Loop turns allowed (0..MAX_PING_PONG_TURNS); 0 for a self-send. Fixed when the primary run ends. */
-  maxTurns: z.number().int().min(0).max(MAX_PING_PONG_TURNS),
-});
-export type A2AFlow = z.infer<typeof a2aFlowSchema>;
-
-const stateSchema = z.object({ roundOneReply: z.string(), latestReply: z.string() });
-export type A2AState = z.infer<typeof stateSchema>;
-
-const stepSchema = z.discriminatedUnion("phase", [
-  z.object({ phase: z.literal("turn"), turn: z.number().int().min(1) }),
-  z.object({ phase: z.literal("announce") }),
-]);
-type Step = z.infer<typeof stepSchema>;
-
-/** `meta.a2aStep` of a loop or announce turn. */
-const stepMetaSchema = z.object({ flow: a2aFlowSchema, state: stateSchema, step: stepSchema });
-
 const endedSchema = z.object({
   phase: z.enum(["primary", "turn", "announce"]),
   turn: z.number().int().min(1).optional(),
@@ -79,7 +52,7 @@ const endedSchema = z.object({
 });
 export type A2AEnded = z.infer<typeof endedSchema>;
 
-const jobDataSchema = z.object({ flow: a2aFlowSchema, state: stateSchema.optional(), ended: endedSchema });
+const jobDataSchema = z.object({ flow: a2aFlowSchema, state: a2aStateSchema.optional(), ended: endedSchema });
 type JobData = z.infer<typeof jobDataSchema>;
 
 /** The `a2a` job: one hand-over of the flow (a step ended; decide and submit the next). */
@@ -222,7 +195,7 @@ function endedOf(phase: A2AEnded["phase"], runId: string, outcome: TurnResult, t
 function stepTurn(
   flow: A2AFlow,
   state: A2AState,
-  step: Step,
+  step: A2AStep,
   previousRunId: string,
   announceChannel = "",
 ): TurnRequest {
@@ -348,48 +321,33 @@ async function deliverAnnounce(
  * background handler on the registry the composition root passes to the turn handler.
  */
 export function installSendFlow(services: Services, registry: HandlerRegistry): void {
-  registry.afterTurn.push(async function a2aFollowUp(job, outcome) {
-    const followUps: FollowUp[] = [];
-    for (const m of job.messages) {
-      const meta = m.meta;
-      if (!meta || (meta.a2a === undefined && meta.a2aStep === undefined)) continue;
-      // An aborted step hands nothing over: a cancel ends the flow, and a turn aborted by a shutdown
-      // is re-run after the restart and hands over then (a hand-over now would win the job id).
-      if (outcome.status === "aborted") {
-        services.logger.info(
-          { runId: m.runId },
-          "a2a: step aborted; the follow-up stops here unless the turn is re-run",
-        );
-        continue;
-      }
-      let data: JobData | null = null;
-      if (meta.a2a !== undefined) {
-        const req = a2aRequestSchema.safeParse(meta.a2a);
-        if (!req.success) {
-          services.logger.warn({ runId: m.runId }, "a2a: malformed sessions_send metadata; no follow-up");
-          continue;
-        }
-        const self = req.data.requesterKey === req.data.targetKey;
-        const maxTurns = self ? 0 : clampPingPongTurns(services.config.session.agentToAgent.maxPingPongTurns);
-        const flow: A2AFlow = { ...req.data, primaryRunId: m.runId, maxTurns };
-        data = { flow, ended: endedOf("primary", m.runId, outcome) };
-      } else if (meta.a2aStep !== undefined) {
-        const s = stepMetaSchema.safeParse(meta.a2aStep);
-        if (!s.success) {
-          services.logger.warn({ runId: m.runId }, "a2a: malformed step metadata; flow stops here");
-          continue;
-        }
-        const { flow, state, step } = s.data;
-        const ended =
-          step.phase === "turn"
-            ? endedOf("turn", m.runId, outcome, step.turn)
-            : endedOf("announce", m.runId, outcome);
-        data = { flow, state, ended };
-      }
-      // Committed with the run's final status; the pipeline submits it after (idempotent by id).
-      if (data) followUps.push(a2aJob.followUp(jobId(data.flow, data.ended), data));
+  // The primary run of a send (`meta.a2a`) and each step's turn (`meta.a2aStep`) hand over to an
+  // `a2a` job, committed with the run's final status; the pipeline submits it after (idempotent by id).
+  onTurnEnd(registry, ["sessions_send", "a2a"], async function a2aFollowUp(job, outcome, meta) {
+    // An aborted step hands nothing over: a cancel ends the flow, and a turn aborted by a shutdown
+    // is re-run after the restart and hands over then (a hand-over now would win the job id).
+    if (outcome.status === "aborted") {
+      services.logger.info(
+        { runId: job.runId },
+        "a2a: step aborted; the follow-up stops here unless the turn is re-run",
+      );
+      return [];
     }
-    return followUps;
+    let data: JobData;
+    if (meta.origin === "sessions_send") {
+      const self = meta.a2a.requesterKey === meta.a2a.targetKey;
+      const maxTurns = self ? 0 : clampPingPongTurns(services.config.session.agentToAgent.maxPingPongTurns);
+      const flow: A2AFlow = { ...meta.a2a, primaryRunId: job.runId, maxTurns };
+      data = { flow, ended: endedOf("primary", job.runId, outcome) };
+    } else {
+      const { flow, state, step } = meta.a2aStep;
+      const ended =
+        step.phase === "turn"
+          ? endedOf("turn", job.runId, outcome, step.turn)
+          : endedOf("announce", job.runId, outcome);
+      data = { flow, state, ended };
+    }
+    return [a2aJob.followUp(jobId(data.flow, data.ended), data)];
   });
   handleJobKind(registry, a2aJob, (data, _job, ctx) => runJob(services, data, ctx));
 }

@@ -3,10 +3,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { HooksConfig } from "../config/schema.js";
 import { errorMessage, formatIssues, isConnectionError, SwitchboardError } from "../errors.js";
-import type { hookDeliverSchema } from "../flows/hook.js";
 import { uuidFrom } from "../ids.js";
 import { DEFAULT_MAX_JSON_DEPTH, parseGuardedJson } from "../json-limits.js";
 import type { Logger } from "../log.js";
+import type { HookDeliver } from "../pipeline/turn-meta.js";
 import type { Services } from "../services/index.js";
 import { AGENT_ID_RE, classifyKind, isReservedKey, normalizeKey, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession } from "../sessions/service.js";
@@ -213,7 +213,7 @@ function hookErrorHandler(maxBodyBytes: number, logger: Logger) {
 interface HookRequest {
   body: z.infer<typeof bodySchema>;
   idem: string;
-  deliver: z.infer<typeof hookDeliverSchema> | undefined;
+  deliver: HookDeliver | undefined;
 }
 
 /** The body (depth-guarded JSON, zod), the idempotency key and `deliver`; a string is the 400 message. */

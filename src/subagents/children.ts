@@ -1,5 +1,5 @@
 import path from "node:path";
-import { z } from "zod";
+import type { SpawnMeta } from "../pipeline/turn-meta.js";
 import type { Services } from "../services/index.js";
 import { isFinal, type SessionEntry } from "../store/types.js";
 
@@ -8,14 +8,6 @@ import { isFinal, type SessionEntry } from "../store/types.js";
  * `subagents steer`), the workspace each works in, and which of them are still running or have yet
  * to report.
  */
-
-export const spawnMetaSchema = z.object({
-  requesterKey: z.string().min(1),
-  childKey: z.string().min(1),
-  /** The requester's own requesters, nearest first: fallbacks when the requester is gone. */
-  chain: z.array(z.string()).default([]),
-});
-export type SpawnMeta = z.input<typeof spawnMetaSchema>;
 
 export interface SpawnRequestRecord {
   text: string;

@@ -1,10 +1,9 @@
 import { errorMessage } from "../errors.js";
-import { type HandlerRegistry, handleJobKind } from "../pipeline/handlers.js";
-import { type FollowUp, RetryLaterError, type TurnJob } from "../pipeline/types.js";
+import { type HandlerRegistry, handleJobKind, onEveryTurnEnd, onTurnEnd } from "../pipeline/handlers.js";
+import { RetryLaterError, type TurnJob } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { KV_YIELDED } from "../store/kv-namespaces.js";
 import { handleAnnounce } from "./announce.js";
-import { spawnMetaSchema } from "./children.js";
 import { handleArchive } from "./cleanup.js";
 import { announceKind, archiveKind, wakeKind } from "./jobs.js";
 import { handleWake } from "./wake.js";
@@ -13,7 +12,8 @@ import { handleWake } from "./wake.js";
  * What happens after a sub-agent run (SEMANTICS §3 "Completion announce", cleanup, archive): the
  * after-turn hook that plans it, and the handlers it registers. Step by step:
  *
- * 1. The hook below sees a finished run carrying `meta.spawn` and plans the background job
+ * 1. The hook below sees a finished run carrying `meta.spawn` (a sub-agent's run, or an
+ *    orchestrator's wake-up: pipeline/turn-meta.ts) and plans the background job
  *    `announce:<childRunId>` (jobs.ts): the pipeline commits it with the run's final status
  *    (transactional outbox) and dedupes by id, so a finished child is always announced, exactly
  *    once, also across a re-run turn or a restart. A turn that yielded plans `wake:<runId>` the
@@ -35,30 +35,26 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     read.catch(() => undefined); // the hook reads again
     flags.set(job, read);
   });
-  registry.afterTurn.push(async function spawnFollowUps(job, outcome) {
-    const followUps: FollowUp[] = [];
+  onEveryTurnEnd(registry, async function yieldFollowUps(job, outcome) {
     const early = flags.get(job);
     flags.delete(job); // a retried hook reads again
     if (outcome.yielded) {
       const data = { sessionKey: job.sessionKey, runId: job.runId };
-      followUps.push(wakeKind.followUp(`wake:${job.runId}`, data));
-    } else {
-      // A later turn that did not yield means the session moved on: completions no longer wake it.
-      // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
-      const flag = early
-        ? await early
-        : await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
-      if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
+      return [wakeKind.followUp(`wake:${job.runId}`, data)];
     }
-    // A sub-agent's run: its announce (which also records the outcome on the child entry).
-    // (Most turns are not a sub-agent's: no parse, whose refusal builds an error, for them.)
-    const spawn = job.meta?.spawn;
-    const meta = spawn === undefined ? null : spawnMetaSchema.safeParse(spawn);
-    if (meta?.success) {
-      const data = { ...meta.data, childRunId: job.runId, status: outcome.status };
-      followUps.push(announceKind.followUp(`announce:${job.runId}`, data));
-    }
-    return followUps;
+    // A later turn that did not yield means the session moved on: completions no longer wake it.
+    // (Idempotent housekeeping: a re-run after a crash does it again harmlessly.)
+    const flag = early
+      ? await early
+      : await services.store.kv.get<{ runId?: string }>(KV_YIELDED, job.sessionKey);
+    if (flag && flag.runId !== job.runId) await services.store.kv.delete(KV_YIELDED, job.sessionKey);
+    return [];
+  });
+  // A sub-agent's run: its announce (which also records the outcome on the child entry).
+  onTurnEnd(registry, ["spawn", "announce"], async function spawnAnnounce(job, outcome, { spawn }) {
+    if (!spawn) return [];
+    const data = { ...spawn, childRunId: job.runId, status: outcome.status };
+    return [announceKind.followUp(`announce:${job.runId}`, data)];
   });
   handleJobKind(registry, announceKind, async (data, job, ctx) => {
     try {

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { defineJobKind } from "../pipeline/handlers.js";
+import { spawnMetaSchema } from "../pipeline/turn-meta.js";
 import type { BackgroundJob } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
-import { spawnMetaSchema } from "./children.js";
 
 /**
  * The three background job kinds of the sub-agent wing, by id: `announce:<childRunId>`

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { errorMessage, SwitchboardError } from "../errors.js";
-import { type A2ARequest, primaryContext } from "../flows/a2a.js";
+import { primaryContext } from "../flows/a2a.js";
 import { uuidFrom } from "../ids.js";
 import { resolveAttachments } from "../media/resolve.js";
 import { MEDIA_ID_RE } from "../media/types.js";
+import type { A2ARequest } from "../pipeline/turn-meta.js";
 import { checkVisible, resolveVisibleTarget, sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import {

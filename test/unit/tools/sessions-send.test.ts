@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type A2AEnded, type A2AFlow, decideNext, speakerOf } from "../../../src/flows/a2a.js";
+import { type A2AEnded, decideNext, speakerOf } from "../../../src/flows/a2a.js";
+import type { A2AFlow } from "../../../src/pipeline/turn-meta.js";
 import { sessionsSendArgs, sessionsSendTool } from "../../../src/tools/sessions-send.js";
 
 /** Pure parts of sessions_send: its argument schema and the follow-up flow's decisions. */
