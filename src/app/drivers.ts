@@ -13,6 +13,7 @@ import { RedisConnections } from "../redis/connections.js";
 import { classifyKind } from "../sessions/keys.js";
 import { createFsStore } from "../store/fs/index.js";
 import type { StoreDriver } from "../store/types.js";
+import { UsageCounter, type UsageCounts } from "../usage/counter.js";
 import { LiveRelay } from "./live-relay.js";
 
 /**
@@ -137,6 +138,8 @@ export interface Drivers {
   live: LiveRelay | null;
   /** bullmq only: deliveries a worker (no channels) hands to the gateways. */
   handoff: DeliveryHandoff | null;
+  /** Usage counts of finished turns (usage.get / usage.list), kept where the store is. */
+  usage: UsageCounts;
 }
 
 /** Store, pipeline and model providers for the config; Redis connections close if a driver fails to open. */
@@ -171,7 +174,29 @@ export async function createDrivers(
     models,
     live,
     handoff: await createHandoff(loaded, logger, redis),
+    usage: await createUsageCounts(loaded, store, logger, now, redis),
   };
+}
+
+/**
+ * Usage counts that survive restarts: in the fs store's kv (written every 2 s and on shutdown),
+ * or in Redis under the store prefix, where every gateway and worker counts into the same totals.
+ */
+async function createUsageCounts(
+  loaded: LoadedConfig,
+  store: StoreDriver,
+  logger: Logger,
+  now: () => number,
+  redis: RedisConnections,
+): Promise<UsageCounts> {
+  const { storage } = loaded.config;
+  if (storage.driver === "fs") return UsageCounter.open({ kv: store.kv, now, logger });
+  const client = await redis.shared(storage.redisUrl, "config: storage.redisUrl");
+  const [{ RedisUsageCounts }, { RedisKeys }] = await Promise.all([
+    import("../usage/redis-counts.js"),
+    import("../store/redis/keys.js"),
+  ]);
+  return new RedisUsageCounts(client, new RedisKeys(storage.prefix), { now, logger });
 }
 
 /**

@@ -137,6 +137,7 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   services.usage = new Budgets(config.usage.budgets, {
     now,
     enforce,
+    counter: drivers.usage,
     notify: (n) => {
       // the chat the turn came from, and the owners; the key makes each post once per budget and period
       services.delivery
@@ -405,6 +406,8 @@ function appLifecycle(
       await services.media?.close();
       // after the pipeline: no turn calls a tool any more; each server goes with its process group
       await app.tools.mcp?.stop();
+      // after the last turn: the counts not yet written go to the store before it closes
+      await drivers.usage.close();
       await drivers.store.close();
       await drivers.redis.close();
       await telemetry.stop();

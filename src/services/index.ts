@@ -44,12 +44,23 @@ export interface UsageBudgets {
   /** The BUDGET_EXCEEDED error admit would throw, or null. */
   check(ctx: UsageContext): Error | null;
   /** A scope's totals this period (`global`, `agent:<id>`, `session:<key>`, `channel:<name>`, `model:<ref>`). */
-  get(scope: string, period: "day" | "month"): UsageTotalsView & { budget?: Record<string, unknown> };
+  get(
+    scope: string,
+    period: "day" | "month",
+  ): Promise<UsageTotalsView & { budget?: Record<string, unknown> }>;
   /** One row per agent / session / channel / model this period. */
   list(
     period: "day" | "month",
     by: "agent" | "session" | "channel" | "model",
-  ): Array<UsageTotalsView & { key: string }>;
+  ): Promise<Array<UsageTotalsView & { key: string }>>;
+  /** Rows per UTC day (`day`: `2026-12-06`) for the last `days` days, and every configured budget. */
+  daily(
+    by: "agent" | "session" | "channel" | "model",
+    days: number,
+  ): Promise<{
+    rows: Array<UsageTotalsView & { key: string; day: string }>;
+    budgets: Array<Record<string, unknown>>;
+  }>;
   /** Adds a finished turn's real cost and tokens. */
   record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void;
 }

@@ -40,3 +40,10 @@ export const ALWAYS_NS = "approvals.always";
 export const RESULTS_NS = "approvals.results";
 /** The newest pending approval posted into a chat, by chat: the numbered reply (`1`/`2`/`3`) decides it. */
 export const BY_CHAT_NS = "approvals.bychat";
+
+/**
+ * Usage counts of finished turns (usage/counter.ts, fs store only: on redis they are hashes of
+ * their own, `RedisKeys.usage`), by `<period key>|<scope>` (`day:2026-12-06|agent:main`):
+ * `{ costUsd, input, output, runs }`. Written in batches every 2 s and on shutdown.
+ */
+export const USAGE_TOTALS_NS = "usage.totals";

@@ -1,7 +1,14 @@
 import type { Config } from "../config/schema.js";
 import { SwitchboardError } from "../errors.js";
 import type { UsageBudgets, UsageContext } from "../services/index.js";
-import { UsageCounter, type UsageDimension, type UsageTotals } from "./counter.js";
+import {
+  type DailyUsageRow,
+  UsageCounter,
+  type UsageCounts,
+  type UsageDimension,
+  type UsageRow,
+  type UsageTotals,
+} from "./counter.js";
 import {
   addSpend,
   type BudgetLimit,
@@ -26,6 +33,8 @@ export interface BudgetsOptions {
   enforce?: boolean;
   /** Where `warnAt` notices go (the app sends them to the chat and the owners). */
   notify?: (n: BudgetNotice) => void;
+  /** The usage counts (usage.get / usage.list): default in this process's memory only. */
+  counter?: UsageCounts;
 }
 
 function fmtSpent(limit: BudgetLimit, spent: { costUsd: number; tokens: number }): string {
@@ -43,7 +52,7 @@ function fmtSpent(limit: BudgetLimit, spent: { costUsd: number; tokens: number }
  */
 export class Budgets implements UsageBudgets {
   readonly #ledger: MemoryLedger;
-  readonly #counter: UsageCounter;
+  readonly #counter: UsageCounts;
   readonly #now: () => number;
   readonly #enforce: boolean;
   readonly #notify: ((n: BudgetNotice) => void) | undefined;
@@ -58,7 +67,7 @@ export class Budgets implements UsageBudgets {
     this.#enforce = opts.enforce ?? true;
     this.#notify = opts.notify;
     this.#ledger = new MemoryLedger(this.#now);
-    this.#counter = new UsageCounter(this.#now);
+    this.#counter = opts.counter ?? new UsageCounter({ now: this.#now });
   }
 
   #matching(
@@ -148,13 +157,15 @@ export class Budgets implements UsageBudgets {
   }
 
   /** `usage.get`: a scope's totals this period, with the budget configured for exactly that scope and period. */
-  get(
+  async get(
     scope: string,
     period: BudgetPeriod,
-  ): UsageTotals & {
-    budget?: BudgetConfig & { resetsAt: string; spent: { costUsd: number; tokens: number } };
-  } {
-    const totals = this.#counter.get(scope, period);
+  ): Promise<
+    UsageTotals & {
+      budget?: BudgetConfig & { resetsAt: string; spent: { costUsd: number; tokens: number } };
+    }
+  > {
+    const totals = await this.#counter.get(scope, period);
     const b = this.budgets.find((x) => x.scope === scope && x.period === period);
     if (b === undefined) return totals;
     return {
@@ -168,7 +179,12 @@ export class Budgets implements UsageBudgets {
   }
 
   /** `usage.list`: one row per agent / session / channel / model this period, costliest first. */
-  list(period: BudgetPeriod, by: UsageDimension): Array<UsageTotals & { key: string }> {
+  list(period: BudgetPeriod, by: UsageDimension): Promise<UsageRow[]> {
     return this.#counter.list(period, by);
+  }
+
+  /** `usage.list { days }`: rows per UTC day for the last `days` days, and the configured budgets. */
+  async daily(by: UsageDimension, days: number): Promise<{ rows: DailyUsageRow[]; budgets: BudgetConfig[] }> {
+    return { rows: await this.#counter.daily(by, days), budgets: this.budgets.map((b) => ({ ...b })) };
   }
 }

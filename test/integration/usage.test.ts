@@ -4,7 +4,7 @@ import type { ConfigInput } from "../../src/config/index.js";
 import { type BudgetNotice, Budgets } from "../../src/usage/budgets.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { startTestApp, type TestApp } from "../harness.js";
-import { eventually } from "../helpers.js";
+import { eventually, tempDir } from "../helpers.js";
 
 /** usage.get / usage.list over RPC, and budgets on inbound channel messages (API.md §8.4). */
 
@@ -97,6 +97,68 @@ describe("usage.get / usage.list", () => {
     expect(byAgent.result.rows).toMatchObject([{ agent: "main", runs: 4 }]);
   });
 
+  it("counts survive a gateway restart; usage.list { days } gives rows per day with the budgets", async () => {
+    const dir = tempDir();
+    let clock = Date.UTC(2026, 11, 5, 12);
+    const budgets = [{ scope: "agent:main", period: "day", maxCostUsd: 5 }];
+    const start = () =>
+      startTestApp({ ...MODELS, usage: { budgets } } as Partial<ConfigInput>, {
+        dir: dir.dir,
+        now: () => clock,
+      });
+    try {
+      t = await start();
+      for (const key of ["agent:main:a", "agent:main:b"]) {
+        const r = await t.rpc("chat.send", { sessionKey: key, message: "yesterday", timeoutSeconds: 10 });
+        expect(r.result.status).toBe("ok");
+      }
+      await t.stop();
+      clock += 86_400_000;
+      t = await start();
+      expect((await t.rpc("usage.get", { scope: "global", period: "day" })).result.runs).toBe(0);
+      const r = await t.rpc("chat.send", {
+        sessionKey: "agent:main:a",
+        message: "today",
+        timeoutSeconds: 10,
+      });
+      expect(r.result.status).toBe("ok");
+      expect((await t.rpc("usage.get", { scope: "global", period: "month" })).result.runs).toBe(3);
+      expect((await t.rpc("usage.get", { scope: "session:agent:main:a", period: "month" })).result.runs).toBe(
+        2,
+      );
+      const daily = await t.rpc("usage.list", { by: "agent", days: 7 });
+      expect(daily.ok).toBe(true);
+      expect(daily.result).toMatchObject({
+        period: "day",
+        by: "agent",
+        days: 7,
+        from: "2026-11-30",
+        to: "2026-12-06",
+      });
+      expect(
+        daily.result.rows.map((x: { day: string; agent: string; runs: number }) => [x.day, x.agent, x.runs]),
+      ).toEqual([
+        ["2026-12-05", "main", 2],
+        ["2026-12-06", "main", 1],
+      ]);
+      expect(daily.result.rows[0].tokens.input).toBeGreaterThan(0);
+      expect(daily.result.budgets).toEqual([
+        { scope: "agent:main", period: "day", maxCostUsd: 5, maxTokens: null, warnAt: 0.8, action: "block" },
+      ]);
+      // without days the answer is as before: this period only, no day field
+      const today = await t.rpc("usage.list", { by: "agent" });
+      expect(today.result).toEqual({
+        period: "day",
+        by: "agent",
+        rows: [{ agent: "main", key: "main", costUsd: 0, tokens: expect.any(Object), runs: 1 }],
+      });
+    } finally {
+      await t?.stop();
+      t = undefined;
+      dir.cleanup();
+    }
+  });
+
   it("bad params are INVALID_PARAMS naming the field", async () => {
     const { app } = await setup();
     const by = await app.rpc("usage.list", { period: "day", by: "planet" });
@@ -105,6 +167,14 @@ describe("usage.get / usage.list", () => {
     const period = await app.rpc("usage.get", { scope: "global", period: "week" });
     expect(period.error?.code).toBe("INVALID_PARAMS");
     expect(period.error?.message).toMatch(/params\.period/);
+    for (const days of [0, 401, 1.5, "7"]) {
+      const bad = await app.rpc("usage.list", { by: "agent", days });
+      expect(bad.error?.code).toBe("INVALID_PARAMS");
+      expect(bad.error?.message).toMatch(/params\.days/);
+    }
+    const monthDays = await app.rpc("usage.list", { period: "month", by: "agent", days: 3 });
+    expect(monthDays.error?.code).toBe("INVALID_PARAMS");
+    expect(monthDays.error?.message).toMatch(/params\.days: goes with period "day"/);
     const scope = await app.rpc("usage.get", { scope: "planet:mars", period: "day" });
     expect(scope.error?.code).toBe("INVALID_PARAMS");
     expect(scope.error?.message).toMatch(/params\.scope/);
@@ -157,7 +227,7 @@ describe("budgets on inbound channel messages", () => {
 });
 
 describe("Budgets notices", () => {
-  it("one notice per budget and period (a new period warns again), with an idempotency key naming both", () => {
+  it("one notice per budget and period (a new period warns again), with an idempotency key naming both", async () => {
     let clock = Date.UTC(2026, 11, 6, 12);
     const notices: BudgetNotice[] = [];
     const b = new Budgets(
@@ -181,7 +251,7 @@ describe("Budgets notices", () => {
       "budget-warn:0:global:day:2026-12-07",
     ]);
     // the day's counts start again; the month's go on
-    expect(b.get("global", "day").runs).toBe(1);
-    expect(b.get("global", "month").runs).toBe(4);
+    expect((await b.get("global", "day")).runs).toBe(1);
+    expect((await b.get("global", "month")).runs).toBe(4);
   });
 });

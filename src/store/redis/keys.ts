@@ -21,6 +21,8 @@ import { InvalidParamsError } from "../../errors.js";
  *   P:outbox:<id>                       string  `{"state":"claimed"}` or the completed record
  *   P:kv:<namespace>                    hash    key → value JSON
  *   P:auth:<channel*>:<accountId>       hash    a channel account's auth state (key → text)
+ *   P:usage:<period key>:<dimension>    hash    usage counts (usage/redis-counts.ts): `<id>|c` cost,
+ *                                               `|i` `|o` tokens, `|r` runs per id of the dimension
  *
  * The variable part is the last segment wherever possible, so it needs no escaping. `*` marks
  * segments followed by another one: there `%` → `%25` and `:` → `%3A`, which keeps every key
@@ -107,6 +109,14 @@ export class RedisKeys {
     return `${this.head}auth:${escapeSegment(channel)}:${accountId}`;
   }
 
+  /**
+   * Usage counts of one period (`day:2026-12-06`, `month:2026-12`) and dimension (`global`,
+   * `agent`, `session`, `channel`, `model`).
+   */
+  usage(period: string, dimension: string): string {
+    return `${this.head}usage:${period}:${dimension}`;
+  }
+
   // ---------------------------------------------------------------- whole store
 
   /** SCAN MATCH pattern covering every key of this store (glob metacharacters escaped). */
@@ -138,6 +148,7 @@ const TAILS: ReadonlyArray<[string, (v: string) => ParsedKey | null]> = [
   ["runs:sess:", (v) => ({ type: "sessionRuns", sessionKey: v })],
   ["outbox:", (v) => ({ type: "outbox", id: v })],
   ["kv:", (v) => ({ type: "kv", namespace: v })],
+  ["usage:", (v) => parseUsage(v)],
 ];
 
 export type ParsedKey =
@@ -153,7 +164,13 @@ export type ParsedKey =
   | { type: "run"; runId: string }
   | { type: "sessionRuns"; sessionKey: string }
   | { type: "outbox"; id: string }
-  | { type: "kv"; namespace: string };
+  | { type: "kv"; namespace: string }
+  | { type: "usage"; period: string; dimension: string };
+
+function parseUsage(rest: string): ParsedKey | null {
+  const cut = rest.lastIndexOf(":");
+  return cut < 0 ? null : { type: "usage", period: rest.slice(0, cut), dimension: rest.slice(cut + 1) };
+}
 
 function parseTranscript(rest: string): ParsedKey | null {
   const parts = rest.split(":");
