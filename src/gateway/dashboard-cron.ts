@@ -18,7 +18,7 @@ th{font-size:.75rem;text-transform:uppercase;letter-spacing:.05em;color:#666}
 .mono{font-family:ui-monospace,monospace}.ok{color:#1a7f37}.error,.timeout,.aborted{color:#b42318}.queued{color:#1f6feb}
 button{font:inherit;font-size:.8rem}
 </style></head><body>
-<header><b>Switchboard · cron jobs</b><a href="/dashboard">sessions</a><span id="status">connecting…</span></header>
+<header><b>Switchboard · cron jobs</b><a href="/dashboard">sessions</a><a href="/dashboard/usage">spend</a><span id="status">connecting…</span></header>
 <table><thead><tr><th>job</th><th>schedule</th><th>agent</th><th>enabled</th><th>next run</th><th>last run</th><th>delivery</th><th></th></tr></thead>
 <tbody id="jobs" data-testid="jobs"></tbody></table>
 <script>

@@ -53,7 +53,7 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15rem .8rem
 body.locked #gate{display:block}body.locked aside,body.locked main{display:none}
 @media (max-width:760px){body{display:block;height:auto}aside{border-right:0;border-bottom:1px solid #ddd;max-height:45vh}#filter{margin-left:0;width:100%}#transcript{max-height:none}}
 </style></head><body>
-<header><b>Switchboard</b><span id="status" data-testid="status">connecting…</span><input id="filter" data-testid="filter" placeholder="Filter sessions" aria-label="Filter sessions"></header>
+<header><b>Switchboard</b><a href="/dashboard/usage" data-panel style="color:#cfe1ff">spend</a><a href="/dashboard/cron" data-panel style="color:#cfe1ff">cron</a><span id="status" data-testid="status">connecting…</span><input id="filter" data-testid="filter" placeholder="Filter sessions" aria-label="Filter sessions"></header>
 <div id="gate" data-testid="gate"><h2>The dashboard needs the gateway token</h2><p>Open the URL printed when the gateway started, with <code>/dashboard#token=…</code>.</p></div>
 <aside><h2>Pending approvals</h2><div id="approvals" data-testid="approvals"><div class="meta ap">None.</div></div><h2>Sessions</h2><ul id="tree" data-testid="tree"></ul><h2>Live runs</h2><div id="runs" data-testid="runs"></div></aside>
 <main><div id="detail" data-testid="detail">Select a session.</div></main>
@@ -66,6 +66,8 @@ ${MEDIA_VIEW_JS}
     return m ? decodeURIComponent(m[1]) : "";
   }
   const token = readToken();
+  // the panels take the token along
+  if (token) for (const a of document.querySelectorAll("a[data-panel]")) a.href = a.getAttribute("href") + "#token=" + encodeURIComponent(token);
   const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
   let ws, seq = 0, selected = null, rows = [], locked = false, attempt = 0; const pending = new Map(); const live = new Map();
   const call = (method, params) => new Promise((resolve, reject) => { if (!ws || ws.readyState !== 1) return reject({ code: "UNAVAILABLE", message: "not connected" }); const id = ++seq; pending.set(id, { resolve, reject }); ws.send(JSON.stringify({ id, method, params })); });

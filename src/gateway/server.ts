@@ -8,6 +8,7 @@ import type { Logger } from "../log.js";
 import { registerAssets } from "./assets.js";
 import { dashboardPage } from "./dashboard.js";
 import { cronPanelPage } from "./dashboard-cron.js";
+import { usagePanelPage } from "./dashboard-usage.js";
 import { type AgentHookDeps, registerAgentHook } from "./hooks-agent.js";
 import { HostPolicy } from "./hosts.js";
 import { type MediaRoutesOptions, registerMediaRoutes } from "./media-routes.js";
@@ -224,6 +225,10 @@ export class GatewayServer {
     app.get("/dashboard/cron", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");
       return cronPanelPage();
+    });
+    app.get("/dashboard/usage", async (_req, reply) => {
+      void reply.type("text/html; charset=utf-8");
+      return usagePanelPage();
     });
     app.get("/dashboard", async (_req, reply) => {
       void reply.type("text/html; charset=utf-8");
