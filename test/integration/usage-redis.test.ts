@@ -29,10 +29,14 @@ describeRedis("usage counts shared through Redis", () => {
       expect(r.result?.status).toBe("ok");
     }
     // the worker's counting script is sent as its turn ends, not awaited by it
-    const day = await eventually(async () => {
-      const r = (await gateway.rpc("usage.get", { scope: "global", period: "day" })).result;
-      return r?.runs === 2 ? r : null;
-    });
+    const day = await eventually(
+      async () => {
+        const r = (await gateway.rpc("usage.get", { scope: "global", period: "day" })).result;
+        return r?.runs === 2 ? r : null;
+      },
+      500,
+      20,
+    );
     expect(day.tokens.input).toBeGreaterThan(0);
     await gateway.stop();
     stops.splice(0, 1);

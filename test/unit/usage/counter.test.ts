@@ -100,10 +100,14 @@ describe("UsageCounter on the fs store", () => {
     c.add(turn({ sessionKey: "agent:main:b" }));
     // nothing in the kv until the timer fires
     expect(await store.kv.list(USAGE_TOTALS_NS)).toEqual([]);
-    const rows = await eventually(async () => {
-      const r = await store.kv.list<{ runs: number }>(USAGE_TOTALS_NS);
-      return r.length > 0 ? r : null;
-    });
+    const rows = await eventually(
+      async () => {
+        const r = await store.kv.list<{ runs: number }>(USAGE_TOTALS_NS);
+        return r.length > 0 ? r : null;
+      },
+      500,
+      20,
+    );
     // day + month × (global, agent, 2 sessions, channel, model)
     expect(rows.map((r) => r.key).sort()).toEqual(
       [
