@@ -1,4 +1,4 @@
-import { type Client, Events, type Message } from "discord.js";
+import { type ButtonInteraction, type Client, Events, type Message, MessageFlags } from "discord.js";
 import { parseAccountConfig } from "../../src/channels/kit/config.js";
 import { InboundQueue } from "../../src/channels/kit/inbound-retry.js";
 import { ChannelLifecycle } from "../../src/channels/kit/lifecycle.js";
@@ -9,12 +9,15 @@ import type {
   ChannelCapabilities,
   ChannelStatus,
   EditMessage,
+  InboundAction,
   InboundHandler,
   InboundMessage,
   OutboundMessage,
 } from "../../src/channels/types.js";
 import { errorMessage, SwitchboardError } from "../../src/errors.js";
 import type { Logger } from "../../src/log.js";
+import { within } from "../../src/retry/index.js";
+import { discordPressToAction, pressOf } from "./actions.js";
 import { createGatewayClient, createRest } from "./client.js";
 import { toSwitchboardError } from "./errors.js";
 import { type DiscordMessageFacts, discordMessageToInbound, factsOf } from "./inbound.js";
@@ -58,6 +61,8 @@ export class DiscordChannel implements ChannelAdapter {
     streaming: { editIntervalMs: 1200, groupEditIntervalMs: 1200 },
     // A native voice message needs a duration and waveform; audio goes out as a file.
     media: { captionLimit: DISCORD_CAPTION_LIMIT, voiceNotes: false },
+    // Message components; a press is an INTERACTION_CREATE (button), answered ephemerally.
+    buttons: true,
   };
 
   private readonly log: Logger;
@@ -170,6 +175,9 @@ export class DiscordChannel implements ChannelAdapter {
     client.on(Events.MessageCreate, (message) => {
       if (live()) this.onMessage(message);
     });
+    client.on(Events.InteractionCreate, (interaction) => {
+      if (live() && interaction.isButton()) void this.life.track(this.onPress(interaction));
+    });
     client.on(Events.ShardReconnecting, () => {
       if (live()) this.life.set("reconnecting", "gateway connection lost; reconnecting");
     });
@@ -192,6 +200,61 @@ export class DiscordChannel implements ChannelAdapter {
     client.on(Events.Warn, (warning) => this.log.warn({ warning }, "discord.js warning"));
     // An 'error' event without a listener would crash the process.
     client.on(Events.Error, (err) => this.log.error({ err: errorMessage(err) }, "discord.js error"));
+  }
+
+  /**
+   * A button press: validated, handed to the gateway's press handler, and acknowledged through
+   * discord.js — the notice as an ephemeral reply (flag 64: the presser alone sees it), or, with
+   * no notice, a deferred update that changes nothing. Discord wants the acknowledgement within
+   * 3 s: a handler slower than `pressAckWithinMs` gets a deferred ephemeral reply first, edited to
+   * the notice when it comes. A forged or foreign press is refused by the handler; nothing runs.
+   * An acknowledgement Discord refuses (a replayed or expired interaction) is logged, never thrown.
+   */
+  private async onPress(interaction: ButtonInteraction): Promise<void> {
+    const parsed = discordPressToAction(pressOf(interaction), this.accountId);
+    const notice: Promise<string | undefined> = parsed.ok
+      ? this.noticeFor(parsed.action)
+      : Promise.resolve("Refused: this button is not valid.");
+    if (!parsed.ok) this.log.warn({ error: parsed.error }, "discord: button press refused");
+    const ephemeral = (content: string) => ({
+      content: content.slice(0, this.capabilities.textLimit),
+      flags: MessageFlags.Ephemeral as const,
+      allowedMentions: { parse: [] },
+    });
+    try {
+      const early = await within(
+        notice.then((text) => ({ text })),
+        this.config.pressAckWithinMs,
+      );
+      if (early) {
+        if (early.text) await interaction.reply(ephemeral(early.text));
+        else await interaction.deferUpdate();
+        return;
+      }
+      await interaction.deferReply({ flags: MessageFlags.Ephemeral });
+      const text = await notice;
+      await interaction.editReply({
+        content: (text ?? "Done.").slice(0, this.capabilities.textLimit),
+        allowedMentions: { parse: [] },
+      });
+    } catch (err) {
+      this.log.warn(
+        { interactionId: interaction.id, err: errorMessage(err) },
+        "discord: interaction not acknowledged",
+      );
+    }
+  }
+
+  /** The gateway's answer to a press; a failing handler is a notice too, never a throw. */
+  private async noticeFor(press: InboundAction): Promise<string | undefined> {
+    const onAction = this.life.context.onAction;
+    if (!onAction) return "Buttons are not handled here.";
+    try {
+      return (await onAction(press)).notice;
+    } catch (err) {
+      this.log.warn({ err: errorMessage(err) }, "discord: press handler failed");
+      return "Something went wrong; try again.";
+    }
   }
 
   /** The message with its attachments taken by the app's media sink (when one is wired in). */

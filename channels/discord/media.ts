@@ -2,6 +2,7 @@ import { escapeMarkdown, type REST, type RESTPostAPIChannelMessageJSONBody, Rout
 import { z } from "zod";
 import { fetchPlatformFile, originOf, splitCaption } from "../../src/channels/kit/media.js";
 import type { InboundAttachment, OutboundAttachment, OutboundMessage } from "../../src/channels/types.js";
+import type { DiscordActionRow } from "./actions.js";
 import type { DiscordMessageFacts } from "./inbound.js";
 
 /** Discord's CDN and media proxy: where attachment URLs point. */
@@ -67,10 +68,15 @@ export async function postDiscordFiles(
   rest: REST,
   channelId: string,
   msg: OutboundMessage & { attachments: OutboundAttachment[] },
-  opts: { textLimit: number },
+  opts: { textLimit: number; components?: DiscordActionRow[] },
 ): Promise<string[]> {
   const text = msg.format === "plain" ? escapeMarkdown(msg.text) : msg.text;
   const { caption, rest: more } = splitCaption(text, DISCORD_CAPTION_LIMIT, opts.textLimit);
+  const batches = Math.ceil(msg.attachments.length / FILES_PER_MESSAGE);
+  // Buttons go under the last message posted.
+  const buttonsAt = batches + more.length - 1;
+  const withButtons = (n: number) =>
+    n === buttonsAt && opts.components ? { components: opts.components } : {};
   const ids: string[] = [];
   for (let i = 0; i < msg.attachments.length; i += FILES_PER_MESSAGE) {
     const batch = msg.attachments.slice(i, i + FILES_PER_MESSAGE);
@@ -84,11 +90,12 @@ export async function postDiscordFiles(
       ...(i === 0 && msg.replyToMessageId
         ? { message_reference: { message_id: msg.replyToMessageId, fail_if_not_exists: false } }
         : {}),
+      ...withButtons(i / FILES_PER_MESSAGE),
     };
     ids.push(created.parse(await rest.post(Routes.channelMessages(channelId), { body, files })).id);
   }
-  for (const content of more) {
-    const body = { content, allowed_mentions: { parse: ["users"] } };
+  for (const [n, content] of more.entries()) {
+    const body = { content, allowed_mentions: { parse: ["users"] }, ...withButtons(batches + n) };
     ids.push(created.parse(await rest.post(Routes.channelMessages(channelId), { body })).id);
   }
   return ids;

@@ -12,6 +12,7 @@ import { messagesOf } from "../../src/channels/kit/text.js";
 import type { EditMessage, OutboundMessage } from "../../src/channels/types.js";
 import { NotSupportedError, SwitchboardError } from "../../src/errors.js";
 import { BoundedMap } from "../../src/ordered-set.js";
+import { discordComponents } from "./actions.js";
 import { toSwitchboardError } from "./errors.js";
 import { postDiscordFiles } from "./media.js";
 
@@ -56,11 +57,16 @@ export class DiscordOutbound {
    * it shows literally. Only user mentions ping (never @everyone or roles from model text).
    */
   async send(msg: OutboundMessage): Promise<string[]> {
+    // Checked before anything is posted: an action Discord cannot carry fails the whole send.
+    const components = msg.actions?.length ? discordComponents(msg.actions) : undefined;
     if (msg.attachments?.length) {
       const withFiles = { ...msg, attachments: msg.attachments };
       try {
         return await this.withTarget(msg.to, msg.threadId, (id) =>
-          postDiscordFiles(this.rest, id, withFiles, { textLimit: this.opts.textLimit }),
+          postDiscordFiles(this.rest, id, withFiles, {
+            textLimit: this.opts.textLimit,
+            ...(components ? { components } : {}),
+          }),
         );
       } catch (err) {
         throw toSwitchboardError(err, "send files");
@@ -78,6 +84,8 @@ export class DiscordOutbound {
         ...(i === 0 && msg.replyToMessageId
           ? { message_reference: { message_id: msg.replyToMessageId, fail_if_not_exists: false } }
           : {}),
+        // Buttons go under the last chunk.
+        ...(components && i === chunks.length - 1 ? { components } : {}),
       };
       const post = async (id: string) => {
         const res = created.parse(await this.rest.post(Routes.channelMessages(id), { body }));
@@ -94,10 +102,18 @@ export class DiscordOutbound {
     return ids;
   }
 
-  /** `PATCH /channels/{id}/messages/{id}` with the new content (streaming previews). */
+  /**
+   * `PATCH /channels/{id}/messages/{id}` with the new content (streaming previews). With
+   * `actions` the buttons are replaced too (`actions: []` → `components: []` removes them);
+   * without, they are left as they are.
+   */
   async edit(msg: EditMessage): Promise<void> {
     const content = msg.format === "plain" ? escapeMarkdown(msg.text) : msg.text;
-    const body = { content: content.slice(0, this.opts.textLimit), allowed_mentions: { parse: ["users"] } };
+    const body = {
+      content: content.slice(0, this.opts.textLimit),
+      allowed_mentions: { parse: ["users"] },
+      ...(msg.actions ? { components: discordComponents(msg.actions) } : {}),
+    };
     try {
       await this.withTarget(msg.to, msg.threadId, (id) =>
         this.rest.patch(Routes.channelMessage(id, msg.messageId), { body }),

@@ -43,6 +43,11 @@ export const discordChannelConfigSchema = z.strictObject({
    * is dropped with an error log (the gateway never redelivers).
    */
   inboundRetryDelaysMs: z.array(z.number().int().min(0)).default([250, 1000, 4000]),
+  /**
+   * How long a button press waits for the gateway's notice before the interaction is deferred
+   * (Discord wants an acknowledgement within 3 s; a deferred reply is edited to the notice), ms.
+   */
+  pressAckWithinMs: z.number().int().min(0).max(2500).default(2000),
   /** How many user → DM channel ids are remembered (avoids a REST call per DM reply). */
   dmCacheSize: z.number().int().min(10).default(10_000),
 });

@@ -72,8 +72,31 @@ export class FakeDiscord {
   readonly calls: RestCall[] = [];
   readonly sent: SentMessage[] = [];
   readonly typing: string[] = [];
-  /** Message edits (`PATCH /channels/{id}/messages/{id}`) in order, with when they arrived. */
-  readonly edits: Array<{ channelId: string; messageId: string; content: string; at: number }> = [];
+  /**
+   * Message edits (`PATCH /channels/{id}/messages/{id}`) in order, with when they arrived;
+   * `components` only when the edit carried them (`[]` removes a message's buttons).
+   */
+  readonly edits: Array<{
+    channelId: string;
+    messageId: string;
+    content: string;
+    components?: unknown[];
+    at: number;
+  }> = [];
+  /**
+   * Interaction responses (`POST /interactions/{id}/{token}/callback`, and the deferred reply's
+   * `PATCH /webhooks/{app}/{token}/messages/@original` as `type: "edit"`), accepted or refused.
+   */
+  readonly interactionCallbacks: Array<{
+    interactionId: string;
+    type: number | "edit";
+    body: Record<string, unknown> | undefined;
+    authorization: string | undefined;
+    /** HTTP status answered: 204 / 200 accepted; 404 unknown (expired) interaction, 400 acknowledged twice. */
+    status: number;
+  }> = [];
+  /** Interactions dispatched (id → token, whether it was answered, whether its token has expired). */
+  private readonly interactions = new Map<string, { token: string; answered: boolean; expired: boolean }>();
   /** IDENTIFY payloads received (token removed). */
   readonly identifies: Array<Record<string, unknown>> = [];
   /** Sessions that identified, by id (for RESUME). */
@@ -190,25 +213,15 @@ export class FakeDiscord {
     if (!ch) throw new Error(`fake discord: unknown channel ${channelId}`);
     const id = snowflake();
     this.dispatch("MESSAGE_CREATE", {
-      id,
-      channel_id: channelId,
+      ...messageObject(id, channelId, author, content),
       ...(ch.guild_id
         ? {
             guild_id: ch.guild_id,
             member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
           }
         : { channel_type: ch.type }),
-      author: userPayload(author),
-      content,
-      timestamp: new Date().toISOString(),
-      edited_timestamp: null,
-      tts: false,
-      mention_everyone: false,
       mentions: (opts.mentions ?? []).map(userPayload),
-      mention_roles: [],
       attachments: opts.attachments ?? [],
-      embeds: [],
-      pinned: false,
       ...(opts.flags ? { flags: opts.flags } : {}),
       type: opts.replyTo ? 19 : 0,
       ...(opts.replyTo
@@ -219,26 +232,74 @@ export class FakeDiscord {
               channel_id: channelId,
               guild_id: ch.guild_id,
             },
-            referenced_message: {
-              id: opts.replyTo.id,
-              channel_id: channelId,
-              author: userPayload(opts.replyTo.author),
-              content: "earlier",
-              timestamp: new Date().toISOString(),
-              edited_timestamp: null,
-              tts: false,
-              mention_everyone: false,
-              mentions: [],
-              mention_roles: [],
-              attachments: [],
-              embeds: [],
-              pinned: false,
-              type: 0,
-            },
+            referenced_message: messageObject(opts.replyTo.id, channelId, opts.replyTo.author, "earlier"),
           }
         : {}),
     });
     return id;
+  }
+
+  /**
+   * A user presses a button (INTERACTION_CREATE, type 3 MESSAGE_COMPONENT, component_type 2) on
+   * `messageId` in `channelId` (a guild channel, a thread, or a DM channel: `dmChannelOf(user)`).
+   * The interaction carries the full message when the bot sent it here, else a bare one (a
+   * forged press). `expired`: its token is stale, so every response is refused with 10062.
+   * Returns the interaction id.
+   */
+  press(
+    channelId: string,
+    user: FakeDiscordUser,
+    messageId: string,
+    customId: string,
+    opts: { expired?: boolean; id?: string } = {},
+  ): string {
+    const ch = this.channels.get(channelId);
+    if (!ch) throw new Error(`fake discord: unknown channel ${channelId}`);
+    const id = opts.id ?? snowflake();
+    const token = this.interactions.get(id)?.token ?? `itok-${id}`;
+    if (!this.interactions.has(id))
+      this.interactions.set(id, { token, answered: false, expired: opts.expired === true });
+    const sent = this.sent.find((m) => m.id === messageId && m.channelId === channelId);
+    const message = this.messagePayload(sent ?? { id: messageId, channelId, body: { content: "" } });
+    this.dispatch("INTERACTION_CREATE", {
+      id,
+      application_id: this.bot.id,
+      type: 3,
+      token,
+      version: 1,
+      ...(ch.guild_id
+        ? {
+            guild_id: ch.guild_id,
+            member: {
+              user: userPayload(user),
+              nick: null,
+              roles: [],
+              permissions: "0",
+              joined_at: new Date().toISOString(),
+              deaf: false,
+              mute: false,
+              flags: 0,
+            },
+          }
+        : { user: userPayload(user) }),
+      channel_id: channelId,
+      channel: ch.parent_id
+        ? threadPayload(ch)
+        : { ...ch, ...(ch.recipients ? { recipients: ch.recipients.map(userPayload) } : {}) },
+      app_permissions: "0",
+      locale: "en-US",
+      entitlements: [],
+      authorizing_integration_owners: {},
+      context: ch.guild_id ? 0 : 1,
+      data: { custom_id: customId, component_type: 2 },
+      message,
+    });
+    return id;
+  }
+
+  /** The answers to interaction `id` (callbacks and the deferred reply's edit), oldest first. */
+  answersTo(id: string): FakeDiscord["interactionCallbacks"] {
+    return this.interactionCallbacks.filter((c) => c.interactionId === id);
   }
 
   /** A user opens a thread under `parentId` (THREAD_CREATE); returns the thread id. */
@@ -440,6 +501,14 @@ export class FakeDiscord {
     };
     const error = (status: number, code: number, message: string) => json(status, { code, message });
 
+    // Interaction responses authenticate with the interaction's token in the path, not the bot token.
+    const callback = /^\/interactions\/(\d+)\/([^/]+)\/callback$/.exec(path);
+    if (callback && method === "POST")
+      return this.onCallback(callback[1] as string, callback[2] as string, body, authorization, res);
+    const original = /^\/webhooks\/(\d+)\/([^/]+)\/messages\/(?:@|%40)original$/.exec(path);
+    if (original && method === "PATCH")
+      return this.onOriginalEdit(original[2] as string, body, authorization, res);
+
     if (authorization !== `Bot ${this.token}`) return error(401, 0, "401: Unauthorized");
     const faultAt = this.faults.findIndex((f) => f.route.test(`${method} ${path}`));
     if (faultAt >= 0) {
@@ -473,20 +542,18 @@ export class FakeDiscord {
       const msg = this.sent.find((s) => s.channelId === edit[1] && s.id === edit[2]);
       if (!msg) return error(404, 10_008, "Unknown Message");
       const content = String(body?.content ?? "");
-      msg.body = { ...msg.body, content };
+      const components = Array.isArray(body?.components) ? (body.components as unknown[]) : undefined;
+      if (components && !componentsValid(components))
+        return error(400, 50_035, "Invalid Form Body (components)");
+      msg.body = { ...msg.body, content, ...(components ? { components } : {}) };
       this.edits.push({
         channelId: edit[1] as string,
         messageId: edit[2] as string,
         content,
+        ...(components ? { components } : {}),
         at: Date.now(),
       });
-      return json(200, {
-        id: msg.id,
-        channel_id: msg.channelId,
-        content,
-        author: userPayload(this.bot),
-        type: 0,
-      });
+      return json(200, this.messagePayload(msg));
     }
     const m = /^\/channels\/(\d+)(?:\/(messages|typing|threads))?$/.exec(path);
     const ch = m ? this.channels.get(m[1] as string) : undefined;
@@ -512,24 +579,16 @@ export class FakeDiscord {
               },
             },
           });
-        const id = snowflake();
-        this.sent.push({ id, channelId: ch.id, body: body ?? {}, ...(form ? { files: form.files } : {}) });
-        return json(200, {
-          id,
-          channel_id: ch.id,
-          author: userPayload(this.bot),
-          content: body?.content ?? "",
-          timestamp: new Date().toISOString(),
-          edited_timestamp: null,
-          tts: false,
-          mention_everyone: false,
-          mentions: [],
-          mention_roles: [],
-          attachments: [],
-          embeds: [],
-          pinned: false,
-          type: 0,
-        });
+        if (body?.components !== undefined && !componentsValid(body.components))
+          return error(400, 50_035, "Invalid Form Body (components)");
+        const sent: SentMessage = {
+          id: snowflake(),
+          channelId: ch.id,
+          body: body ?? {},
+          ...(form ? { files: form.files } : {}),
+        };
+        this.sent.push(sent);
+        return json(200, this.messagePayload(sent));
       }
       if (method === "POST" && m[2] === "threads") {
         if (ch.type !== 0 && ch.type !== 5)
@@ -539,6 +598,78 @@ export class FakeDiscord {
       }
     }
     error(404, 0, "404: Not Found");
+  }
+
+  /** A message the bot sent, as the API returns it (and as an interaction carries it). */
+  private messagePayload(m: SentMessage): Record<string, unknown> {
+    const components = Array.isArray(m.body.components) ? m.body.components : [];
+    return messageObject(m.id, m.channelId, this.bot, m.body.content ?? "", components);
+  }
+
+  /**
+   * `POST /interactions/{id}/{token}/callback`: 204 without a content-type (as Discord answers
+   * `with_response=false`); an unknown interaction, a wrong or expired token → 404 10062; a second
+   * response to one interaction → 400 40060.
+   */
+  private onCallback(
+    id: string,
+    token: string,
+    body: Record<string, unknown> | undefined,
+    authorization: string | undefined,
+    res: http.ServerResponse,
+  ): void {
+    const it = this.interactions.get(id);
+    const record = (status: number) =>
+      this.interactionCallbacks.push({
+        interactionId: id,
+        type: typeof body?.type === "number" ? body.type : -1,
+        body,
+        authorization,
+        status,
+      });
+    const refuse = (status: number, code: number, message: string) => {
+      record(status);
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify({ code, message }));
+    };
+    if (!it || it.token !== token || it.expired) {
+      refuse(404, 10_062, "Unknown interaction");
+      return;
+    }
+    if (it.answered) {
+      refuse(400, 40_060, "Interaction has already been acknowledged.");
+      return;
+    }
+    it.answered = true;
+    record(204);
+    res.writeHead(204);
+    res.end();
+  }
+
+  /** The deferred reply's edit (`PATCH /webhooks/{app}/{token}/messages/@original`). */
+  private onOriginalEdit(
+    token: string,
+    body: Record<string, unknown> | undefined,
+    authorization: string | undefined,
+    res: http.ServerResponse,
+  ): void {
+    const id = [...this.interactions.entries()].find(([, v]) => v.token === token)?.[0];
+    const ok = id !== undefined && this.interactions.get(id)?.answered === true;
+    this.interactionCallbacks.push({
+      interactionId: id ?? "?",
+      type: "edit",
+      body,
+      authorization,
+      status: ok ? 200 : 404,
+    });
+    res.writeHead(ok ? 200 : 404, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify(
+        ok
+          ? this.messagePayload({ id: snowflake(), channelId: "0", body: body ?? {} })
+          : { code: 10_008, message: "Unknown Message" },
+      ),
+    );
   }
 
   private serveAttachment(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
@@ -562,6 +693,33 @@ function userPayload(u: FakeDiscordUser): Record<string, unknown> {
     global_name: u.global_name ?? null,
     avatar: null,
     ...(u.bot ? { bot: true } : {}),
+  };
+}
+
+/** A message object as the API returns it (sends, edits, an interaction's message, a reply's reference). */
+function messageObject(
+  id: string,
+  channelId: string,
+  author: FakeDiscordUser,
+  content: unknown,
+  components: unknown[] = [],
+): Record<string, unknown> {
+  return {
+    id,
+    channel_id: channelId,
+    author: userPayload(author),
+    content,
+    timestamp: new Date().toISOString(),
+    edited_timestamp: null,
+    tts: false,
+    mention_everyone: false,
+    mentions: [],
+    mention_roles: [],
+    attachments: [],
+    embeds: [],
+    components,
+    pinned: false,
+    type: 0,
   };
 }
 
@@ -589,3 +747,27 @@ function threadPayload(c: FakeChannel): Record<string, unknown> {
 
 /** Message `content` longer than this is refused with 400 Invalid Form Body. */
 export const DISCORD_CONTENT_LIMIT = 2000;
+
+/**
+ * Discord's rules for message components as the fake checks them: at most 5 action rows (type 1)
+ * of 1–5 buttons (type 2); a button with a custom_id of 1–100 characters, unique in the message,
+ * a label of at most 80 and a style 1–4 (5 is a link button, which has a url and no custom_id).
+ */
+export function componentsValid(components: unknown): boolean {
+  if (!Array.isArray(components) || components.length > 5) return false;
+  const ids = new Set<string>();
+  for (const row of components as Array<Record<string, unknown>>) {
+    if (row?.type !== 1 || !Array.isArray(row.components)) return false;
+    const buttons = row.components as Array<Record<string, unknown>>;
+    if (buttons.length < 1 || buttons.length > 5) return false;
+    for (const b of buttons) {
+      const id = b?.custom_id;
+      if (b?.type !== 2 || typeof id !== "string" || id.length < 1 || id.length > 100 || ids.has(id))
+        return false;
+      if (typeof b.label !== "string" || b.label.length > 80) return false;
+      if (typeof b.style !== "number" || b.style < 1 || b.style > 4) return false;
+      ids.add(id);
+    }
+  }
+  return true;
+}
