@@ -55,8 +55,6 @@ describe("delivery: a crash between the outbox lease and the send", () => {
       updatedAt: 1,
       deliveryContext: { channel: "memory", to: "u1" },
     });
-    // the first attempt took the lease and died before adapter.send (no mark, no release)
-    expect(await store.outbox.lease("reply:r1#0", 50, 3_600_000)).toMatchObject({ acquired: true });
     let slept = 0;
     const delivery = new ChannelDelivery(
       { store, config, channels, logger },
@@ -64,8 +62,11 @@ describe("delivery: a crash between the outbox lease and the send", () => {
         slept += ms;
         await new Promise((r) => setTimeout(r, ms));
       },
-      50,
+      400,
     );
+    // the first attempt took the lease and died before adapter.send (no mark, no release); taken
+    // right before the delivery, and long enough that a loaded machine does not outrun it (50 ms did)
+    expect(await store.outbox.lease("reply:r1#0", 400, 3_600_000)).toMatchObject({ acquired: true });
     const first = await delivery.deliver({
       sessionKey: "agent:main:main",
       text: "hello",
