@@ -2,6 +2,7 @@ import { redactSecrets } from "../redact.js";
 import type { Services } from "../services/index.js";
 import { classifyKind, deriveChannel } from "../sessions/keys.js";
 import { nextResetAt, resetRuleFor } from "../sessions/reset.js";
+import { routeOf } from "../sessions/route.js";
 import { type DeliveryContext, isFinal, type SessionEntry, type SessionKind } from "../store/types.js";
 import { sendDecision, spawnedByChain } from "./access.js";
 
@@ -109,7 +110,8 @@ async function linkedChildren(
 export async function collectStatus(services: StatusDeps, entry: SessionEntry): Promise<SessionStatus> {
   const model = services.models.modelFor(entry.agentId, entry);
   const queue = await services.pipeline.queueInfo(entry.key);
-  const policy = sendDecision(services, entry);
+  // The send policy judges the channel delivery would post into: the session's one route.
+  const policy = sendDecision(services, entry, routeOf(entry));
   const input = entry.inputTokens ?? 0;
   const output = entry.outputTokens ?? 0;
   const s: SessionStatus = {
