@@ -3,9 +3,9 @@ import type { ToolCaller } from "../sessions/caller.js";
 import type { AttachmentInput } from "./attachments.js";
 
 /**
- * The shapes every step of a spawn shares (plan.ts, limits.ts, prompts.ts, apply.ts): the
- * arguments `sessions_spawn` parsed, what a step works with, and how it answers — with the tool's
- * result, or with a refusal or an error the tool returns as is.
+ * The shapes the wing's steps share (a spawn: plan.ts, limits.ts, prompts.ts, apply.ts; and
+ * kill.ts, steer.ts): the arguments `sessions_spawn` parsed, what a step works with, and how it
+ * answers — with the tool's result, or with a refusal or an error the tool returns as is.
  */
 
 /** The arguments of `sessions_spawn` as its schema (src/tools/sessions-spawn.ts) parses them. */
@@ -26,14 +26,14 @@ export interface SpawnArgs {
   runtime?: "subagent" | "acp" | undefined;
 }
 
-/** What a spawn works with: the services, its caller and, while a model turn runs, the tool call's effect id. */
+/** What a step works with: the services, its caller and, while a model turn runs, the tool call's effect id. */
 export interface SpawnCtx {
   services: Services;
   caller: ToolCaller;
   effectId?: string | undefined;
 }
 
-/** What `sessions_spawn` returns: a `status` and its fields. */
+/** What a sub-agent tool returns: a `status` and its fields. */
 export type SpawnResult = Record<string, unknown>;
 
 export const forbidden = (error: string): SpawnResult => ({ status: "forbidden", error });

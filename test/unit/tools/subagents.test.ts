@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { RunRecord, SessionEntry } from "../../../src/store/types.js";
-import { type ChildRun, indexed, resolveTarget, subagentsTool } from "../../../src/tools/subagents.js";
+import { type ChildRun, indexed, resolveTarget } from "../../../src/subagents/children.js";
+import { subagentsTool } from "../../../src/tools/subagents.js";
 
 const NOW = 10_000_000;
 
