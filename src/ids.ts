@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 /**
  * Derived ids: the one place an id is computed from a seed. Effects of a job use them so that a
  * re-run after a crash reuses what the first run made — a spawned sub-agent's key, session and run
- * (tools/sessions-spawn.ts), a routed message's run (routing), a cron tick's isolated session
+ * (subagents/apply.ts), a routed message's run (routing), a cron tick's isolated session
  * (cron/service.ts), a webhook's session (gateway/hooks-agent.ts). Ids derived here end up in
  * stored session keys, so the derivation never changes: test/unit/ids.test.ts reads keys written
  * before it moved here.
