@@ -22,6 +22,7 @@ import { openStore } from "../src/app/index.js";
 import { parseConfig } from "../src/config/index.js";
 import { silentLogger } from "../src/log.js";
 import { RedisKeys } from "../src/store/redis/index.js";
+import { scriptArgs, tracked } from "./proc.js";
 
 export type ChaosDriver = "local" | "bullmq";
 
@@ -82,7 +83,6 @@ export const NO_VIOLATIONS: ReturnType<typeof violations> = {
   details: [],
 };
 
-const FIXTURE = path.resolve(import.meta.dirname, "../test/fixtures/file-channel-gateway.ts");
 const TOKEN = "chaos-test-token-0123456789abcdef";
 const CHATS = ["agent:main:c1", "agent:main:c2", "agent:main:c3", "agent:main:peer"];
 
@@ -112,10 +112,13 @@ function start(
   sentPath: string,
   logs: string[],
 ): Promise<Proc> {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, configPath, sentPath, CHATS.join(",")], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ROLE: role },
-  });
+  const child = tracked(
+    spawn(
+      process.execPath,
+      [...scriptArgs("test/fixtures/file-channel-gateway.ts"), configPath, sentPath, CHATS.join(",")],
+      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ROLE: role } },
+    ),
+  );
   let out = "";
   const at = logs.push("") - 1;
   return new Promise((resolve, reject) => {
@@ -291,10 +294,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosFigures> {
     // final life: let everything finish
     const url = (await procs[0]!).url;
     await Promise.all(procs);
+    log(`final life: waiting for ${acked.size} acked runs`);
     for (const a of acked.values()) await rpc(url, "agent.wait", { runId: a.runId, timeoutMs: 30_000 });
     // and every sub-agent run (its announce follows its end)
     const children = observer ? await observer.children() : childRuns(stateDir);
     for (const r of children.keys()) await rpc(url, "agent.wait", { runId: r, timeoutMs: 30_000 });
+    log(`runs done (${children.size} sub-agents): waiting for the posts to settle`);
     let quiet = 0;
     let prev = -1;
     for (let i = 0; i < 200 && quiet < 8; i++) {
@@ -303,6 +308,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosFigures> {
       prev = n;
       await new Promise((r) => setTimeout(r, 250));
     }
+    log("posts settled: stopping");
     await Promise.all(procs.map(async (p) => stopProc(await p)));
     const state = observer ? await observer.state(acked) : fsState(stateDir);
     return { ...check(state, sentPath, acked, logs), driver, kills: opts.kills, killed, sent };

@@ -24,7 +24,7 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { FakeDiscord, type FakeDiscordUser } from "../test/fakes/discord.js";
 import { FakeTelegram, type FakeUser } from "../test/fakes/telegram.js";
-import { freePort } from "./proc.js";
+import { freePort, tracked, waitUntil } from "./proc.js";
 
 export interface TakeoverOptions {
   kills: number;
@@ -61,10 +61,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function startRedis(dir: string): Promise<{ url: string; proc: ChildProcess }> {
   const port = await freePort();
-  const proc = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
-    { stdio: "ignore" },
+  const proc = tracked(
+    spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
+      { stdio: "ignore" },
+    ),
   );
   const url = `redis://127.0.0.1:${port}`;
   const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
@@ -152,10 +154,12 @@ export async function runTakeover(opts: TakeoverOptions): Promise<TakeoverFigure
         },
       }),
     );
-    const child = spawn(process.execPath, [BIN, "start", "--config", cfg, "--port", "0"], {
-      env: { ...process.env, SWITCHBOARD_CONFIG: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = tracked(
+      spawn(process.execPath, [BIN, "start", "--config", cfg, "--port", "0"], {
+        env: { ...process.env, SWITCHBOARD_CONFIG: "" },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     const relay = (d: Buffer) => {
       for (const l of d.toString("utf8").split("\n")) {
         if (!l.trim()) continue;
@@ -259,20 +263,20 @@ export async function runTakeover(opts: TakeoverOptions): Promise<TakeoverFigure
   try {
     for (let i = 0; i < 3; i++) launch();
     // Up: both accounts held, then the feed starts and is answered.
-    for (let i = 0; i < 600; i++) {
-      if ((await holderPid("telegram")) && (await holderPid("discord"))) break;
-      await sleep(50);
-    }
+    await waitUntil(
+      async () => !!(await holderPid("telegram")) && !!(await holderPid("discord")),
+      60_000,
+      50,
+    );
     log("gateways up: feeding");
     startFeed();
-    for (let i = 0; i < 600 && !(firstReplyAfter("tg", 0) && firstReplyAfter("dc", 0)); i++) await sleep(25);
-    if (!firstReplyAfter("tg", 0) || !firstReplyAfter("dc", 0))
+    if (!(await waitUntil(() => !!(firstReplyAfter("tg", 0) && firstReplyAfter("dc", 0)), 30_000)))
       throw new Error("the gateways did not start answering");
     /** A standby is up besides the holder (a kill while every standby still boots would measure a boot). */
     const standbyUp = async () => {
       const up = () =>
         [...gateways.keys()].filter((pid) => existsSync(path.join(stateDirs.get(pid) ?? "", "gateway.json")));
-      for (let i = 0; i < 400 && up().length < 2; i++) await sleep(50);
+      await waitUntil(() => up().length >= 2, 30_000, 50);
     };
     for (let k = 0; k < opts.kills; k++) {
       await standbyUp();
@@ -281,18 +285,20 @@ export async function runTakeover(opts: TakeoverOptions): Promise<TakeoverFigure
       if (victim === undefined) throw new Error(`kill ${k + 1}: no live gateway holds the telegram lease`);
       const heldDiscord = (await holderPid("discord")) === victim;
       discordPaused = true;
-      // No Discord event in flight to the victim (see the header): every DM so far is answered.
-      for (let i = 0; i < 200; i++) {
+      // No Discord event in flight to the victim (see the header): every DM so far is answered. On a
+      // loaded machine that can take seconds; a kill before it would lose the DM (as on Discord).
+      const answered = await waitUntil(() => {
         const got = replies();
-        if ([...sentAt.keys()].every((t) => !t.startsWith("dc-") || got.has(t))) break;
-        await sleep(25);
-      }
+        return [...sentAt.keys()].every((t) => !t.startsWith("dc-") || got.has(t));
+      }, 30_000);
+      if (!answered) log(`kill ${k + 1}: discord DMs still unanswered after 30 s; killing anyway`);
       const child = gateways.get(victim) as ChildProcess;
       const identified = dc.identifies.length;
       const t0 = Date.now();
       process.kill(victim, "SIGKILL");
-      // Until the fake saw the victim's socket close, a DM would go to the dead process.
-      for (let i = 0; i < 200 && heldDiscord && dc.liveConnections > 0; i++) await sleep(5);
+      // Until the fake saw the victim's socket close, a DM would go to the dead process (a loaded
+      // machine can take a while to tear the process down).
+      if (heldDiscord) await waitUntil(() => dc.liveConnections === 0, 10_000, 5);
       discordPaused = false;
       let tgAt: number | undefined;
       let dcAt: number | undefined;
@@ -334,11 +340,14 @@ export async function runTakeover(opts: TakeoverOptions): Promise<TakeoverFigure
     await feed;
     log("kills done: draining");
     // Drain: every message answered (bounded), then a moment for late duplicates.
-    for (let i = 0; i < 400; i++) {
-      const got = replies();
-      if ([...sentAt.keys()].every((t) => got.has(t))) break;
-      await sleep(50);
-    }
+    await waitUntil(
+      () => {
+        const got = replies();
+        return [...sentAt.keys()].every((t) => got.has(t));
+      },
+      60_000,
+      50,
+    );
     log("drained");
     await sleep(1500);
     const got = replies();

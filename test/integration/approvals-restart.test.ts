@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { scriptArgs } from "../../bench/proc.js";
 import { approvalsConfig, APPROVAL_TARGET as TARGET, userMessages } from "../approvals-fixture.js";
 import { eventually, REDIS_URL, randomPrefix, rpcOverHttp, tempDir } from "../helpers.js";
 
@@ -13,7 +14,7 @@ import { eventually, REDIS_URL, randomPrefix, rpcOverHttp, tempDir } from "../he
  * once.
  */
 
-const FIXTURE = path.resolve(import.meta.dirname, "../fixtures/file-channel-gateway.ts");
+const FIXTURE = scriptArgs("test/fixtures/file-channel-gateway.ts");
 const children: ChildProcess[] = [];
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");
@@ -27,14 +28,10 @@ function start(
   sentPath: string,
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", FIXTURE, configPath, sentPath, `${CHAT},${TARGET}`],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...env },
-    },
-  );
+  const child = spawn(process.execPath, [...FIXTURE, configPath, sentPath, `${CHAT},${TARGET}`], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
   children.push(child);
   let out = "";
   return new Promise((resolve, reject) => {

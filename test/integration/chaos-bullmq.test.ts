@@ -1,7 +1,11 @@
-import { expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
 import { NO_VIOLATIONS, runChaos, violations } from "../../bench/chaos.js";
+import { killSpawned } from "../../bench/proc.js";
 import { REDIS_URL } from "../helpers.js";
 import { describeRedis } from "../redis.js";
+
+// a test that timed out never reached the harness's own cleanup: its processes end here
+afterAll(killSpawned);
 
 /**
  * SIGKILL chaos (issue 11) on the redis store + bullmq queue: one gateway and two worker

@@ -1,5 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { NO_VIOLATIONS, runChaos, violations } from "../../bench/chaos.js";
+import { killSpawned } from "../../bench/proc.js";
+
+// a test that timed out never reached the harness's own cleanup: its processes end here
+afterAll(killSpawned);
 
 /**
  * SIGKILL chaos (issue 11), short version of `npm run chaos`: turns, sub-agent spawns and

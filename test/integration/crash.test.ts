@@ -2,12 +2,13 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { scriptArgs } from "../../bench/proc.js";
 import { startOpenAIFake } from "../fakes/openai.js";
 import { eventually, rpcOverHttp, tempDir } from "../helpers.js";
 
 /** SIGKILL a gateway mid-turn: after restart the run completes and the reply is delivered exactly once. */
 
-const FIXTURE = path.resolve(import.meta.dirname, "../fixtures/file-channel-gateway.ts");
+const FIXTURE = scriptArgs("test/fixtures/file-channel-gateway.ts");
 const children: ChildProcess[] = [];
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");
@@ -19,7 +20,7 @@ function startGateway(
   seedKey = "agent:main:crash",
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, configPath, sentPath, seedKey], {
+  const child = spawn(process.execPath, [...FIXTURE, configPath, sentPath, seedKey], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
   });

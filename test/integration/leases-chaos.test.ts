@@ -1,6 +1,10 @@
-import { expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
+import { killSpawned } from "../../bench/proc.js";
 import { distribution, runTakeover } from "../../bench/takeover.js";
 import { describeRedis } from "../redis.js";
+
+// a test that timed out never reached the harness's own cleanup: its processes end here
+afterAll(killSpawned);
 
 /**
  * Many gateways, one bot (issue 50, API.md §8.5), through the built CLI: three `switchboard start`

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { scriptArgs } from "../../bench/proc.js";
 import { silentLogger } from "../../src/log.js";
 import { type BullmqPipeline, createBullmqPipeline } from "../../src/pipeline/bullmq/index.js";
 import { hashTag } from "../../src/pipeline/bullmq/keys.js";
@@ -18,7 +19,7 @@ import { describeRedis, newRedisClient, unlinkMatching } from "../redis.js";
  */
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
-const FIXTURE = path.join(ROOT, "test/fixtures/bullmq-worker.ts");
+const FIXTURE = scriptArgs("test/fixtures/bullmq-worker.ts");
 const LONG = 20_000;
 
 interface Child {
@@ -52,9 +53,9 @@ describeRedis("bullmq pipeline across processes", () => {
   const children: Child[] = [];
 
   function spawnWorker(name: string): Child {
-    // `node --import tsx` rather than the tsx CLI: the CLI runs the script in a second process and
-    // does not pass SIGKILL on, which would leave the "killed" worker alive.
-    const proc = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+    // node itself (the build, or `--import tsx`) rather than the tsx CLI: the CLI runs the script in
+    // a second process and does not pass SIGKILL on, which would leave the "killed" worker alive.
+    const proc = spawn(process.execPath, FIXTURE, {
       cwd: ROOT,
       env: {
         ...process.env,
