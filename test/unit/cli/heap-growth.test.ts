@@ -6,7 +6,9 @@ import { distModule, runFreshNode } from "../../helpers.js";
  * away a lot stays near its live set; without it, V8 lets it grow to several times that. A
  * `--heap-growing-percent` given to node is left alone.
  */
-function run(args: string[], call: boolean): Promise<{ applied: boolean; peakMb: number }> {
+const FLAGS = ["--max-semi-space-size=4"];
+
+function run(call: boolean): Promise<{ applied: boolean; peakMb: number }> {
   const script = `
     const { tightenHeapGrowth } = await import(${distModule("cli/serve.js")});
     const live = []; for (let i = 0; i < 2e5; i++) live.push({ a: i, b: "x" + i });
@@ -18,15 +20,30 @@ function run(args: string[], call: boolean): Promise<{ applied: boolean; peakMb:
       peak = Math.max(peak, process.memoryUsage().heapTotal);
     }
     console.log(JSON.stringify({ applied, peakMb: peak / 1e6 }));`;
-  return runFreshNode(script, args);
+  return runFreshNode(script, FLAGS);
 }
 
 describe("tightenHeapGrowth", () => {
-  it("keeps the heap near its live set, and leaves a node flag alone", async () => {
-    const loose = await run(["--max-semi-space-size=4"], false);
-    const tight = await run(["--max-semi-space-size=4"], true);
+  it("keeps the heap near its live set", async () => {
+    const loose = await run(false);
+    let tight = await run(true);
     expect(tight.applied).toBe(true);
+    // ~0.35–0.45 of the loose peak on Node 20 and 24, idle or loaded. A run whose concurrent GC
+    // threads get no CPU (a machine loaded 15× its cores) can overshoot once while its marking
+    // waits (seen: 129 and 141 MB against ~70, in 2 of ~35 runs); so a second run decides, and the peak
+    // must hold in one of the two — without the cap both sit at the loose peak (ratio ~1).
+    if (tight.peakMb >= loose.peakMb * 0.75) {
+      const again = await run(true);
+      if (again.peakMb < tight.peakMb) tight = again;
+    }
     expect(tight.peakMb).toBeLessThan(loose.peakMb * 0.75);
-    expect((await run(["--max-semi-space-size=4", "--heap-growing-percent=300"], true)).applied).toBe(false);
-  }, 60_000); // three fresh nodes, run one after another
+  }, 60_000); // up to three fresh nodes, one after another
+
+  it("leaves a --heap-growing-percent given to node alone", async () => {
+    const script = `
+      const { tightenHeapGrowth } = await import(${distModule("cli/serve.js")});
+      console.log(JSON.stringify({ applied: tightenHeapGrowth() }));`;
+    const r = await runFreshNode<{ applied: boolean }>(script, [...FLAGS, "--heap-growing-percent=300"]);
+    expect(r.applied).toBe(false);
+  });
 });
