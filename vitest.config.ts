@@ -1,4 +1,41 @@
+import path from "node:path";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
+
+/**
+ * The files that start processes (gateways, workers, redis-server, fresh nodes) and take 8–20 s on
+ * an idle 2-core machine, longest first.
+ */
+const SLOW = [
+  "test/integration/leases-chaos.test.ts",
+  "test/integration/chaos-bullmq.test.ts",
+  "test/integration/chaos.test.ts",
+  "test/integration/crash.test.ts",
+  "test/integration/mcp-client.test.ts",
+  "test/integration/approvals-restart.test.ts",
+  "test/integration/pipeline-bullmq-multiprocess.test.ts",
+  "test/integration/cli.test.ts",
+  "test/unit/cli/heap-growth.test.ts",
+];
+
+/**
+ * Longest first. Vitest orders files by the durations it cached from the last run, and files it
+ * has no duration for by size; a clean clone (CI's first pass) has none, and the files above are
+ * small, so they ran last and one worker sat idle while the other finished a 15 s chaos test.
+ * Without cached durations they go first; with them, vitest's own order stands.
+ */
+class SlowFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rel = (f: TestSpecification) => path.relative(this.ctx.config.root, f.moduleId);
+    if (sorted.some((f) => this.ctx.cache.getFileTestResults(`${f.project.name}:${rel(f)}`))) return sorted;
+    const rank = (f: TestSpecification) => {
+      const i = SLOW.indexOf(rel(f));
+      return i === -1 ? SLOW.length : i;
+    };
+    return sorted.sort((a, b) => rank(a) - rank(b));
+  }
+}
 
 export default defineConfig({
   test: {
@@ -11,5 +48,6 @@ export default defineConfig({
     expect: { poll: { timeout: 10_000 } },
     pool: "forks",
     maxWorkers: 2,
+    sequence: { sequencer: SlowFirst },
   },
 });
