@@ -2,7 +2,7 @@
  * A real MCP server for tests, built with the installed SDK's server API (low-level `Server`, so a
  * tool may declare a schema it does not keep). Two ways to reach it:
  *   - stdio: `mcpStdioServer()` is the `mcp.servers.<name>` entry that runs test/fakes/mcp-stdio.ts
- *     in a child process (`node --import tsx`);
+ *     in a child process (its build when dist/ is fresh, else `node --import tsx`);
  *   - Streamable HTTP: `startMcpHttpFake()` listens on 127.0.0.1 (random port), stateless (one
  *     Server per request), and records the headers it was sent.
  *
@@ -15,7 +15,6 @@
 import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -25,6 +24,7 @@ import {
   ListToolsRequestSchema,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import { scriptArgs } from "../../bench/proc.js";
 
 /** A 1×1 red PNG. */
 export const FAKE_PNG = Buffer.from(
@@ -168,13 +168,11 @@ export function malformOutgoing(transport: Transport): void {
   };
 }
 
-const STDIO_SCRIPT = path.join(import.meta.dirname, "mcp-stdio.ts");
-
-/** An `mcp.servers` entry running the stdio fake (env and cwd as given). */
+/** An `mcp.servers` entry running the stdio fake (env and cwd as given), built when dist/ is fresh. */
 export function mcpStdioServer(extra: { env?: Record<string, string>; timeoutSeconds?: number } = {}) {
   return {
     command: process.execPath,
-    args: ["--import", "tsx", STDIO_SCRIPT],
+    args: scriptArgs("test/fakes/mcp-stdio.ts"),
     ...(extra.env ? { env: extra.env } : {}),
     ...(extra.timeoutSeconds !== undefined ? { timeoutSeconds: extra.timeoutSeconds } : {}),
   };

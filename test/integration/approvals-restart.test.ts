@@ -120,8 +120,12 @@ async function scenario(driver: "local" | "bullmq") {
       // the gateway takes turns too: both die, whichever ran the turn
       await kill(worker!.child, "SIGKILL");
       await kill(gateway.child, "SIGKILL");
-      url = (await start(configPath, sentPath)).url;
-      await start(configPath, sentPath, { ROLE: "worker" });
+      // both come back at once (the sessions exist since the first start)
+      const [back] = await Promise.all([
+        start(configPath, sentPath),
+        start(configPath, sentPath, { ROLE: "worker" }),
+      ]);
+      url = back.url;
     }
     const after = await rpc(url, "approvals.list", {});
     expect(after.result.approvals.map((a: { id: string }) => a.id)).toEqual([id]);
