@@ -16,7 +16,7 @@ afterAll(killSpawned);
  */
 describeRedis("chaos: SIGKILL the gateway and its workers at random moments (redis store + bullmq)", () => {
   it("loses no acked message, writes no transcript line twice, posts nothing twice, announces every spawn exactly once", {
-    timeout: 90_000,
+    timeout: 180_000,
   }, async () => {
     const f = await runChaos({
       driver: "bullmq",

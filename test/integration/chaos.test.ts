@@ -11,7 +11,7 @@ afterAll(killSpawned);
  */
 describe("chaos: SIGKILL the gateway at random moments (fs store + local queue)", () => {
   it("loses no acked message, writes no transcript line twice, posts nothing twice, announces every spawn exactly once", {
-    timeout: 90_000,
+    timeout: 180_000,
   }, async () => {
     const f = await runChaos({ kills: 3, lifeMs: [400, 900], concurrency: 12, seed: 11 });
     expect(f.kills).toBe(3);

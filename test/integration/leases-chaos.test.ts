@@ -18,7 +18,7 @@ afterAll(killSpawned);
  */
 describeRedis("many gateways: the lease holder SIGKILLed five times", () => {
   it("answers every direct message exactly once and takes over within ttlMs + renewMs + 2 s", {
-    timeout: 150_000,
+    timeout: 240_000,
   }, async () => {
     const f = await runTakeover({ kills: 5, ttlMs: 2000, renewMs: 600 });
     console.log(
