@@ -110,6 +110,14 @@ async function scenario(driver: "local" | "bullmq") {
       100,
       50,
     );
+    // The request is posted and its outbox mark written before the kill: a kill between the two
+    // would send it again after the restart (the README's window; a loaded machine widens it).
+    const marked = `${sentPath}.marked`;
+    await eventually(
+      () => existsSync(marked) && readFileSync(marked, "utf8").includes(JSON.stringify(`approval:${id}`)),
+      200,
+      50,
+    );
 
     // SIGKILL while the approval is pending: the gateway (local) or the worker running the turn (bullmq)
     let url = gateway.url;
