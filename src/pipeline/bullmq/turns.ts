@@ -1,10 +1,10 @@
 import { DelayedError, type Job, UnrecoverableError, WaitingError } from "bullmq";
-import { type Deadline, setDeadline } from "../../deadlines.js";
-import { errorMessage, SwitchboardError } from "../../errors.js";
+import { errorMessage } from "../../errors.js";
 import { ackTurn, checkOwner, commitTurn, extendTurn, takeTurn } from "../../redis/commands/pipeline.js";
 import { FINAL_RUN_STATUSES, type RunRecord } from "../../store/types.js";
-import { checkFollowUps, type FinalResult, finalResultOf } from "../schema.js";
-import { canCollect, type JobContext, queuedRecord, type TurnJob, type TurnResult } from "../types.js";
+import { type FinalResult, finalResultOf } from "../schema.js";
+import { type TurnAbort, TurnControl, turnJobOf } from "../turn-core.js";
+import { canCollect, queuedRecord, type TurnResult } from "../types.js";
 import { type DriverContext, eventMessage } from "./context.js";
 import { relayQuietly } from "./outbox.js";
 import {
@@ -37,8 +37,6 @@ import {
  * The RunStore is a separate store, so (1)→(2) is not one atomic step: a worker that loses its lock
  * in the few milliseconds between them can still write. That window is the limit of the fence.
  */
-
-type Outcome = "aborted" | "timeout";
 
 /**
  * Who drains the session: a BullMQ drain job, or this process running a turn it just accepted
@@ -84,19 +82,14 @@ export interface TurnStats {
   direct: number;
 }
 
+/**
+ * A turn running here under its control (turn-core.ts): stop() hands it back to the queue
+ * unfinalised; a lost job lock (lockRenewalFailed) means another worker owns it now.
+ */
 export interface ActiveTurn {
   runIds: string[];
   jobId: string;
-  ac: AbortController;
-  steering: string[];
-  /** Set by cancel or timeout; forces the final status whatever the handler returns. */
-  outcome?: Outcome;
-  /** Aborted by stop(): not finalised, handed back to the queue. */
-  shutdown: boolean;
-  /** The job lock was lost (lockRenewalFailed): another worker owns the turn now. */
-  lostLock: boolean;
-  /** The handler returned: steering and cancels no longer reach it. */
-  done: boolean;
+  control: TurnControl;
 }
 
 interface Entry {
@@ -120,7 +113,7 @@ export class TurnProcessor {
   readonly byRun = new Map<string, ActiveTurn>();
   readonly byJob = new Map<string, ActiveTurn>();
   /** Cancels/steering that arrived (over the bus) before their turn registered here. */
-  private readonly early = new Map<string, { at: number; reason?: Outcome; steering: string[] }>();
+  private readonly early = new Map<string, { at: number; reason?: TurnAbort; steering: string[] }>();
   readonly stats: TurnStats = { turns: 0, resumed: 0, fenced: 0, handedBack: 0, direct: 0 };
 
   constructor(private readonly ctx: DriverContext) {}
@@ -224,7 +217,7 @@ export class TurnProcessor {
   private async runTaken(hold: DrainHold, sessionKey: string, taken: Taken): Promise<number> {
     const { entries, attempt } = taken;
     const flag = entries.find((e) => e.flag === "aborted" || e.flag === "timeout")?.flag as
-      | Outcome
+      | TurnAbort
       | undefined;
     if (taken.kind === "resume") {
       // Committed with its follow-ups before the worker died: finish that commit, never re-run.
@@ -254,7 +247,10 @@ export class TurnProcessor {
         error: "turn request unreadable",
       });
     }
-    const job = this.turnJob(runnable, attempt);
+    const job = turnJobOf(
+      runnable.map((e) => ({ runId: e.runId, req: e.env.req })),
+      attempt,
+    );
     // the handler's first reads go out beside the write that marks the runs running
     try {
       this.ctx.handlers()?.prepareTurn?.(job);
@@ -266,42 +262,26 @@ export class TurnProcessor {
     // run.started is told to this process only; other processes learn of runs when they finish.
     for (const run of started) this.ctx.emit({ type: "run.started", run });
 
-    const active: ActiveTurn = {
-      runIds: entries.map((e) => e.runId),
-      jobId: hold.id,
-      ac: new AbortController(),
-      steering: [],
-      shutdown: false,
-      lostLock: false,
-      done: false,
-    };
+    const control = new TurnControl();
+    const active: ActiveTurn = { runIds: entries.map((e) => e.runId), jobId: hold.id, control };
     this.register(active);
     this.stats.turns++;
-    let timer: Deadline | undefined;
     try {
-      const first = runnable[0]!.env.req;
-      const timeoutMs = first.timeoutMs ?? 0;
-      if (timeoutMs > 0) {
-        timer = setDeadline(timeoutMs, () => this.abortTurn(active, "timeout"));
-      }
-      const ctx: JobContext = {
-        signal: active.ac.signal,
-        stillOwner: async () =>
-          !active.shutdown &&
-          !active.lostLock &&
+      const result = await control.run(
+        this.ctx.handlers(),
+        job,
+        async () =>
+          !control.shutdown &&
+          !control.lostLock &&
           (await this.ctx.redis.get(this.ctx.keys.lock(active.jobId))) === hold.token,
-        takeSteering: () => active.steering.splice(0),
-      };
-      let result = await this.callHandler(job, ctx);
-      timer?.cancel();
-      active.done = true;
-      if (active.shutdown) {
+      );
+      if (control.shutdown) {
         // Not finalised: back to the queue at once; the next worker resumes it with attempt + 1.
         this.stats.handedBack++;
         await hold.handBack();
         return -1;
       }
-      if (active.lostLock) {
+      if (control.lostLock) {
         this.stats.fenced++;
         this.ctx.logger.warn(
           { runIds: active.runIds, jobId: active.jobId },
@@ -309,12 +289,9 @@ export class TurnProcessor {
         );
         return -1;
       }
-      if (active.outcome) result = { ...result, status: active.outcome };
       const unreadable = entries.filter((e) => e.env === null);
       return await this.commit(hold, sessionKey, [...runnable, ...unreadable], result);
     } finally {
-      timer?.cancel();
-      active.done = true;
       this.unregister(active);
     }
   }
@@ -329,42 +306,6 @@ export class TurnProcessor {
     const full: RunRecord = { ...queued, status: "running", startedAt };
     await this.ctx.runs.put(full);
     return full;
-  }
-
-  private turnJob(entries: Array<{ runId: string; env: Envelope }>, attempt: number): TurnJob {
-    const first = entries[0]!.env.req;
-    const job: TurnJob = {
-      runId: entries[0]!.runId,
-      sessionKey: first.sessionKey,
-      agentId: first.agentId,
-      messages: entries.map(({ runId, env: { req } }) => {
-        const m: TurnJob["messages"][number] = { runId, text: req.text };
-        if (req.provenance) m.provenance = req.provenance;
-        if (req.extraSystem !== undefined) m.extraSystem = req.extraSystem;
-        if (req.meta) m.meta = req.meta;
-        return m;
-      }),
-      deliver: first.deliver,
-      origin: first.origin,
-      timeoutMs: first.timeoutMs ?? 0,
-      attempt,
-    };
-    if (first.meta) job.meta = first.meta;
-    return job;
-  }
-
-  private async callHandler(job: TurnJob, ctx: JobContext): Promise<TurnResult> {
-    const handlers = this.ctx.handlers();
-    if (!handlers) return { status: "error", error: "no turn handler" };
-    try {
-      const result = await handlers.turn(job, ctx);
-      if (!result || !FINAL_RUN_STATUSES.has(result.status)) {
-        return { status: "error", error: "turn handler returned no final status" };
-      }
-      return checkFollowUps(result);
-    } catch (err) {
-      return { status: "error", error: errorMessage(err) };
-    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -499,8 +440,8 @@ export class TurnProcessor {
       const early = this.early.get(id);
       if (!early) continue;
       this.early.delete(id);
-      active.steering.push(...early.steering);
-      if (early.reason) this.abortTurn(active, early.reason);
+      active.control.steering.push(...early.steering);
+      if (early.reason) active.control.cancel(early.reason);
     }
   }
 
@@ -510,29 +451,21 @@ export class TurnProcessor {
   }
 
   /** Aborts a turn running here. `remember`: keep it for a turn that has not registered yet. */
-  cancelLocal(runId: string, reason: Outcome, remember = false): boolean {
+  cancelLocal(runId: string, reason: TurnAbort, remember = false): boolean {
     const active = this.byRun.get(runId);
-    if (active) {
-      if (active.done || active.shutdown || active.lostLock) return false;
-      this.abortTurn(active, reason);
-      return true;
-    }
+    if (active) return active.control.cancel(reason);
     if (remember) this.remember(runId).reason = reason;
     return false;
   }
 
   steerLocal(runId: string, text: string, remember = false): boolean {
     const active = this.byRun.get(runId);
-    if (active) {
-      if (active.done || active.outcome || active.shutdown || active.lostLock) return false;
-      active.steering.push(text);
-      return true;
-    }
+    if (active) return active.control.steer(text);
     if (remember) this.remember(runId).steering.push(text);
     return false;
   }
 
-  private remember(runId: string): { at: number; reason?: Outcome; steering: string[] } {
+  private remember(runId: string): { at: number; reason?: TurnAbort; steering: string[] } {
     const now = Date.now();
     for (const [id, e] of this.early) {
       if (now - e.at <= EARLY_TTL_MS) break;
@@ -549,32 +482,18 @@ export class TurnProcessor {
   /** Running here (not yet returned from the handler). */
   isRunningHere(runId: string): boolean {
     const a = this.byRun.get(runId);
-    return a !== undefined && !a.done;
+    return a !== undefined && !a.control.done;
   }
 
   knowsRun(runId: string): boolean {
     return this.byRun.has(runId);
   }
 
-  abortTurn(active: ActiveTurn, outcome: Outcome): void {
-    if (active.outcome || active.shutdown || active.lostLock) return;
-    active.outcome = outcome;
-    const msg = outcome === "timeout" ? "run timed out" : "run cancelled";
-    active.ac.abort(new SwitchboardError(outcome === "timeout" ? "TIMEOUT" : "CONFLICT", msg));
-  }
-
   shutdownAll(): void {
-    for (const active of this.byJob.values()) {
-      if (active.done) continue;
-      active.shutdown = true;
-      active.ac.abort(new SwitchboardError("UNAVAILABLE", "pipeline shutting down"));
-    }
+    for (const active of this.byJob.values()) active.control.stop();
   }
 
   lockLost(jobId: string): void {
-    const active = this.byJob.get(jobId);
-    if (!active || active.done) return;
-    active.lostLock = true;
-    active.ac.abort(new SwitchboardError("CONFLICT", "lost the job lock; another worker owns this turn"));
+    this.byJob.get(jobId)?.control.lose();
   }
 }

@@ -1,16 +1,17 @@
-import { type Deadline, setDeadline } from "../../deadlines.js";
 import { errorMessage, SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import { FINAL_RUN_STATUSES, type RunRecord, type RunStore } from "../../store/types.js";
-import { checkFollowUps, finalResultOf } from "../schema.js";
-import { type JobContext, type JobHandlers, queuedRecord, type TurnJob, type TurnResult } from "../types.js";
+import type { RunRecord, RunStore } from "../../store/types.js";
+import { finalResultOf } from "../schema.js";
+import { type TurnAbort, TurnControl, turnJobOf } from "../turn-core.js";
+import { type JobHandlers, queuedRecord, type TurnResult } from "../types.js";
 import type { QueueJournal } from "./journal.js";
 import type { LaneEntry } from "./lanes.js";
 
 /**
- * Runs one taken turn: run records (running → final), the handler with its JobContext, timeout,
- * cancel, steering and shutdown. A collected turn carries several runIds; all of them share the
- * one outcome, and cancelling any of them cancels the turn.
+ * Runs one taken turn: run records (running → final) and the commit of its outcome around the
+ * handler, which runs under the turn's control (turn-core.ts: timeout, cancel, steering,
+ * shutdown). A collected turn carries several runIds; all of them share the one outcome, and
+ * cancelling any of them cancels the turn.
  */
 
 export interface TurnRunnerDeps {
@@ -25,18 +26,9 @@ export interface TurnRunnerDeps {
   relay: () => void;
 }
 
-interface ActiveTurn {
-  ac: AbortController;
-  steering: string[];
-  /** Set by cancel or timeout; forces the final status whatever the handler returns. */
-  outcome?: "aborted" | "timeout";
-  /** Aborted by stop(): not finalised, so the journal still holds it and a restart re-runs it. */
-  shutdown: boolean;
-}
-
 export class TurnRunner {
   /** Running turns by every runId they carry. */
-  private readonly active = new Map<string, ActiveTurn>();
+  private readonly active = new Map<string, TurnControl>();
 
   constructor(private readonly d: TurnRunnerDeps) {}
 
@@ -45,26 +37,17 @@ export class TurnRunner {
   }
 
   /** Cancel or time out a running turn. false when `runId` is not running here (or is shutting down). */
-  abort(runId: string, outcome: "aborted" | "timeout"): boolean {
-    const a = this.active.get(runId);
-    if (!a || a.shutdown) return false;
-    this.abortTurn(a, outcome);
-    return true;
+  abort(runId: string, outcome: TurnAbort): boolean {
+    return this.active.get(runId)?.cancel(outcome) ?? false;
   }
 
   steer(runId: string, text: string): boolean {
-    const a = this.active.get(runId);
-    if (!a || a.outcome || a.shutdown) return false;
-    a.steering.push(text);
-    return true;
+    return this.active.get(runId)?.steer(text) ?? false;
   }
 
-  /** stop(): abort every running turn without finalising it. */
+  /** stop(): abort every running turn without finalising it (the journal still holds it: a restart re-runs it). */
   shutdownAll(): void {
-    for (const a of new Set(this.active.values())) {
-      a.shutdown = true;
-      a.ac.abort(new SwitchboardError("UNAVAILABLE", "pipeline shutting down"));
-    }
+    for (const a of new Set(this.active.values())) a.stop();
   }
 
   /**
@@ -76,30 +59,23 @@ export class TurnRunner {
     const runIds = entries.map((e) => e.runId);
     const attempt = entries.reduce((m, e) => Math.max(m, e.started), 0) + 1;
     for (const e of entries) e.started = attempt;
-    const active: ActiveTurn = { ac: new AbortController(), steering: [], shutdown: false };
+    const active = new TurnControl();
     for (const id of runIds) this.active.set(id, active);
     // Not awaited: if it is lost in a crash the re-run only under-reports `attempt`.
     this.d.journal()?.note({ t: "start", runIds }, true);
-    let timer: Deadline | undefined;
     try {
       const startedAt = this.d.now();
       const started = await Promise.all(entries.map((e) => this.markRunning(e, startedAt)));
       for (const run of started) this.d.onStarted(run);
-      const timeoutMs = entries[0]!.req.timeoutMs ?? 0;
-      if (timeoutMs > 0) {
-        timer = setDeadline(timeoutMs, () => this.abortTurn(active, "timeout"));
-      }
-      let result = await this.callHandler(turnJob(entries, attempt), {
-        signal: active.ac.signal,
-        stillOwner: async () => !active.shutdown,
-        takeSteering: () => active.steering.splice(0),
-      });
-      timer?.cancel();
+      const result = await active.run(
+        this.d.handlers(),
+        turnJobOf(entries, attempt),
+        async () => !active.shutdown,
+      );
       // The handler is done: from here steer/cancel no longer reach this turn.
       for (const id of runIds) this.active.delete(id);
       if (active.shutdown) return;
       handlerDone();
-      if (active.outcome) result = { ...result, status: active.outcome };
       await this.finalize(entries, result);
     } catch (err) {
       // RunStore failure around the handler: record an error if the store lets us; if it does not,
@@ -114,7 +90,6 @@ export class TurnRunner {
         await retry.catch(() => {});
       }
     } finally {
-      timer?.cancel();
       for (const id of runIds) this.active.delete(id);
     }
   }
@@ -176,27 +151,6 @@ export class TurnRunner {
     for (const run of finals) this.d.onFinished(run);
   }
 
-  private abortTurn(active: ActiveTurn, outcome: "aborted" | "timeout"): void {
-    if (active.outcome || active.shutdown) return;
-    active.outcome = outcome;
-    const msg = outcome === "timeout" ? "run timed out" : "run cancelled";
-    active.ac.abort(new SwitchboardError(outcome === "timeout" ? "TIMEOUT" : "CONFLICT", msg));
-  }
-
-  private async callHandler(job: TurnJob, ctx: JobContext): Promise<TurnResult> {
-    const handlers = this.d.handlers();
-    if (!handlers) return { status: "error", error: "no turn handler" };
-    try {
-      const result = await handlers.turn(job, ctx);
-      if (!result || !FINAL_RUN_STATUSES.has(result.status)) {
-        return { status: "error", error: "turn handler returned no final status" };
-      }
-      return checkFollowUps(result);
-    } catch (err) {
-      return { status: "error", error: errorMessage(err) };
-    }
-  }
-
   private async markRunning(e: LaneEntry, startedAt: number): Promise<RunRecord> {
     // Not waited for on disk where the store allows: lost in a crash, the turn is re-run anyway.
     const runs = this.d.runs;
@@ -208,26 +162,4 @@ export class TurnRunner {
     await this.d.runs.put(full);
     return full;
   }
-}
-
-function turnJob(entries: LaneEntry[], attempt: number): TurnJob {
-  const first = entries[0]!;
-  const job: TurnJob = {
-    runId: first.runId,
-    sessionKey: first.req.sessionKey,
-    agentId: first.req.agentId,
-    messages: entries.map((e) => {
-      const m: TurnJob["messages"][number] = { runId: e.runId, text: e.req.text };
-      if (e.req.provenance) m.provenance = e.req.provenance;
-      if (e.req.extraSystem !== undefined) m.extraSystem = e.req.extraSystem;
-      if (e.req.meta) m.meta = e.req.meta;
-      return m;
-    }),
-    deliver: first.req.deliver,
-    origin: first.req.origin,
-    timeoutMs: first.req.timeoutMs ?? 0,
-    attempt,
-  };
-  if (first.req.meta) job.meta = first.req.meta;
-  return job;
 }
