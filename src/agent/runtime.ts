@@ -7,7 +7,7 @@ import { partsFromMeta, userContent } from "../media/parts.js";
 import { MediaUnderstanding } from "../media/understand.js";
 import { turnMetaOf } from "../pipeline/turn-meta.js";
 import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
-import type { Services } from "../services/index.js";
+import type { Services, TurnStreaming } from "../services/index.js";
 import type { ModelImage, ModelMessage, ToolSpec } from "../services/models.js";
 import type { ToolCaller } from "../sessions/caller.js";
 import { deriveChannel } from "../sessions/keys.js";
@@ -35,19 +35,6 @@ import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "
  * final answer or `maxToolSteps`. Every message is appended to the transcript as it happens.
  * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`.
  */
-
-/** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
-export interface TurnStreaming {
-  /**
-   * false: the provider is called without streaming and no `run.delta` is emitted. Default true:
-   * streamed when `onDelta` is set or someone watches `run.delta` on the bus.
-   */
-  enabled?: boolean;
-  /** Called with each delta after the bus event (a channel's streaming editor). */
-  onDelta?: (text: string) => void;
-  /** A tool step began after text had streamed: that text was a preamble, not the reply. */
-  onReset?: () => void;
-}
 
 type ResolvedModel = ReturnType<Services["models"]["resolve"]>;
 
@@ -152,18 +139,22 @@ export class AgentRuntime {
    * extracted counts in the parts, failures as `media_note`s; with `echoTranscript` the chat gets
    * each transcript too.
    */
-  async #understand(job: TurnJob, runId: string, parts: MediaPart[]): Promise<MediaPart[]> {
+  async #understand(
+    job: TurnJob,
+    runId: string,
+    parts: MediaPart[],
+    entry: SessionEntry,
+  ): Promise<MediaPart[]> {
     const media = this.#media;
     if (!media || parts.length === 0) return parts;
     const r = await media.enrich(parts);
     if (job.deliver && media.config.understanding.audio.echoTranscript)
       for (const [i, t] of r.transcripts.entries())
         await this.services.delivery
-          .deliver({
-            sessionKey: job.sessionKey,
-            text: `🎤 ${t}`,
-            idempotencyKey: `${runId}:transcript:${i}`,
-          })
+          .deliver(
+            { sessionKey: job.sessionKey, text: `🎤 ${t}`, idempotencyKey: `${runId}:transcript:${i}` },
+            entry,
+          )
           .catch((err: unknown) => this.services.logger.warn({ err }, "media: transcript echo failed"));
     return r.parts;
   }
@@ -232,7 +223,7 @@ export class AgentRuntime {
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
-      const parts = await this.#understand(job, m.runId, partsFromMeta(m.meta));
+      const parts = await this.#understand(job, m.runId, partsFromMeta(m.meta), entry);
       await this.append(ref, entry.key, {
         id: `${m.runId}:in`,
         role: "user",

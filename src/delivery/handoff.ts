@@ -5,6 +5,7 @@ import type {
   DeliveryRequest,
   ReplyStream,
 } from "../services/index.js";
+import type { SessionEntry } from "../store/types.js";
 import { activeTraceparent, countDelivery } from "../telemetry/index.js";
 
 /** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
@@ -23,8 +24,9 @@ export class HandoffDelivery implements Delivery {
     private readonly handoff: HandoffQueue,
   ) {}
 
-  async deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
-    const res = await this.local.deliver(req);
+  async deliver(req: DeliveryRequest, session?: SessionEntry): Promise<DeliveryOutcome> {
+    // the gateway that takes the hand-off reads the session itself
+    const res = await this.local.deliver(req, session);
     if (res.status !== "no-route" || !res.missingChannel) return res;
     const traceparent = activeTraceparent();
     await this.handoff.add(traceparent ? { ...req, traceparent } : req);
@@ -32,8 +34,11 @@ export class HandoffDelivery implements Delivery {
     return { status: "handed-off", channel: res.missingChannel };
   }
 
-  async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
-    return (await this.local.openStream?.(req)) ?? null;
+  async openStream(
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    session?: SessionEntry,
+  ): Promise<ReplyStream | null> {
+    return (await this.local.openStream?.(req, session)) ?? null;
   }
 
   async edit(req: DeliveryEdit): Promise<boolean> {

@@ -89,12 +89,12 @@ export class ChannelDelivery implements Delivery {
     private readonly editIntervalMs?: number,
   ) {}
 
-  deliver(req: DeliveryRequest): Promise<DeliveryOutcome> {
+  deliver(req: DeliveryRequest, session?: SessionEntry): Promise<DeliveryOutcome> {
     return traced(
       "switchboard.delivery",
       req.sessionKey,
       async () => {
-        const target = await this.#target(req);
+        const target = await this.#target(req, session);
         if ("status" in target) {
           // a channel this process does not run is counted where it is posted (a worker's hand-off)
           if (!("missingChannel" in target && target.missingChannel))
@@ -135,8 +135,11 @@ export class ChannelDelivery implements Delivery {
     return true;
   }
 
-  async openStream(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null> {
-    const target = await this.#target(req);
+  async openStream(
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    session?: SessionEntry,
+  ): Promise<ReplyStream | null> {
+    const target = await this.#target(req, session);
     if ("status" in target) return null;
     const { adapter, route, entry } = target;
     const caps = adapter.capabilities.streaming;
@@ -166,12 +169,13 @@ export class ChannelDelivery implements Delivery {
     );
   }
 
-  /** Route, send policy and adapter of a request, or why there is none. */
+  /** Route, send policy and adapter of a request (its session row read, unless given), or why there is none. */
   async #target(
     req: Pick<DeliveryRequest, "sessionKey" | "route" | "bypassPolicy">,
+    session?: SessionEntry,
   ): Promise<Target | Exclude<DeliveryOutcome, { status: "sent" } | { status: "duplicate" }>> {
     const { store, config } = this.services;
-    const entry = await store.sessions.get(req.sessionKey);
+    const entry = session?.key === req.sessionKey ? session : await store.sessions.get(req.sessionKey);
     if (!entry) return { status: "no-route", reason: `session ${req.sessionKey} does not exist` };
     const route = req.route ?? routeOf(entry);
     if (!route)

@@ -1,6 +1,7 @@
 import { channelSettings } from "../config/channels.js";
 import type { Services } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
+import type { SessionEntry } from "../store/types.js";
 
 /**
  * The typing indicator of one turn: shown when it starts (Telegram `sendChatAction`, Discord
@@ -11,7 +12,10 @@ import { routeOf } from "../sessions/route.js";
 
 const TYPING_REFRESH_MS = 4000;
 
-/** The session's route (store), its adapter (channels), the per-channel `typing` switch (config). */
+/**
+ * The session's route (store, or `session`: the row the turn just read), its adapter (channels),
+ * the per-channel `typing` switch (config).
+ */
 export type TypingDeps = Pick<Services, "bus" | "store" | "channels" | "config" | "logger">;
 
 export async function startTyping(
@@ -19,11 +23,12 @@ export async function startTyping(
   runId: string,
   sessionKey: string,
   deliver: boolean,
+  session?: SessionEntry,
 ): Promise<() => Promise<void>> {
   services.bus.emit("run.typing", { runId, sessionKey, on: true });
   let stopChat: () => Promise<void> = async () => {};
   if (deliver) {
-    const entry = await services.store.sessions.get(sessionKey).catch(() => null);
+    const entry = session ?? (await services.store.sessions.get(sessionKey).catch(() => null));
     const route = entry ? routeOf(entry) : null;
     const adapter = route ? services.channels.get(route.channel, route.accountId) : undefined;
     const enabled = (route && channelSettings(services.config, route.channel)?.typing) ?? true;

@@ -138,6 +138,19 @@ export interface DeliveryEdit {
   actions?: OutboundAction[];
 }
 
+/** How one turn streams: whether the model is asked to stream, and who else hears the deltas. */
+export interface TurnStreaming {
+  /**
+   * false: the provider is called without streaming and no `run.delta` is emitted. Default true:
+   * streamed when `onDelta` is set or someone watches `run.delta` on the bus.
+   */
+  enabled?: boolean;
+  /** Called with each delta after the bus event (a channel's streaming editor). */
+  onDelta?: (text: string) => void;
+  /** A tool step began after text had streamed: that text was a preamble, not the reply. */
+  onReset?: () => void;
+}
+
 /** A reply streamed into the chat as an edited preview (src/delivery/stream.ts). */
 export interface ReplyStream {
   /** Appends streamed text; the preview is edited at the channel's bounded rate. */
@@ -160,13 +173,20 @@ export type DeliveryOutcome =
   | { status: "handed-off"; channel: string }
   | { status: "failed"; error: string };
 
+/**
+ * `session`: the row of `req.sessionKey` when the caller has just read it (a turn reads its
+ * session once): its route and send policy are used as they are, without reading it again.
+ */
 export interface Delivery {
-  deliver(req: DeliveryRequest): Promise<DeliveryOutcome>;
+  deliver(req: DeliveryRequest, session?: SessionEntry): Promise<DeliveryOutcome>;
   /**
    * A streaming preview for the session's chat, or null when the channel does not edit, its
    * `streaming` is not "partial", there is no route, or the send policy denies.
    */
-  openStream?(req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">): Promise<ReplyStream | null>;
+  openStream?(
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    session?: SessionEntry,
+  ): Promise<ReplyStream | null>;
   /** Edits a posted message where this process runs its channel; false when it cannot. */
   edit?(req: DeliveryEdit): Promise<boolean>;
 }
