@@ -33,7 +33,8 @@ import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "
 /**
  * One turn: prompt from the transcript window → model → tool calls (validated) → loop until a
  * final answer or `maxToolSteps`. Every message is appended to the transcript as it happens.
- * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`.
+ * Delivery and follow-ups (a2a, announces) are not here: see `turn-handler.ts`, `delivery/reply.ts`
+ * and `pipeline/handlers.ts`.
  */
 
 type ResolvedModel = ReturnType<Services["models"]["resolve"]>;
