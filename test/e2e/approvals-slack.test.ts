@@ -1,76 +1,85 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import { type ApprovalsDriver, startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { blockActionsPayload, FakeSlack, signedInteractive, signSlackRequest } from "../fakes/slack.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { describeRedis } from "../redis.js";
 
 /**
  * Approvals on Slack through the real Bolt adapter (HTTP mode) and the loopback Web API: the
  * request carries a Block Kit actions block, a press is a signed block_actions form POST answered
  * with an ephemeral notice (chat.postEphemeral); a stranger's press, a forged action id, a press
  * from another conversation and a replayed (stale) request change nothing; the owner's press
- * resumes the run once and the request is updated (chat.update) without its buttons.
+ * resumes the run once and the request is updated (chat.update) without its buttons. On both
+ * drivers: on bullmq the turn waits on a worker while the press lands on the gateway.
  */
 
 const SECRET = "slack-signing-secret-approvals";
 const OWNER = "U1";
 const STRANGER = "U9";
 
-let slack: FakeSlack;
-let t: TestApp;
-let hook: string;
+function approvalsOnSlack(driver: ApprovalsDriver): void {
+  let slack: FakeSlack;
+  let t: TestApp;
+  let hook: string;
 
-beforeAll(async () => {
-  slack = await FakeSlack.start();
-  t = await startApprovalsApp(
-    {
-      channels: {
-        slack: {
-          accounts: {
-            default: { botToken: slack.botToken, signingSecret: SECRET, mode: "http", apiUrl: slack.apiUrl },
+  beforeAll(async () => {
+    slack = await FakeSlack.start();
+    t = await startApprovalsApp(
+      {
+        channels: {
+          slack: {
+            accounts: {
+              default: {
+                botToken: slack.botToken,
+                signingSecret: SECRET,
+                mode: "http",
+                apiUrl: slack.apiUrl,
+              },
+            },
+            owners: [OWNER],
+            allowFrom: ["*"],
           },
-          owners: [OWNER],
-          allowFrom: ["*"],
         },
       },
-    },
-    // unanchored: the message starts with the bot's mention
-    { listen: true, match: "ping (.+)$" },
-  );
-  hook = `http://127.0.0.1:${t.app.address?.port}/hooks/slack/default/events`;
-});
+      // unanchored: the message starts with the bot's mention
+      { listen: true, match: "ping (.+)$", driver },
+    );
+    hook = `http://127.0.0.1:${t.app.address?.port}/hooks/slack/default/events`;
+  }, 30_000);
 
-afterAll(async () => {
-  await t?.stop();
-  await slack?.close();
-});
+  afterAll(async () => {
+    await t?.stop();
+    await slack?.close();
+  });
 
-const ephemerals = () => slack.calls.filter((c) => c.method === "chat.postEphemeral" && c.ok);
+  const ephemerals = () => slack.calls.filter((c) => c.method === "chat.postEphemeral" && c.ok);
 
-/** POSTs a signed press; returns the HTTP status and the ephemeral notice it produced (if any). */
-async function press(
-  channel: string,
-  user: string,
-  ts: string,
-  actionId: string,
-  opts: { timestampS?: number; secret?: string; value?: string } = {},
-): Promise<{ status: number; notice?: string }> {
-  const before = ephemerals().length;
-  const { headers, body } = signedInteractive(
-    opts.secret ?? SECRET,
-    blockActionsPayload(channel, user, ts, actionId, opts.value ? { value: opts.value } : {}),
-    opts.timestampS,
-  );
-  const res = await fetch(hook, { method: "POST", headers, body });
-  if (res.status !== 200) return { status: res.status };
-  const call = await eventually(() => ephemerals()[before], 500, 20);
-  expect(call.args.user).toBe(user);
-  expect(call.args.channel).toBe(channel);
-  return { status: 200, notice: call.args.text ?? "" };
-}
+  /** POSTs a signed press; returns the HTTP status and the ephemeral notice it produced (if any). */
+  async function press(
+    channel: string,
+    user: string,
+    ts: string,
+    actionId: string,
+    opts: { timestampS?: number; secret?: string; value?: string } = {},
+  ): Promise<{ status: number; notice?: string }> {
+    const before = ephemerals().length;
+    const { headers, body } = signedInteractive(
+      opts.secret ?? SECRET,
+      blockActionsPayload(channel, user, ts, actionId, opts.value ? { value: opts.value } : {}),
+      opts.timestampS,
+    );
+    const res = await fetch(hook, { method: "POST", headers, body });
+    if (res.status !== 200) return { status: res.status };
+    const call = await eventually(() => ephemerals()[before], 500, 20);
+    expect(call.args.user).toBe(user);
+    expect(call.args.channel).toBe(channel);
+    return { status: 200, notice: call.args.text ?? "" };
+  }
 
-describe("approvals on slack", () => {
-  it("block kit buttons, ephemeral notices, the owner's press resumes the run once, the request is updated", async () => {
+  it("block kit buttons, ephemeral notices, the owner's press resumes the run once, the request is updated", {
+    timeout: 30_000,
+  }, async () => {
     slack.conversations.set("C200", { name: "general" });
     const raw = JSON.stringify(
       slack.envelope({
@@ -140,4 +149,7 @@ describe("approvals on slack", () => {
     // the a2a reply-back turns that follow the send may land on the target meanwhile
     expect((await userMessages(t.rpc)).filter((c) => c === "sl")).toEqual(["sl"]);
   });
-});
+}
+
+describe("approvals on slack (fs store, local queue)", () => approvalsOnSlack("local"));
+describeRedis("approvals on slack (redis, bullmq: a worker runs the turn)", () => approvalsOnSlack("bullmq"));

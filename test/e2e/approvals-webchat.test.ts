@@ -1,28 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import { type ApprovalsDriver, startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { describeRedis } from "../redis.js";
 import { openWebchat } from "./web.js";
 
 /**
  * Approvals in the web chat (API.md §8.3): the request arrives with three buttons, a press is an
  * `action` frame answered by a `notice`, the request is then re-sent without buttons saying who
  * decided, and the run goes on. A forged press (another message, an unknown button) runs nothing.
+ * On both drivers: on bullmq the turn waits on a worker while the press lands on the gateway.
  */
 
-let t: TestApp;
-let base: string;
+function approvalsInWebchat(driver: ApprovalsDriver): void {
+  let t: TestApp;
+  let base: string;
 
-beforeAll(async () => {
-  t = await startApprovalsApp({}, { listen: true });
-  base = `http://127.0.0.1:${t.app.address?.port}`;
-});
-afterAll(async () => t?.stop());
+  beforeAll(async () => {
+    t = await startApprovalsApp({}, { listen: true, driver });
+    base = `http://127.0.0.1:${t.app.address?.port}`;
+  }, 30_000);
+  afterAll(async () => t?.stop());
 
-const open = (visitor: string) => openWebchat(base, t.token, visitor);
+  const open = (visitor: string) => openWebchat(base, t.token, visitor);
 
-describe("approvals in the web chat", () => {
-  it("buttons, a press, the notice, the edited request, the run resumed", async () => {
+  it("buttons, a press, the notice, the edited request, the run resumed", { timeout: 30_000 }, async () => {
     const c = open("visitor-ap01");
     await c.ready;
     c.ws.send(JSON.stringify({ type: "message", id: "1", text: "ping web" }));
@@ -84,4 +86,9 @@ describe("approvals in the web chat", () => {
     expect((await userMessages(t.rpc)).filter((c) => c === "web")).toEqual(["web"]);
     c.ws.close();
   });
-});
+}
+
+describe("approvals in the web chat (fs store, local queue)", () => approvalsInWebchat("local"));
+describeRedis("approvals in the web chat (redis, bullmq: a worker runs the turn)", () =>
+  approvalsInWebchat("bullmq"),
+);
