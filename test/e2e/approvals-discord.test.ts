@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startApprovalsApp, userMessages } from "../approvals-fixture.js";
+import { type ApprovalsDriver, startApprovalsApp, userMessages } from "../approvals-fixture.js";
 import { FakeDiscord, type FakeDiscordUser } from "../fakes/discord.js";
 import type { TestApp } from "../harness.js";
 import { eventually } from "../helpers.js";
+import { describeRedis } from "../redis.js";
 
 /**
  * Approvals on Discord through the real discord.js adapter and the loopback gateway + REST: the
@@ -10,59 +11,62 @@ import { eventually } from "../helpers.js";
  * INTERACTION_CREATE (type 3) acknowledged through the interaction callback with an ephemeral
  * notice (flags 64); a stranger's press, a forged custom_id and a press from another chat change
  * nothing; the owner's press resumes the run once and the request is edited to say who decided,
- * with its components removed; a double press and a replayed interaction change nothing.
+ * with its components removed; a double press and a replayed interaction change nothing. On both
+ * drivers: on bullmq the turn waits on a worker while the press lands on the gateway.
  */
 
 const EPHEMERAL = 64;
 
-let dc: FakeDiscord;
-let t: TestApp;
-let owner: FakeDiscordUser;
-let stranger: FakeDiscordUser;
+function approvalsOnDiscord(driver: ApprovalsDriver): void {
+  let dc: FakeDiscord;
+  let t: TestApp;
+  let owner: FakeDiscordUser;
+  let stranger: FakeDiscordUser;
 
-beforeAll(async () => {
-  dc = await FakeDiscord.start();
-  owner = dc.addUser("olivia");
-  stranger = dc.addUser("sam");
-  t = await startApprovalsApp(
-    {
-      channels: {
-        discord: {
-          accounts: { default: { token: dc.token, apiUrl: dc.apiUrl, gatewayUrl: dc.gatewayUrl } },
-          owners: [owner.id],
-          allowFrom: ["*"],
+  beforeAll(async () => {
+    dc = await FakeDiscord.start();
+    owner = dc.addUser("olivia");
+    stranger = dc.addUser("sam");
+    t = await startApprovalsApp(
+      {
+        channels: {
+          discord: {
+            accounts: { default: { token: dc.token, apiUrl: dc.apiUrl, gatewayUrl: dc.gatewayUrl } },
+            owners: [owner.id],
+            allowFrom: ["*"],
+          },
         },
       },
-    },
-    // unanchored: the message starts with the bot's mention
-    { listen: true, match: "ping (.+)$" },
-  );
-});
+      // unanchored: the message starts with the bot's mention
+      { listen: true, match: "ping (.+)$", driver },
+    );
+  }, 30_000);
 
-afterAll(async () => {
-  await t?.stop();
-  await dc?.close();
-});
+  afterAll(async () => {
+    await t?.stop();
+    await dc?.close();
+  });
 
-/**
- * Dispatches a press and waits for its answer: the callback's status and flags, and the notice —
- * the reply's text (type 4), or, when the gateway took longer than the adapter waits (a loaded
- * machine), the text the deferred ephemeral reply (type 5) was edited to.
- */
-async function press(channelId: string, user: FakeDiscordUser, messageId: string, customId: string) {
-  const id = dc.press(channelId, user, messageId, customId);
-  const answer = await eventually(() => dc.answersTo(id)[0], 500, 20);
-  expect([4, 5]).toContain(answer.type);
-  const data = (answer.body?.data ?? {}) as { content?: string; flags?: number };
-  const edited =
-    answer.type === 5
-      ? (await eventually(() => dc.answersTo(id).find((a) => a.type === "edit"), 500, 20)).body?.content
-      : data.content;
-  return { id, status: answer.status, flags: data.flags, notice: String(edited ?? "") };
-}
+  /**
+   * Dispatches a press and waits for its answer: the callback's status and flags, and the notice —
+   * the reply's text (type 4), or, when the gateway took longer than the adapter waits (a loaded
+   * machine), the text the deferred ephemeral reply (type 5) was edited to.
+   */
+  async function press(channelId: string, user: FakeDiscordUser, messageId: string, customId: string) {
+    const id = dc.press(channelId, user, messageId, customId);
+    const answer = await eventually(() => dc.answersTo(id)[0], 500, 20);
+    expect([4, 5]).toContain(answer.type);
+    const data = (answer.body?.data ?? {}) as { content?: string; flags?: number };
+    const edited =
+      answer.type === 5
+        ? (await eventually(() => dc.answersTo(id).find((a) => a.type === "edit"), 500, 20)).body?.content
+        : data.content;
+    return { id, status: answer.status, flags: data.flags, notice: String(edited ?? "") };
+  }
 
-describe("approvals on discord", () => {
-  it("buttons, ephemeral notices, the owner's press resumes the run once, the request is edited", async () => {
+  it("buttons, ephemeral notices, the owner's press resumes the run once, the request is edited", {
+    timeout: 30_000,
+  }, async () => {
     const channel = dc.textChannelId;
     dc.message(channel, owner, `<@${dc.bot.id}> ping dc`, { mentions: [dc.bot] });
     const request = await eventually(
@@ -138,4 +142,9 @@ describe("approvals on discord", () => {
     // the a2a reply-back turns that follow the send may land on the target meanwhile
     expect((await userMessages(t.rpc)).filter((c) => c === "dc")).toEqual(["dc"]);
   });
-});
+}
+
+describe("approvals on discord (fs store, local queue)", () => approvalsOnDiscord("local"));
+describeRedis("approvals on discord (redis, bullmq: a worker runs the turn)", () =>
+  approvalsOnDiscord("bullmq"),
+);
