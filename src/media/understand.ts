@@ -116,7 +116,7 @@ export function cachedDocumentText(mediaId: string): string | undefined {
 export class MediaUnderstanding {
   readonly #texts = documentTexts;
   readonly #transcripts = new Lru<Outcome<string>>(2_000_000);
-  readonly #images = new Lru<Outcome<{ mimeType: string; data: string }>>(48 * 1024 * 1024);
+  readonly #images = new Lru<Outcome<{ mimeType: string; data: Buffer }>>(48 * 1024 * 1024);
   readonly #inflight = new Map<string, Promise<unknown>>();
 
   constructor(private readonly deps: UnderstandingDeps) {}
@@ -241,8 +241,8 @@ export class MediaUnderstanding {
     };
   }
 
-  /** An image as base64 for a vision model, the longer side ≤ maxSide, or why not. */
-  image(part: { mediaId: string; mimeType: string }): Promise<Outcome<{ mimeType: string; data: string }>> {
+  /** An image as base64 (its text in bytes) for a vision model, the longer side ≤ maxSide, or why not. */
+  image(part: { mediaId: string; mimeType: string }): Promise<Outcome<{ mimeType: string; data: Buffer }>> {
     const maxSide = this.deps.media.understanding.image.maxSide;
     return this.#once(
       this.#images,
@@ -255,14 +255,15 @@ export class MediaUnderstanding {
   async #image(
     part: { mediaId: string; mimeType: string },
     maxSide: number,
-  ): Promise<Outcome<{ mimeType: string; data: string }>> {
+  ): Promise<Outcome<{ mimeType: string; data: Buffer }>> {
     const stream = await this.deps.store.open(part.mediaId);
     if (!stream) return { ok: false, reason: "the file is no longer stored" };
     const { buf, cut } = await readStream(stream, this.deps.media.maxBytes.image);
     if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
-    const { default: sharp } = await import("sharp");
-    // limitInputPixels bounds a decompression bomb; animated images keep their first frame.
-    const img = sharp(buf, { limitInputPixels: 100_000_000 });
+    const sharp = await loadSharp();
+    // limitInputPixels bounds a decompression bomb; animated images keep their first frame;
+    // sequentialRead: the decoder reads top to bottom once (what a shrink needs), not at random.
+    const img = sharp(buf, { limitInputPixels: 100_000_000, sequentialRead: true });
     const meta = await img.metadata();
     const w = meta.autoOrient?.width ?? meta.width ?? 0;
     const h = meta.autoOrient?.height ?? meta.height ?? 0;
@@ -275,13 +276,21 @@ export class MediaUnderstanding {
       oriented &&
       !(meta.pages && meta.pages > 1)
     )
-      return { ok: true, value: { mimeType: part.mimeType, data: buf.toString("base64") } };
+      return { ok: true, value: { mimeType: part.mimeType, data: base64Bytes(buf) } };
+    // fastShrinkOnLoad (the default, said here): a JPEG is decoded at 1/2, 1/4 or 1/8 of its size
+    // when that is still at least maxSide, so a 12 MP photo is never decoded whole.
     const out = await img
       .rotate()
-      .resize({ width: maxSide, height: maxSide, fit: "inside", withoutEnlargement: true })
-      .jpeg({ quality: 85 })
+      .resize({
+        width: maxSide,
+        height: maxSide,
+        fit: "inside",
+        withoutEnlargement: true,
+        fastShrinkOnLoad: true,
+      })
+      .jpeg({ quality: 85, mozjpeg: false })
       .toBuffer();
-    return { ok: true, value: { mimeType: "image/jpeg", data: out.toString("base64") } };
+    return { ok: true, value: { mimeType: "image/jpeg", data: base64Bytes(out) } };
   }
 
   /** Extracts (or finds cached) the text of every document part in `contents` (user lines). */
@@ -343,6 +352,40 @@ export class MediaUnderstanding {
     }
     return { parts: out, transcripts };
   }
+}
+
+/** Bytes encoded per step: a multiple of 3, so the pieces' base64 joins without padding. */
+const BASE64_STEP = 3 * 16 * 1024;
+
+/**
+ * `buf` as base64 text, in bytes: encoded 48 KiB at a time into one buffer, so no string of
+ * megabytes lands on the JS heap (there it was a large object, and the gateway's
+ * `--heap-growing-percent=20` ran a full GC about every photo turn).
+ */
+export function base64Bytes(buf: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(Math.ceil(buf.length / 3) * 4);
+  let at = 0;
+  for (let i = 0; i < buf.length; i += BASE64_STEP)
+    at += out.write(buf.subarray(i, i + BASE64_STEP).toString("base64"), at, "latin1");
+  return out.subarray(0, at);
+}
+
+type Sharp = typeof import("sharp").default;
+let sharpModule: Promise<Sharp> | undefined;
+
+/**
+ * sharp, imported on the first picture (a gateway that never sees one, or sees only video and
+ * files, never loads libvips), set for a gateway: one libvips thread per image (the pictures
+ * are small and the machine's cores run turns) and no libvips operation cache (each picture is
+ * read once; the result is cached here by mediaId), which otherwise keeps up to 50 MB.
+ */
+function loadSharp(): Promise<Sharp> {
+  sharpModule ??= import("sharp").then(({ default: sharp }) => {
+    sharp.concurrency(1);
+    sharp.cache(false);
+    return sharp;
+  });
+  return sharpModule;
 }
 
 function noteFor(

@@ -22,7 +22,9 @@ export interface ToolCall {
 export interface ModelImage {
   mediaId: string;
   mimeType: string;
-  data?: string;
+  name?: string;
+  /** The picture as base64 text, in bytes (ASCII): kept off the JS heap, spliced into a body as is. */
+  data?: Buffer;
 }
 
 export type ModelMessage =

@@ -101,7 +101,7 @@ export function toAnthropicMessages(messages: ModelMessage[]): MessageParam[] {
             source: {
               type: "base64",
               media_type: img.mimeType as "image/jpeg" | "image/png" | "image/gif" | "image/webp",
-              data: img.data,
+              data: img.data.toString("latin1"),
             },
           });
       pushUserBlocks(blocks);

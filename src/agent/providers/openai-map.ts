@@ -4,7 +4,13 @@ import type {
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
-import type { ModelMessage, ModelRequest, ModelResponse, ToolCall } from "../../services/models.js";
+import type {
+  ModelImage,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ToolCall,
+} from "../../services/models.js";
 import type { Usage } from "../../store/types.js";
 
 /**
@@ -24,7 +30,7 @@ export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
         { type: "text", text: m.content },
         ...images.map((i) => ({
           type: "image_url" as const,
-          image_url: { url: `data:${i.mimeType};base64,${i.data}` },
+          image_url: { url: `data:${i.mimeType};base64,${i.data?.toString("latin1")}` },
         })),
       ],
     };
@@ -55,6 +61,7 @@ interface SentJson {
   contents: string[];
   toolCalls: Array<readonly ToolCall[] | undefined>;
   toolCallIds: Array<string | undefined>;
+  images: Array<readonly ModelImage[] | undefined>;
   /** Their Chat Completions JSON, joined with "," (no brackets), UTF-8, cut in segments. */
   segments: Buffer[];
   /** Per message, the end (in bytes) of its JSON in the segments put together. */
@@ -72,7 +79,8 @@ function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
     sent.messages[i] === m &&
     sent.contents[i] === m.content &&
     sent.toolCalls[i] === (m.role === "assistant" ? m.toolCalls : undefined) &&
-    sent.toolCallIds[i] === (m.role === "tool" ? m.toolCallId : undefined)
+    sent.toolCallIds[i] === (m.role === "tool" ? m.toolCallId : undefined) &&
+    sent.images[i] === (m.role === "user" ? m.images : undefined)
   );
 }
 
@@ -137,6 +145,7 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
       contents: [],
       toolCalls: [],
       toolCallIds: [],
+      images: [],
       segments: [],
       ends: [],
       system: req.system,
@@ -149,6 +158,7 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
       sent.contents.length = kept;
       sent.toolCalls.length = kept;
       sent.toolCallIds.length = kept;
+      sent.images.length = kept;
       sent.ends.length = kept;
       cutSegments(sent.segments, sent.ends[kept - 1]!);
     }
@@ -158,24 +168,61 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
     }
   }
   if (kept < msgs.length) {
-    const parts: string[] = [];
+    // JSON text not yet encoded, and the encoded pieces (a message with pictures adds its own)
+    let text: string[] = [];
+    const pieces: Buffer[] = [];
     let end = kept > 0 ? sent.ends[kept - 1]! : 0;
     for (let i = kept; i < msgs.length; i++) {
       const m = msgs[i]!;
-      const json = JSON.stringify(toOpenAIMessage(m));
-      parts.push(json);
-      end += (i > 0 ? 1 : 0) + Buffer.byteLength(json);
+      const sep = i > 0 ? "," : "";
+      const withImages = m.role === "user" ? imageMessagePieces(m) : undefined;
+      if (withImages) {
+        if (text.length > 0) pieces.push(Buffer.from(text.join("")));
+        text = [];
+        if (sep) pieces.push(COMMA);
+        pieces.push(...withImages);
+        end += sep.length;
+        for (const p of withImages) end += p.length;
+      } else {
+        const json = JSON.stringify(toOpenAIMessage(m));
+        text.push(sep, json);
+        end += sep.length + Buffer.byteLength(json);
+      }
       sent.messages.push(m);
       sent.contents.push(m.content);
       sent.toolCalls.push(m.role === "assistant" ? m.toolCalls : undefined);
       sent.toolCallIds.push(m.role === "tool" ? m.toolCallId : undefined);
+      sent.images.push(m.role === "user" ? m.images : undefined);
       sent.ends.push(end);
     }
-    pushSegment(sent.segments, Buffer.from(kept > 0 ? `,${parts.join(",")}` : parts.join(",")));
+    if (text.length > 0) pieces.push(Buffer.from(text.join("")));
+    pushSegment(sent.segments, pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
   }
   return req.system ? [sent.open, COMMA, ...sent.segments, CLOSE] : [sent.open, ...sent.segments, CLOSE];
 }
 
+/**
+ * A user message with pictures as the JSON `toOpenAIMessage` gives, in encoded pieces: each
+ * picture's base64 bytes go in as they are, so no multi-megabyte data URL is built as a string,
+ * escaped by JSON.stringify and encoded again (each such string was a large object on the JS heap:
+ * a full GC about every photo turn). Undefined when no picture has its data.
+ */
+function imageMessagePieces(m: Extract<ModelMessage, { role: "user" }>): Buffer[] | undefined {
+  const images = (m.images ?? []).filter((i) => i.data);
+  if (images.length === 0) return undefined;
+  const pieces: Buffer[] = [
+    Buffer.from(`{"role":"user","content":[${JSON.stringify({ type: "text", text: m.content })}`),
+  ];
+  for (const i of images) {
+    const head = JSON.stringify(`data:${i.mimeType};base64,`).slice(0, -1);
+    pieces.push(Buffer.from(`,{"type":"image_url","image_url":{"url":${head}`), i.data!, IMAGE_CLOSE);
+  }
+  pieces.push(USER_CLOSE);
+  return pieces;
+}
+
+const IMAGE_CLOSE = Buffer.from('"}}');
+const USER_CLOSE = Buffer.from("]}");
 const CLOSE = Buffer.from("]");
 const COMMA = Buffer.from(",");
 

@@ -1,3 +1,5 @@
+import { get as httpGet, type IncomingMessage } from "node:http";
+import { get as httpsGet } from "node:https";
 import { SwitchboardError } from "../../errors.js";
 import type { AdapterContext, InboundAttachment, MediaPart } from "../types.js";
 import { messagesOf } from "./text.js";
@@ -42,6 +44,11 @@ export function originOf(url: string): string | undefined {
  * whose origin is not one of `allowedOrigins` (a forged file URL must never receive the bot's
  * token, nor make the gateway fetch an arbitrary host). Redirects are not followed (Slack answers
  * a bad token with a redirect to a sign-in page); anything but 200 with a non-HTML body fails.
+ *
+ * Over node:http(s), not the global fetch: undici's fetch copies every chunk twice on its way
+ * into a web stream, so a 49 MiB video made ~150 MB of short-lived buffers, most of them
+ * promoted before a scavenge freed them (the gateway's RSS rose 36–48 MB, and its CPU ~0.6 s,
+ * for one video); here each socket read is the chunk the store writes.
  */
 export async function fetchPlatformFile(
   url: string,
@@ -59,20 +66,23 @@ export async function fetchPlatformFile(
       `${opts.what}: file URL host ${origin ?? "(unparsable)"} is not the platform's (${opts.allowedOrigins.join(", ")})`,
     );
   }
-  const res = await fetch(url, {
-    signal: opts.signal,
-    redirect: "manual",
-    ...(opts.headers ? { headers: opts.headers } : {}),
+  const target = new URL(url);
+  const get = target.protocol === "https:" ? httpsGet : target.protocol === "http:" ? httpGet : undefined;
+  if (!get) throw new SwitchboardError("FORBIDDEN", `${opts.what}: ${target.protocol} is not http(s)`);
+  opts.signal.throwIfAborted();
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    const req = get(target, { signal: opts.signal, headers: opts.headers ?? {} }, resolve);
+    req.once("error", (err) => reject(opts.signal.aborted ? opts.signal.reason : err));
   });
-  const type = res.headers.get("content-type") ?? "";
-  if (res.status !== 200 || !res.body || /^text\/html/i.test(type)) {
-    await res.body?.cancel().catch(() => undefined);
+  const type = res.headers["content-type"] ?? "";
+  if (res.statusCode !== 200 || /^text\/html/i.test(type)) {
+    res.destroy();
     throw new SwitchboardError(
       "UNAVAILABLE",
-      `${opts.what}: download answered ${res.status}${/^text\/html/i.test(type) ? " with an HTML page (token or scope?)" : ""}`,
+      `${opts.what}: download answered ${res.statusCode}${/^text\/html/i.test(type) ? " with an HTML page (token or scope?)" : ""}`,
     );
   }
-  return res.body;
+  return res;
 }
 
 /**
