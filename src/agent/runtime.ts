@@ -98,8 +98,37 @@ function addUsage(a: Usage, b: Usage): Usage {
   return out;
 }
 
-/** A prompt message with its pictures read, by the message the window handed out (stable objects). */
-const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; message: ModelMessage }>();
+/**
+ * A prompt message with its pictures read, by the message the window handed out (stable objects),
+ * and how many of its pictures it was built with.
+ */
+const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; keep: number; message: ModelMessage }>();
+
+/**
+ * How many of each message's pictures go to the model as pictures (API.md §8.1): the newest user
+ * line's all of them, then, counting back, up to `historyLimit` more in all (the latest of a line
+ * first). Without it every earlier picture was sent again on every call: eight photos in a
+ * session made an 11.4 MB request.
+ */
+export function picturesKept(messages: readonly ModelMessage[], historyLimit: number): number[] {
+  const keep = messages.map(() => 0);
+  let budget = historyLimit;
+  let newest = true;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== "user") continue;
+    const n = m.images?.length ?? 0;
+    keep[i] = newest ? n : Math.min(n, budget);
+    if (!newest) budget -= keep[i]!;
+    newest = false;
+  }
+  return keep;
+}
+
+/** The line a picture that is not sent again leaves in its message. */
+function notSentAgain(img: ModelImage, historyLimit: number): string {
+  return `[image${img.name ? ` ${img.name}` : ""} (${img.mediaId}) not shown again: only the ${historyLimit} most recent earlier images are sent]`;
+}
 
 export class AgentRuntime {
   readonly #media: MediaUnderstanding | null;
@@ -162,7 +191,8 @@ export class AgentRuntime {
 
   /**
    * The prompt's pictures, read right before the call (resized, cached): for a model marked
-   * `vision: false` (or with image understanding off) they stay out and the line says so.
+   * `vision: false` (or with image understanding off) they stay out and the line says so; past
+   * `media.understanding.image.historyLimit` an earlier picture is a one-line note with its id.
    * Messages without pictures are handed on as they are (the request JSON cache keys on them).
    */
   async #withImages(messages: readonly ModelMessage[], resolved: ResolvedModel): Promise<ModelMessage[]> {
@@ -170,14 +200,17 @@ export class AgentRuntime {
     if (!messages.some((m) => m.role === "user" && m.images?.length)) return messages as ModelMessage[];
     const info = this.services.config.models.providers[resolved.provider.id]?.models[resolved.model];
     const vision = info?.vision !== false && media?.config.understanding.image.mode !== "off";
+    const historyLimit = media?.config.understanding.image.historyLimit ?? 0;
+    const kept = picturesKept(messages, historyLimit);
     const out: ModelMessage[] = [];
-    for (const m of messages) {
+    for (const [i, m] of messages.entries()) {
       if (m.role !== "user" || !m.images?.length) {
         out.push(m);
         continue;
       }
+      const keep = kept[i] ?? 0;
       const memo = withImagesMemo.get(m);
-      if (memo && memo.vision === vision) {
+      if (memo && memo.vision === vision && memo.keep === keep) {
         out.push(memo.message);
         continue;
       }
@@ -190,9 +223,15 @@ export class AgentRuntime {
       } else {
         const images: ModelImage[] = [];
         const notes: string[] = [];
-        for (const img of m.images) {
+        const older = m.images.length - keep;
+        for (const [j, img] of m.images.entries()) {
+          if (j < older) {
+            notes.push(notSentAgain(img, historyLimit));
+            continue;
+          }
           const r = await media.image(img);
-          if (r.ok) images.push({ mediaId: img.mediaId, ...r.value });
+          if (r.ok)
+            images.push({ mediaId: img.mediaId, ...(img.name ? { name: img.name } : {}), ...r.value });
           else notes.push(`[an image could not be read: ${r.reason}]`);
         }
         message = {
@@ -201,7 +240,7 @@ export class AgentRuntime {
           ...(images.length ? { images } : {}),
         };
       }
-      withImagesMemo.set(m, { vision, message });
+      withImagesMemo.set(m, { vision, keep, message });
       out.push(message);
     }
     return out;

@@ -72,6 +72,12 @@ export const mediaSchema = z
           .strictObject({
             mode: z.enum(["native", "off"]).default("native"),
             maxSide: z.number().int().min(64).max(8000).default(2048),
+            /**
+             * Pictures from earlier lines still sent as pictures, counted back from the newest (the
+             * newest line's own are always sent, all of them); older ones reach the model as a
+             * one-line note with their name and id.
+             */
+            historyLimit: z.number().int().min(0).max(100).default(4),
           })
           .prefault({}),
         audio: z

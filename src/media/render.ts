@@ -11,6 +11,7 @@ import { cachedDocumentText } from "./understand.js";
 export interface ImageRef {
   mediaId: string;
   mimeType: string;
+  name?: string;
 }
 
 export function renderUserParts(content: readonly unknown[]): { text: string; images: ImageRef[] } {
@@ -20,7 +21,7 @@ export function renderUserParts(content: readonly unknown[]): { text: string; im
   const images: ImageRef[] = [];
   for (const p of mediaPartsOf(content)) {
     if (p.type === "image") {
-      images.push({ mediaId: p.mediaId, mimeType: p.mimeType });
+      images.push({ mediaId: p.mediaId, mimeType: p.mimeType, ...(p.name ? { name: p.name } : {}) });
       lines.push(`[image${p.name ? ` ${p.name}` : ""}]`);
     } else if (p.type === "audio" && p.transcript !== undefined) {
       const len = p.durationSeconds !== undefined ? ` ${formatDuration(p.durationSeconds)}` : "";
