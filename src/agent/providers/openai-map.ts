@@ -73,6 +73,12 @@ interface SentJson {
 
 const sentJson = new WeakMap<ModelMessage, SentJson>();
 
+/**
+ * Pictures' base64 bytes among the segments: each is a segment of its own, the buffer the image
+ * cache holds, never copied into a merge (a session's JSON holds the picture, not a copy of it).
+ */
+const pictures = new WeakSet<Buffer>();
+
 /** Message `i` of `sent` is `m`, with the fields it was serialised with. */
 function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
   return (
@@ -91,7 +97,7 @@ function cutSegments(segments: Buffer[], bytes: number): void {
     const seg = segments[i]!;
     if (start + seg.length >= bytes) {
       // the segments before ended short of `bytes`: this one keeps at least one byte
-      segments[i] = seg.subarray(0, bytes - start);
+      if (bytes - start < seg.length) segments[i] = seg.subarray(0, bytes - start);
       segments.length = i + 1;
       return;
     }
@@ -106,7 +112,14 @@ function cutSegments(segments: Buffer[], bytes: number): void {
  */
 function pushSegment(segments: Buffer[], seg: Buffer): void {
   segments.push(seg);
-  for (let n = segments.length; n >= 2 && segments[n - 1]!.length * 2 >= segments[n - 2]!.length; n--) {
+  for (
+    let n = segments.length;
+    n >= 2 &&
+    segments[n - 1]!.length * 2 >= segments[n - 2]!.length &&
+    !pictures.has(segments[n - 1]!) &&
+    !pictures.has(segments[n - 2]!);
+    n--
+  ) {
     const merged = Buffer.concat([segments[n - 2]!, segments[n - 1]!]);
     segments.length = n - 1;
     segments[n - 2] = merged;
@@ -196,7 +209,20 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
       sent.ends.push(end);
     }
     if (text.length > 0) pieces.push(Buffer.from(text.join("")));
-    pushSegment(sent.segments, pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
+    // the pieces between pictures as one segment each, the pictures as they are
+    let run: Buffer[] = [];
+    const flush = () => {
+      if (run.length > 0) pushSegment(sent.segments, run.length === 1 ? run[0]! : Buffer.concat(run));
+      run = [];
+    };
+    for (const piece of pieces) {
+      if (!pictures.has(piece)) run.push(piece);
+      else {
+        flush();
+        sent.segments.push(piece);
+      }
+    }
+    flush();
   }
   return req.system ? [sent.open, COMMA, ...sent.segments, CLOSE] : [sent.open, ...sent.segments, CLOSE];
 }
@@ -215,6 +241,7 @@ function imageMessagePieces(m: Extract<ModelMessage, { role: "user" }>): Buffer[
   ];
   for (const i of images) {
     const head = JSON.stringify(`data:${i.mimeType};base64,`).slice(0, -1);
+    pictures.add(i.data!);
     pieces.push(Buffer.from(`,{"type":"image_url","image_url":{"url":${head}`), i.data!, IMAGE_CLOSE);
   }
   pieces.push(USER_CLOSE);

@@ -48,6 +48,11 @@ describe("images to providers", () => {
     const body = (ms: ModelMessage[]) =>
       Buffer.concat(openAIMessagesParts({ system: "sys", messages: ms })).toString("utf8");
     expect(body(messages)).toBe(reference(messages));
+    // each picture goes out as the buffer the image cache holds, not a copy
+    const parts = openAIMessagesParts({ system: "sys", messages });
+    for (const m of messages)
+      for (const img of m.role === "user" ? (m.images ?? []) : [])
+        if (img.data) expect(parts).toContain(img.data);
     // the next request reuses the JSON made, and adds to it
     const more: ModelMessage[] = [...messages, { role: "user", content: "x", images: [pic(5)] }];
     expect(body(more)).toBe(reference(more));
