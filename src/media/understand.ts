@@ -1,4 +1,3 @@
-import type { Readable } from "node:stream";
 import type { MediaPart } from "../channels/types.js";
 import type { MediaConfig } from "../config/media.js";
 import type { ProviderConfig } from "../config/schema.js";
@@ -76,25 +75,6 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
-async function readStream(s: Readable, max: number): Promise<{ buf: Buffer; cut: boolean }> {
-  const out: Buffer[] = [];
-  let n = 0;
-  let cut = false;
-  for await (const c of s) {
-    const b = Buffer.from(c as Uint8Array);
-    if (n + b.length > max) {
-      out.push(b.subarray(0, max - n));
-      n = max;
-      cut = true;
-      s.destroy();
-      break;
-    }
-    out.push(b);
-    n += b.length;
-  }
-  return { buf: Buffer.concat(out, n), cut };
-}
-
 /** Whether the stored type (or, for generic zips, the name) is a document we extract. */
 export function isExtractable(mimeType: string, name?: string): boolean {
   if (mimeType === PDF || mimeType === DOCX || isTextType(mimeType)) return true;
@@ -165,9 +145,9 @@ export class MediaUnderstanding {
         ok: false,
         reason: `media.understanding.audio.provider "${cfg.provider}" is not a configured openai-compatible provider`,
       };
-    const stream = await this.deps.store.open(part.mediaId);
-    if (!stream) return { ok: false, reason: "the file is no longer stored" };
-    const { buf } = await readStream(stream, this.deps.media.maxBytes.audio);
+    const file = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.audio);
+    if (!file) return { ok: false, reason: "the file is no longer stored" };
+    const buf = file.data;
     const form = new FormData();
     const ext =
       extensionOf(part.name) ||
@@ -215,14 +195,16 @@ export class MediaUnderstanding {
     name?: string;
   }): Promise<Outcome<{ text: string; chars: number; truncated: boolean }>> {
     const maxChars = this.deps.media.understanding.documents.maxChars;
-    const stream = await this.deps.store.open(part.mediaId);
-    if (!stream) return { ok: false, reason: "the file is no longer stored" };
+    const asText = isTextType(part.mimeType);
+    const file = await this.deps.store.read(
+      part.mediaId,
+      asText ? Math.min(MAX_TEXT_READ, maxChars * 4 + 4) : this.deps.media.maxBytes.file,
+    );
+    if (!file) return { ok: false, reason: "the file is no longer stored" };
     let raw: string;
-    if (isTextType(part.mimeType)) {
-      const { buf } = await readStream(stream, Math.min(MAX_TEXT_READ, maxChars * 4 + 4));
-      raw = buf.toString("utf8");
-    } else {
-      const { buf, cut } = await readStream(stream, this.deps.media.maxBytes.file);
+    if (asText) raw = file.data.toString("utf8");
+    else {
+      const { data: buf, cut } = file;
       if (cut) return { ok: false, reason: "the file is larger than media.maxBytes.file" };
       if (part.mimeType === PDF) raw = await pdfText(buf);
       else if (part.mimeType === DOCX || part.mimeType === "application/zip") raw = await docxText(buf);
@@ -256,9 +238,9 @@ export class MediaUnderstanding {
     part: { mediaId: string; mimeType: string },
     maxSide: number,
   ): Promise<Outcome<{ mimeType: string; data: Buffer }>> {
-    const stream = await this.deps.store.open(part.mediaId);
-    if (!stream) return { ok: false, reason: "the file is no longer stored" };
-    const { buf, cut } = await readStream(stream, this.deps.media.maxBytes.image);
+    const file = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.image);
+    if (!file) return { ok: false, reason: "the file is no longer stored" };
+    const { data: buf, cut } = file;
     if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
     const sharp = await loadSharp();
     // limitInputPixels bounds a decompression bomb; animated images keep their first frame;

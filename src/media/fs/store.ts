@@ -86,6 +86,30 @@ export class FsMediaStore implements MediaStore {
   }
 
   async open(mediaId: string): Promise<Readable | null> {
+    const file = await this.#openFile(mediaId);
+    // The stream owns the handle and closes it at the end (or on destroy).
+    return file ? file.fh.createReadStream() : null;
+  }
+
+  async read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean } | null> {
+    const file = await this.#openFile(mediaId);
+    if (!file) return null;
+    try {
+      const data = Buffer.allocUnsafe(Math.min(file.size, maxBytes));
+      let at = 0;
+      while (at < data.length) {
+        const { bytesRead } = await file.fh.read(data, at, data.length - at, at);
+        if (bytesRead === 0) break;
+        at += bytesRead;
+      }
+      return { data: data.subarray(0, at), cut: file.size > maxBytes };
+    } finally {
+      await file.fh.close();
+    }
+  }
+
+  /** The file opened (never through a link), or null: unknown, malformed or past retention. */
+  async #openFile(mediaId: string): Promise<{ fh: Awaited<ReturnType<typeof open>>; size: number } | null> {
     const hex = mediaHex(mediaId);
     if (!hex) return null;
     await this.#init();
@@ -100,8 +124,7 @@ export class FsMediaStore implements MediaStore {
       await fh.close();
       return null;
     }
-    // The stream owns the handle and closes it at the end (or on destroy).
-    return fh.createReadStream();
+    return { fh, size: st.size };
   }
 
   async prune(now = this.now()): Promise<number> {

@@ -148,6 +148,24 @@ export class S3MediaStore implements MediaStore {
     }
   }
 
+  async read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean } | null> {
+    const body = await this.open(mediaId);
+    if (!body) return null;
+    const chunks: Buffer[] = [];
+    let n = 0;
+    for await (const c of body) {
+      const b = Buffer.from(c as Uint8Array);
+      if (n + b.length > maxBytes) {
+        chunks.push(b.subarray(0, maxBytes - n));
+        body.destroy();
+        return { data: Buffer.concat(chunks, maxBytes), cut: true };
+      }
+      chunks.push(b);
+      n += b.length;
+    }
+    return { data: Buffer.concat(chunks, n), cut: false };
+  }
+
   async prune(now = this.#now()): Promise<number> {
     const { bucket: Bucket, prefix: Prefix } = this.opts;
     let removed = 0;
