@@ -4,11 +4,13 @@
  */
 import { Writable } from "node:stream";
 import { type App, createApp } from "../src/app/index.js";
-import type {
-  AdapterContext,
-  ChannelAdapter,
-  ChannelCapabilities,
-  InboundHandler,
+import {
+  type AdapterContext,
+  type ChannelAdapter,
+  type ChannelCapabilities,
+  type InboundHandler,
+  type InboundMessage,
+  inboundMessageSchema,
 } from "../src/channels/types.js";
 import { main } from "../src/cli/main.js";
 import { type ConfigInput, parseConfig } from "../src/config/index.js";
@@ -153,5 +155,19 @@ export function plainMemoryChannel(caps: Partial<ChannelCapabilities> = {}): Mem
     markdown: "plain",
     createThread: false,
     ...caps,
+  });
+}
+
+let inboundSeq = 0;
+/** A direct message from "u1" on the "memory"/"default" channel (a fresh messageId each), `p` on top. */
+export function memoryInbound(p: Partial<InboundMessage> & { text: string }): InboundMessage {
+  return inboundMessageSchema.parse({
+    channel: "memory",
+    accountId: "default",
+    chatType: "direct",
+    peerId: "u1",
+    senderId: "u1",
+    messageId: `m${++inboundSeq}`,
+    ...p,
   });
 }

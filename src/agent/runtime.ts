@@ -21,11 +21,12 @@ import type {
   Usage,
 } from "../store/types.js";
 import { countCost, traced } from "../telemetry/index.js";
+import { NO_SPEND } from "../usage/ledger.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { credentialNotice } from "./credential-notice.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
-import { priceUsage, resolveModelRef } from "./providers/index.js";
+import { priceOf, priceUsage } from "./providers/index.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
@@ -80,6 +81,8 @@ interface TurnState {
   answeredBy?: string;
   /** Every model of the chain that failed during this turn, in order. */
   fallbacks: ModelFallback[];
+  /** Model calls made (each reserved against the budgets first: API.md §8.4). */
+  calls: number;
   /**
    * The final answer's append, still in flight: the session's patch goes out beside it (one
    * round trip for both on redis) and the turn ends when both have.
@@ -259,7 +262,7 @@ export class AgentRuntime {
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     const meta = turnMetaOf(job);
     if (meta.ok && meta.meta.origin === "command" && meta.meta.command === "compact")
-      return this.#compactCommand(job, ctx, entry, meta.meta.instructions);
+      return this.#releasing(job, entry, await this.#compactCommand(job, ctx, entry, meta.meta.instructions));
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
@@ -283,7 +286,7 @@ export class AgentRuntime {
         chain: services.models.chainFor(entry.agentId, entry, modelRef),
       };
     } catch (err) {
-      return { status: "error", error: errorMessage(err) };
+      return this.#releasing(job, entry, { status: "error", error: errorMessage(err) });
     }
 
     // 3. Steps until a final answer, a yield, the step limit or a failure.
@@ -299,6 +302,7 @@ export class AgentRuntime {
       reply: "",
       yielded: false,
       fallbacks: [],
+      calls: 0,
     };
     let outcome: TurnOutcome | null = null;
     try {
@@ -518,6 +522,16 @@ export class AgentRuntime {
     };
     // images as the chain's first model takes them (its `vision` flag)
     const messages = await this.#withImages(plan.messages as ModelMessage[], turn.resolved);
+    // The budgets (API.md §8.4): the call's expected cost is reserved first (BUDGET_EXCEEDED ends
+    // the turn), the first call taking over the hold its turn was admitted with; settled after.
+    const ticket = await services.usage?.reserve(usageContext(state.entry), {
+      runId: job.runId,
+      index: state.calls,
+      chain: turn.chain,
+      promptTokens: plan.sentEstimate,
+      ...(state.calls === 0 ? { takesOver: turnRunIds(job) } : {}),
+    });
+    state.calls++;
     const chained = await traced(
       "switchboard.model",
       key,
@@ -553,7 +567,10 @@ export class AgentRuntime {
           },
         ),
       { attributes: { "switchboard.model": turn.modelRef } },
-    );
+    ).catch(async (err: unknown) => {
+      if (ticket) await services.usage?.settle(ticket, NO_SPEND);
+      throw err;
+    });
     const res = chained.result;
     const answeredBy = chained.ref;
     state.answeredBy = answeredBy;
@@ -565,7 +582,12 @@ export class AgentRuntime {
       services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
       streaming.onReset?.();
     }
-    const priced = priceUsage(res.usage, priceOf(services.config, answeredBy));
+    const priced = priceUsage(res.usage, priceOf(services.config.models.providers, answeredBy));
+    if (ticket)
+      await services.usage?.settle(ticket, {
+        costUsd: priced.cost ?? 0,
+        tokens: res.usage.input + res.usage.output,
+      });
     countCost(state.entry.agentId, priced.cost);
     state.usage = addUsage(state.usage, priced);
     state.lastContext = res.usage.input + res.usage.output;
@@ -585,6 +607,16 @@ export class AgentRuntime {
     }
     this.services.logger.warn({ err, sessionKey, runId }, "turn failed");
     return { status: "error", error: errorMessage(err) };
+  }
+
+  /** A turn that ends without a model call gives back the budget holds its runs were admitted with. */
+  async #releasing<T>(job: TurnJob, entry: SessionEntry, outcome: T): Promise<T> {
+    await this.services.usage
+      ?.release(usageContext(entry), turnRunIds(job))
+      .catch((err: unknown) =>
+        this.services.logger.warn({ err, runId: job.runId }, "budget: holds not released (they lapse)"),
+      );
+    return outcome;
   }
 
   /** The turn's outcome, and the session row updated with its usage and model. */
@@ -615,15 +647,8 @@ export class AgentRuntime {
     const final: TurnOutcome = failed ?? outcome ?? { status: "ok", reply };
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
-    services.usage?.record(
-      {
-        agentId: entry.agentId,
-        sessionKey: entry.key,
-        channel: deriveChannel(entry.key, entry),
-        model: state.answeredBy ?? turn.modelRef,
-      },
-      usage,
-    );
+    services.usage?.record({ ...usageContext(entry), model: state.answeredBy ?? turn.modelRef }, usage);
+    if (state.calls === 0) await this.#releasing(turn.job, entry, null);
     final.model = state.answeredBy ?? turn.modelRef;
     if (state.fallbacks.length > 0) final.fallbacks = state.fallbacks;
     if (state.yielded) final.yielded = true;
@@ -777,8 +802,15 @@ export function windowAt(tail: TranscriptMessage[], runId: string, step: number)
   return tail;
 }
 
-/** The configured price of a `provider/model` ref, if any. */
-function priceOf(config: Services["config"], ref: string) {
-  const { provider, model } = resolveModelRef(ref);
-  return config.models.providers[provider]?.models[model]?.price;
+/** Who a turn is for, as budgets match it. */
+function usageContext(entry: SessionEntry): { agentId: string; sessionKey: string; channel?: string } {
+  const channel = deriveChannel(entry.key, entry);
+  return { agentId: entry.agentId, sessionKey: entry.key, ...(channel ? { channel } : {}) };
+}
+
+/** The runs a turn answers (collected messages each had their own), whose budget holds it takes over. */
+function turnRunIds(job: TurnJob): string[] {
+  const ids = [job.runId];
+  for (const m of job.messages) if (m.runId !== job.runId) ids.push(m.runId);
+  return ids;
 }

@@ -14,6 +14,7 @@ import { classifyKind } from "../sessions/keys.js";
 import { createFsStore } from "../store/fs/index.js";
 import type { StoreDriver } from "../store/types.js";
 import { UsageCounter, type UsageCounts } from "../usage/counter.js";
+import { type Ledger, MemoryLedger } from "../usage/ledger.js";
 import { LiveRelay } from "./live-relay.js";
 
 /**
@@ -213,6 +214,23 @@ async function createBreaker(
   const client = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
   const { RedisBreaker } = await import("../agent/providers/breaker-redis.js");
   return { breaker: new RedisBreaker(client, `${queue.prefix}:failover`, models.failover, now) };
+}
+
+/**
+ * The budget ledger (API.md §8.4): in memory for the local queue (one process admits and runs
+ * every turn), in Redis for bullmq (every gateway admits and every worker reserves against the
+ * same accounts, under the queue's prefix).
+ */
+export async function createLedger(
+  config: LoadedConfig["config"],
+  redis: RedisConnections,
+  now: () => number,
+): Promise<Ledger> {
+  const { queue } = config;
+  if (queue.driver !== "bullmq") return new MemoryLedger(now);
+  const client = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
+  const { RedisLedger } = await import("../usage/redis-ledger.js");
+  return new RedisLedger(client, `${queue.prefix}:`, now);
 }
 
 async function createHandoff(

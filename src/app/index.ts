@@ -1,5 +1,6 @@
 import { mediaImageSink } from "../agent/mcp/images.js";
 import { McpManager } from "../agent/mcp/manager.js";
+import { priceOf } from "../agent/providers/index.js";
 import { AgentRuntime } from "../agent/runtime.js";
 import { ToolRegistry } from "../agent/tool-registry.js";
 import { agentTurn } from "../agent/turn-handler.js";
@@ -46,7 +47,7 @@ import { allTools } from "../tools/index.js";
 import { Budgets } from "../usage/budgets.js";
 import { createChannels, createWebchat } from "./channels.js";
 import { createCronDriver } from "./cron.js";
-import { checkDriverChoice, createDrivers, type Drivers, packageVersion } from "./drivers.js";
+import { checkDriverChoice, createDrivers, createLedger, type Drivers, packageVersion } from "./drivers.js";
 import { type AccountLeases, createAccountLeases } from "./leases.js";
 import { createMediaSink, createMediaStore, schedulePrune } from "./media.js";
 import { createRpc, createServer, healthOf } from "./server.js";
@@ -129,14 +130,17 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
     now,
     media,
   };
-  // Spending limits and usage counts (API.md §8.4): in this process's memory, so budgets are
-  // enforced only where one process runs the turns (local queue); on bullmq they are not yet (logged).
-  const enforce = config.queue.driver === "local";
-  if (config.usage.budgets.length > 0 && !enforce)
-    logger.warn("usage.budgets: not enforced on the bullmq queue driver yet (local queue only)");
+  // Spending limits and usage counts (API.md §8.4): the budget ledger is in this process's memory
+  // on the local queue (one process runs every turn), in Redis on bullmq (every gateway and worker
+  // admits and reserves against the same accounts).
   services.usage = new Budgets(config.usage.budgets, {
     now,
-    enforce,
+    ...(config.usage.budgets.length > 0 ? { ledger: await createLedger(config, drivers.redis, now) } : {}),
+    models: {
+      chainFor: (agentId, entry) => models.chainFor(agentId, entry),
+      price: (ref) => priceOf(config.models.providers, ref),
+      maxOutputTokens: (ref) => models.maxOutputTokens(ref),
+    },
     counter: drivers.usage,
     notify: (n) => {
       // the chat the turn came from, and the owners; the key makes each post once per budget and period

@@ -236,14 +236,15 @@ const CONTEXT_DESCRIPTIONS: Record<string, string> = {
   "session.reset.byChannel": "Overrides per channel; win over byChatType.",
   usage: "Spending limits (docs/budgets.md).",
   "usage.budgets":
-    "Budgets by scope and period; a spent block budget refuses new turns of its scope with BUDGET_EXCEEDED (local queue; not yet enforced on bullmq).",
+    "Budgets by scope and period; a spent block budget refuses new turns of its scope with BUDGET_EXCEEDED, and every model call reserves its expected cost first (both queue drivers; on bullmq the accounts are in Redis).",
   "usage.budgets[].scope":
     'What the budget counts: "global", "agent:<id>", "session:<key>" or "channel:<name>"; one that matches nothing is a start-up error.',
   "usage.budgets[].period": "Calendar period (UTC) the spend is counted over.",
   "usage.budgets[].maxCostUsd":
     "Cost limit in USD, priced from models.providers.<p>.models.<m>.price; null: none.",
   "usage.budgets[].maxTokens": "Token limit (input + output); null: none.",
-  "usage.budgets[].warnAt": "Share of the limit at which owners are warned (not implemented yet).",
+  "usage.budgets[].warnAt":
+    "Share of the limit at which the chat of the turn that reached it and the owners get one notice per period.",
   "usage.budgets[].action": "block: refuse new turns once spent; warn: count only.",
 };
 for (const [k, v] of Object.entries(CONTEXT_DESCRIPTIONS)) CONFIG_DESCRIPTIONS[k] ??= v;

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { SwitchboardError } from "../errors.js";
 import { resolveAttachments } from "../media/resolve.js";
 import { sendBlocked } from "../policy/access.js";
@@ -56,12 +57,6 @@ export async function chatSend(
       details: { field: "sessionKey" },
     });
   }
-  // a spent budget refuses the turn here, as an RPC error, never as an accepted run that fails
-  services.usage?.admit({
-    agentId: parseSessionKey(key)?.agentId ?? "main",
-    sessionKey: key,
-    channel: deriveChannel(key),
-  });
   const agentId = parseSessionKey(key).agentId ?? caller.agentId;
   if (!services.config.agents.list.some((a) => a.id === agentId)) {
     throw new SwitchboardError(
@@ -72,9 +67,23 @@ export async function chatSend(
       },
     );
   }
+  // A spent budget refuses the turn here, as an RPC error, never as an accepted run that fails;
+  // an admitted one holds its first model call's expected cost (API.md §8.4).
+  const runId = randomUUID();
+  const usageCtx = { agentId, sessionKey: key, channel: deriveChannel(key) };
+  const refused = await services.usage?.admit(usageCtx, {
+    runId,
+    text: p.message,
+    entry: () => services.store.sessions.get(key),
+  });
+  if (refused) throw refused;
   const entry = await ensureSession(services, key, { agentId });
   const blocked = sendBlocked(services, entry);
-  if (blocked) return { status: "error", error: blocked, sessionKey: entry.key };
+  if (blocked) {
+    await services.usage?.release(usageCtx, [runId]);
+    return { status: "error", error: blocked, sessionKey: entry.key };
+  }
+  // (a hold whose run never came, the process having died, lapses: src/usage/admission.ts)
   const run = await services.pipeline.submitTurn({
     sessionKey: entry.key,
     agentId,
@@ -82,6 +91,7 @@ export async function chatSend(
     provenance: { ...OPERATOR_PROVENANCE },
     deliver: p.deliver ?? false,
     origin: "operator",
+    runId,
     ...(parts.length ? { meta: { parts } } : {}),
   });
   const timeoutSeconds = p.timeoutSeconds ?? 30;

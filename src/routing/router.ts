@@ -132,10 +132,14 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
   const { msg, services } = ctx;
   // A spent `block` budget refuses the turn before any session change; the chat is told which
   // budget and when it resets (one line per refused message, idempotent on the platform message).
-  const refused = services.usage?.check({
-    agentId: ctx.agentId,
-    sessionKey: ctx.sessionKey,
-    channel: msg.channel,
+  // An admitted turn holds its first model call's expected cost (API.md §8.4).
+  // Derived from the platform message: a redelivery resubmits the same run, which is ignored.
+  const runId = uuidFrom(inboundDedupeId(msg));
+  const usageCtx = { agentId: ctx.agentId, sessionKey: ctx.sessionKey, channel: msg.channel };
+  const refused = await services.usage?.admit(usageCtx, {
+    runId,
+    text: msg.text,
+    entry: async () => ctx.entry ?? null,
   });
   if (refused) {
     await replyToCommand(ctx, `Not answered: ${refused.message}.`, "budget").catch((err: unknown) =>
@@ -146,7 +150,10 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
   const entry = await sessionFor(ctx);
   const updated = await rememberReplyTarget(ctx);
   const blocked = sendBlocked(services, updated ?? entry);
-  if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+  if (blocked) {
+    await services.usage?.release(usageCtx, [runId]);
+    return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+  }
   const run = await services.pipeline.submitTurn({
     sessionKey: ctx.sessionKey,
     agentId: ctx.agentId,
@@ -161,8 +168,7 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
     origin: "inbound",
     // The message's stored attachments (API.md §8.1): the turn writes them into the user line.
     ...(msg.parts?.length ? { meta: { parts: msg.parts } } : {}),
-    // derived from the platform message: a redelivery resubmits the same run, which is ignored
-    runId: uuidFrom(inboundDedupeId(msg)),
+    runId,
   });
   return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
 }

@@ -5,6 +5,7 @@ import type { Logger } from "../log.js";
 import type { MediaStore } from "../media/types.js";
 import type { Pipeline } from "../pipeline/types.js";
 import type { SessionEntry, StoreDriver } from "../store/types.js";
+import type { Reservation } from "../usage/ledger.js";
 import type { CronJobs } from "./cron.js";
 import type {
   BreakerView,
@@ -37,12 +38,45 @@ export interface UsageTotalsView {
   runs: number;
 }
 
+/** A model call's budget reservation (src/usage/admission.ts), settled after the call. */
+export interface UsageTicket {
+  ctx: UsageContext;
+  /** null: no budget applies to the turn. */
+  reservation: Reservation | null;
+}
+
+/** A model call about to be made, as budgets reserve for it. */
+export interface UsageCall {
+  runId: string;
+  /** The call's place in its run (0: the first, which takes over the turn's holds). */
+  index: number;
+  /** The failover chain: any of its models may answer. */
+  chain: readonly string[];
+  promptTokens: number;
+  /** The runs the turn answers, whose admission holds the first call takes over. */
+  takesOver?: readonly string[];
+}
+
 /** Spending limits (`usage.budgets`) and the usage counts (src/usage/). */
 export interface UsageBudgets {
-  /** Throws BUDGET_EXCEEDED when a `block` budget matching the turn is spent. */
-  admit(ctx: UsageContext): void;
-  /** The BUDGET_EXCEEDED error admit would throw, or null. */
-  check(ctx: UsageContext): Error | null;
+  /**
+   * Admits a new turn (run `runId`): the BUDGET_EXCEEDED error when a matching `block` budget's
+   * settled + reserved spend has reached its limit, else null, the turn holding its first model
+   * call's expected cost. `entry` (the session, read only when a budget applies) sizes the prompt.
+   */
+  admit(
+    ctx: UsageContext,
+    turn: { runId: string; text: string; entry?: () => Promise<SessionEntry | null> },
+  ): Promise<Error | null>;
+  /** Gives back the holds of admitted runs that made no model call. */
+  release(ctx: UsageContext, runIds: readonly string[]): Promise<void>;
+  /**
+   * Before a model call: reserves its expected cost (a call over `chain` with a prompt of
+   * `promptTokens`), or throws BUDGET_EXCEEDED. The turn's first call takes over its runs' holds.
+   */
+  reserve(ctx: UsageContext, call: UsageCall): Promise<UsageTicket>;
+  /** After the call: its real spend (zero when it failed) replaces the reservation. */
+  settle(ticket: UsageTicket, actual: { costUsd: number; tokens: number }): Promise<void>;
   /** A scope's totals this period (`global`, `agent:<id>`, `session:<key>`, `channel:<name>`, `model:<ref>`). */
   get(
     scope: string,

@@ -1,6 +1,8 @@
+import { estimateTokens } from "../agent/prompt.js";
 import type { Config } from "../config/schema.js";
-import { SwitchboardError } from "../errors.js";
-import type { UsageBudgets, UsageContext } from "../services/index.js";
+import type { UsageBudgets, UsageCall, UsageContext, UsageTicket } from "../services/index.js";
+import type { SessionEntry } from "../store/types.js";
+import { BudgetGate, type BudgetNotice, type CallCosts } from "./admission.js";
 import {
   type DailyUsageRow,
   UsageCounter,
@@ -9,151 +11,93 @@ import {
   type UsageRow,
   type UsageTotals,
 } from "./counter.js";
-import {
-  addSpend,
-  type BudgetLimit,
-  type BudgetPeriod,
-  MemoryLedger,
-  periodEnd,
-  periodKey,
-} from "./ledger.js";
+import { type BudgetPeriod, type Ledger, MemoryLedger, periodEnd, type Spend } from "./ledger.js";
+
+export type { BudgetNotice };
 
 type BudgetConfig = Config["usage"]["budgets"][number];
 
-/** A `warnAt` notice: to the chat of `sessionKey` and to the owners, once per budget and period (`key`). */
-export interface BudgetNotice {
-  sessionKey: string;
-  text: string;
-  key: string;
-}
-
 export interface BudgetsOptions {
   now?: () => number;
-  /** false: turns are counted (usage.get/list) but never refused (a queue driver the ledger does not cover). */
-  enforce?: boolean;
+  /** The accounts: in this process (default) or in Redis (bullmq: every gateway and worker shares them). */
+  ledger?: Ledger;
+  /** Prices and output caps (expected call cost), and each session's failover chain. */
+  models?: Partial<CallCosts> & {
+    chainFor?(agentId: string, entry?: SessionEntry | null): readonly string[];
+  };
   /** Where `warnAt` notices go (the app sends them to the chat and the owners). */
   notify?: (n: BudgetNotice) => void;
   /** The usage counts (usage.get / usage.list): default in this process's memory only. */
   counter?: UsageCounts;
 }
 
-function fmtSpent(limit: BudgetLimit, spent: { costUsd: number; tokens: number }): string {
-  return limit.maxCostUsd !== null && (limit.maxTokens === null || spent.costUsd >= limit.maxCostUsd)
-    ? `$${spent.costUsd.toFixed(4)} of $${limit.maxCostUsd}`
-    : `${spent.tokens} of ${limit.maxTokens} tokens`;
-}
-
 /**
- * `usage.budgets` (API.md §8.4) over the in-process ledger: a turn is admitted while every `block`
- * budget whose scope matches it is under its limit (else BUDGET_EXCEEDED naming the budget and
- * when it resets), and its real cost is added when it ends. Scope match: `global`, `agent:<id>`,
- * `session:<key>`, `channel:<name>`. Every finished turn is also counted per agent, session,
- * channel and model for the current day and month (`usage.get` / `usage.list`), budgets or not.
+ * `usage.budgets` (API.md §8.4): admission of new turns and a reservation around every model call
+ * (admission.ts, over the ledger), and the counts of finished turns per agent, session, channel
+ * and model for the current day and month (`usage.get` / `usage.list`), budgets or not.
  */
 export class Budgets implements UsageBudgets {
-  readonly #ledger: MemoryLedger;
+  readonly #gate: BudgetGate;
   readonly #counter: UsageCounts;
   readonly #now: () => number;
-  readonly #enforce: boolean;
-  readonly #notify: ((n: BudgetNotice) => void) | undefined;
-  /** `<budget index>|<period key>` already warned in this process. */
-  readonly #warned = new Set<string>();
+  readonly #chainFor: (agentId: string, entry?: SessionEntry | null) => readonly string[];
 
   constructor(
     private readonly budgets: Config["usage"]["budgets"],
     opts: BudgetsOptions = {},
   ) {
     this.#now = opts.now ?? Date.now;
-    this.#enforce = opts.enforce ?? true;
-    this.#notify = opts.notify;
-    this.#ledger = new MemoryLedger(this.#now);
+    const m = opts.models ?? {};
+    this.#chainFor = m.chainFor ? (a, e) => m.chainFor?.(a, e) ?? [] : () => [];
+    this.#gate = new BudgetGate(
+      budgets,
+      opts.ledger ?? new MemoryLedger(this.#now),
+      { price: m.price ?? (() => undefined), maxOutputTokens: m.maxOutputTokens ?? (() => undefined) },
+      this.#now,
+      opts.notify,
+    );
     this.#counter = opts.counter ?? new UsageCounter({ now: this.#now });
   }
 
-  #matching(
+  admit(
     ctx: UsageContext,
-  ): Array<BudgetLimit & { index: number; action: "block" | "warn"; warnAt: number }> {
-    const out: Array<BudgetLimit & { index: number; action: "block" | "warn"; warnAt: number }> = [];
-    this.budgets.forEach((b, index) => {
-      const s = b.scope;
-      const hit =
-        s === "global" ||
-        s === `agent:${ctx.agentId}` ||
-        s === `session:${ctx.sessionKey}` ||
-        (ctx.channel !== undefined && s === `channel:${ctx.channel}`);
-      if (hit)
-        out.push({
-          scope: s,
-          period: b.period,
-          maxCostUsd: b.maxCostUsd,
-          maxTokens: b.maxTokens,
-          index,
-          action: b.action,
-          warnAt: b.warnAt,
-        });
+    turn: { runId: string; text: string; entry?: () => Promise<SessionEntry | null> },
+  ): Promise<Error | null> {
+    return this.#gate.admit(ctx, {
+      runId: turn.runId,
+      // the first call's prompt: the session's last context (prompt + answer) and the new message
+      call: async () => {
+        const entry = (await turn.entry?.()) ?? null;
+        return {
+          chain: this.#chainFor(ctx.agentId, entry),
+          promptTokens: (entry?.contextUsedTokens ?? 0) + estimateTokens(turn.text),
+        };
+      },
     });
-    return out;
   }
 
-  /** The BUDGET_EXCEEDED error for a spent `block` budget matching the turn, or null. */
-  check(ctx: UsageContext): SwitchboardError | null {
-    if (!this.#enforce) return null;
-    const block = this.#matching(ctx).filter((l) => l.action === "block");
-    if (block.length === 0) return null;
-    const a = this.#ledger.reserve(block, { costUsd: 0, tokens: 0 });
-    if (a.ok) {
-      this.#ledger.settle(a.reservation, { costUsd: 0, tokens: 0 });
-      return null;
-    }
-    const { limit, spent } = a;
-    const resetsAt = periodEnd(limit.period, this.#now());
-    return new SwitchboardError(
-      "BUDGET_EXCEEDED",
-      `budget ${limit.scope} per ${limit.period} is spent (${fmtSpent(limit, spent)}); it resets at ${new Date(resetsAt).toISOString()}`,
-      { details: { scope: limit.scope, period: limit.period, resetsAt, spent } },
-    );
+  release(ctx: UsageContext, runIds: readonly string[]): Promise<void> {
+    return this.#gate.release(ctx, runIds);
   }
 
-  admit(ctx: UsageContext): void {
-    const refused = this.check(ctx);
-    if (refused) throw refused;
+  reserve(ctx: UsageContext, call: UsageCall): Promise<UsageTicket> {
+    return this.#gate.reserve(ctx, call);
+  }
+
+  settle(ticket: UsageTicket, actual: Spend): Promise<void> {
+    return this.#gate.settle(ticket, actual);
   }
 
   record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void {
-    const costUsd = usage.cost ?? 0;
     this.#counter.add({
       agentId: ctx.agentId,
       sessionKey: ctx.sessionKey,
       ...(ctx.channel ? { channel: ctx.channel } : {}),
       ...(ctx.model ? { model: ctx.model } : {}),
-      costUsd,
+      costUsd: usage.cost ?? 0,
       input: usage.input,
       output: usage.output,
     });
-    const limits = this.#matching(ctx);
-    if (limits.length === 0) return;
-    addSpend(this.#ledger, limits, { costUsd, tokens: usage.input + usage.output });
-    for (const l of limits) this.#maybeWarn(ctx, l);
-  }
-
-  /** One notice per budget and period once its spend reaches `warnAt` of a limit. */
-  #maybeWarn(ctx: UsageContext, l: BudgetLimit & { index: number; warnAt: number }): void {
-    if (this.#notify === undefined) return;
-    const now = this.#now();
-    const pk = periodKey(l.period, now);
-    const seen = `${l.index}|${pk}`;
-    if (this.#warned.has(seen)) return;
-    const spent = this.#ledger.spent(l.scope, l.period);
-    const reached =
-      (l.maxCostUsd !== null && spent.costUsd >= l.warnAt * l.maxCostUsd) ||
-      (l.maxTokens !== null && spent.tokens >= l.warnAt * l.maxTokens);
-    if (!reached) return;
-    if (this.#warned.size > 1000) this.#warned.clear();
-    this.#warned.add(seen);
-    const text =
-      `Budget ${l.scope} per ${l.period} has reached ${Math.round(l.warnAt * 100)}% ` +
-      `(${fmtSpent(l, spent)}); it resets at ${new Date(periodEnd(l.period, now)).toISOString()}.`;
-    this.#notify({ sessionKey: ctx.sessionKey, text, key: `budget-warn:${l.index}:${l.scope}:${pk}` });
   }
 
   /** `usage.get`: a scope's totals this period, with the budget configured for exactly that scope and period. */
@@ -173,7 +117,7 @@ export class Budgets implements UsageBudgets {
       budget: {
         ...b,
         resetsAt: new Date(periodEnd(period, this.#now())).toISOString(),
-        spent: this.#ledger.spent(scope, period),
+        spent: await this.#gate.spent(scope, period),
       },
     };
   }

@@ -1,15 +1,14 @@
 /**
- * Budget accounting (API.md §8.4), the in-process driver: spend per budget scope and period,
- * settled and reserved. A run reserves the expected cost of a model call before it makes it and
- * settles the real cost after; a call is admitted while settled + reserved is under the limit.
- * Everything here is synchronous, so in one process each admission and reservation is atomic:
- * with N calls racing at the limit, at most the calls admitted before the limit was reached are
- * in flight, and the overspend is at most one call's cost per concurrent admission window
- * (`ledger.test.ts` shows 20 parallel runs at the limit overspending by at most one call).
+ * Budget accounting (API.md §8.4): spend per budget scope and period, settled and reserved. A turn
+ * is admitted by reserving a hold (its first model call's expected cost); before each model call
+ * the run reserves that call's expected cost (the first call takes the turn's hold over) and
+ * settles the real cost after (zero when the call failed). A reservation is admitted while settled
+ * + reserved is under every limit it names, checked and added in one atomic step, so parallel
+ * runs at a limit overspend by at most one call (as long as a call costs at most what it
+ * reserved: docs/budgets.md says how the expected cost is chosen).
  *
- * Not yet wired into turns (issue 49 part B): the Redis driver (one Lua script through
- * src/redis/scripts.ts), `usage.budgets` config, chat.send's BUDGET_EXCEEDED and usage.get/list
- * build on this contract.
+ * Two drivers with this contract: MemoryLedger (here; the local queue, one process runs every turn)
+ * and RedisLedger (redis-ledger.ts; bullmq, every gateway and worker shares the accounts).
  */
 
 export type BudgetPeriod = "day" | "month";
@@ -20,7 +19,7 @@ export type BudgetScope = string;
 export interface BudgetLimit {
   scope: BudgetScope;
   period: BudgetPeriod;
-  /** USD; null: no cost limit. */
+  /** USD; null: no cost limit (the account is kept, e.g. for a `warn` budget, and never refuses). */
   maxCostUsd: number | null;
   /** input + output tokens; null: no token limit. */
   maxTokens: number | null;
@@ -30,6 +29,8 @@ export interface Spend {
   costUsd: number;
   tokens: number;
 }
+
+export const NO_SPEND: Readonly<Spend> = Object.freeze({ costUsd: 0, tokens: 0 });
 
 /** The period a time falls in, as a key: `day:2026-12-06`, `month:2026-12` (UTC). */
 export function periodKey(period: BudgetPeriod, at: number): string {
@@ -45,88 +46,168 @@ export function periodEnd(period: BudgetPeriod, at: number): number {
     : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
 }
 
+export interface ReserveOptions {
+  /** The reservation's id; reserving an id again replaces what it held. */
+  id: string;
+  /** An unsettled reservation lapses after this long (its process died, its run never started). */
+  ttlMs: number;
+  /**
+   * Holds this reservation takes over (a turn's first model call takes the turn's hold): while any
+   * of them is still held, the call is admitted without the limit check, since the turn was
+   * admitted for it; they are released either way.
+   */
+  takesOver?: readonly string[];
+}
+
+/** What a settle needs: the id, when it was reserved (its period) and the limits it reserved on. */
+export interface Reservation {
+  id: string;
+  at: number;
+  limits: readonly BudgetLimit[];
+}
+
+export type Admission =
+  | { ok: true; reservation: Reservation }
+  | { ok: false; limit: BudgetLimit; spent: Spend };
+
+type Awaitable<T> = T | Promise<T>;
+
+/** The accounts, in this process (MemoryLedger) or in Redis (RedisLedger). */
+export interface Ledger {
+  /**
+   * Admits a model call (or a turn's hold) under every limit and reserves `expected` on each of
+   * their accounts, or refuses naming the first limit reached (settled + reserved ≥ its max).
+   */
+  reserve(limits: readonly BudgetLimit[], expected: Spend, opts: ReserveOptions): Awaitable<Admission>;
+  /** Replaces a reservation by the real spend (zero: the call failed); each limit's settled spend after. */
+  settle(r: Reservation, actual: Spend): Awaitable<Spend[]>;
+  /** Settled and reserved spend of a scope in the period containing now. */
+  spent(scope: BudgetScope, period: BudgetPeriod): Awaitable<{ settled: Spend; reserved: Spend }>;
+  /** true for the first claim of `key` in the period containing now (a `warnAt` notice: once per period). */
+  claimOnce(period: BudgetPeriod, key: string): Awaitable<boolean>;
+}
+
 interface Account {
   settled: Spend;
   reserved: Spend;
 }
 
-export type Admission = { ok: true; reservation: string } | { ok: false; limit: BudgetLimit; spent: Spend };
+interface Held {
+  accounts: Account[];
+  spend: Spend;
+  expiresAt: number;
+}
 
-/** In-memory accounts, keyed `<scope>|<periodKey>`. */
-export class MemoryLedger {
-  readonly #accounts = new Map<string, Account>();
-  readonly #reservations = new Map<string, { keys: string[]; spend: Spend }>();
-  #seq = 0;
+/**
+ * In-memory accounts: one map per period key (`day:…`, `month:…`), those of ended periods dropped
+ * when a new period starts. Everything is synchronous, so each admission and reservation is atomic.
+ */
+export class MemoryLedger implements Ledger {
+  /** period key → scope → account */
+  readonly #periods = new Map<string, Map<BudgetScope, Account>>();
+  readonly #held = new Map<string, Held>();
+  readonly #claimed = new Map<string, Set<string>>();
+  /** The earliest expiry among the held reservations (Infinity: none). */
+  #nextExpiry = Number.POSITIVE_INFINITY;
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  #account(key: string): Account {
-    let a = this.#accounts.get(key);
+  #account(period: BudgetPeriod, scope: BudgetScope, at: number): Account {
+    const pk = periodKey(period, at);
+    let accounts = this.#periods.get(pk);
+    if (accounts === undefined) {
+      // a new period: the ended ones of the same kind go (at most a day's and a month's are kept)
+      for (const k of this.#periods.keys()) if (k.startsWith(period) && k !== pk) this.#periods.delete(k);
+      for (const k of this.#claimed.keys()) if (k.startsWith(period) && k !== pk) this.#claimed.delete(k);
+      accounts = new Map();
+      this.#periods.set(pk, accounts);
+    }
+    let a = accounts.get(scope);
     if (a === undefined) {
       a = { settled: { costUsd: 0, tokens: 0 }, reserved: { costUsd: 0, tokens: 0 } };
-      this.#accounts.set(key, a);
+      accounts.set(scope, a);
     }
     return a;
   }
 
-  /**
-   * Admits a model call under every limit that applies and reserves `expected` on each of their
-   * accounts, or refuses naming the first limit reached. Atomic (synchronous).
-   */
-  reserve(limits: readonly BudgetLimit[], expected: Spend): Admission {
+  /** Gives a held reservation back to its accounts; true when it was still held. */
+  #release(id: string): boolean {
+    const h = this.#held.get(id);
+    if (h === undefined) return false;
+    this.#held.delete(id);
+    for (const a of h.accounts) {
+      a.reserved.costUsd = Math.max(0, a.reserved.costUsd - h.spend.costUsd);
+      a.reserved.tokens = Math.max(0, a.reserved.tokens - h.spend.tokens);
+    }
+    return true;
+  }
+
+  /** Lapsed reservations go back (only when one may have lapsed: the earliest expiry is known). */
+  #sweep(at: number): void {
+    if (at < this.#nextExpiry) return;
+    let next = Number.POSITIVE_INFINITY;
+    for (const [id, h] of this.#held) {
+      if (h.expiresAt <= at) this.#release(id);
+      else if (h.expiresAt < next) next = h.expiresAt;
+    }
+    this.#nextExpiry = next;
+  }
+
+  reserve(limits: readonly BudgetLimit[], expected: Spend, opts: ReserveOptions): Admission {
     const at = this.now();
-    const keys: string[] = [];
+    this.#sweep(at);
+    let tookOver = false;
+    for (const hold of opts.takesOver ?? []) if (this.#release(hold)) tookOver = true;
+    this.#release(opts.id);
+    const accounts: Account[] = [];
     for (const limit of limits) {
-      const key = `${limit.scope}|${periodKey(limit.period, at)}`;
-      const a = this.#account(key);
+      const a = this.#account(limit.period, limit.scope, at);
       const cost = a.settled.costUsd + a.reserved.costUsd;
       const tokens = a.settled.tokens + a.reserved.tokens;
       if (
-        (limit.maxCostUsd !== null && cost >= limit.maxCostUsd) ||
-        (limit.maxTokens !== null && tokens >= limit.maxTokens)
+        !tookOver &&
+        ((limit.maxCostUsd !== null && cost >= limit.maxCostUsd) ||
+          (limit.maxTokens !== null && tokens >= limit.maxTokens))
       )
         return { ok: false, limit, spent: { costUsd: cost, tokens } };
-      keys.push(key);
+      accounts.push(a);
     }
-    for (const key of keys) {
-      const a = this.#account(key);
+    for (const a of accounts) {
       a.reserved.costUsd += expected.costUsd;
       a.reserved.tokens += expected.tokens;
     }
-    const reservation = `r${++this.#seq}`;
-    this.#reservations.set(reservation, { keys, spend: { ...expected } });
-    return { ok: true, reservation };
+    const expiresAt = at + opts.ttlMs;
+    this.#held.set(opts.id, { accounts, spend: { ...expected }, expiresAt });
+    if (expiresAt < this.#nextExpiry) this.#nextExpiry = expiresAt;
+    return { ok: true, reservation: { id: opts.id, at, limits } };
   }
 
-  /** Replaces a reservation by the real spend (0 when the call failed). Unknown ids: a no-op. */
-  settle(reservation: string, actual: Spend): void {
-    const r = this.#reservations.get(reservation);
-    if (r === undefined) return;
-    this.#reservations.delete(reservation);
-    for (const key of r.keys) {
-      const a = this.#account(key);
-      a.reserved.costUsd = Math.max(0, a.reserved.costUsd - r.spend.costUsd);
-      a.reserved.tokens = Math.max(0, a.reserved.tokens - r.spend.tokens);
+  settle(r: Reservation, actual: Spend): Spend[] {
+    this.#release(r.id);
+    return r.limits.map((l) => {
+      const a = this.#account(l.period, l.scope, r.at);
       a.settled.costUsd += actual.costUsd;
       a.settled.tokens += actual.tokens;
+      return { ...a.settled };
+    });
+  }
+
+  spent(scope: BudgetScope, period: BudgetPeriod): { settled: Spend; reserved: Spend } {
+    const a = this.#periods.get(periodKey(period, this.now()))?.get(scope);
+    return a
+      ? { settled: { ...a.settled }, reserved: { ...a.reserved } }
+      : { settled: { ...NO_SPEND }, reserved: { ...NO_SPEND } };
+  }
+
+  claimOnce(period: BudgetPeriod, key: string): boolean {
+    const pk = periodKey(period, this.now());
+    let seen = this.#claimed.get(pk);
+    if (seen === undefined) {
+      seen = new Set();
+      this.#claimed.set(pk, seen);
     }
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
   }
-
-  /** Adds `spend` to the settled account of `limit` in the period containing now. */
-  settleInto(limit: BudgetLimit, spend: Spend): void {
-    const a = this.#account(`${limit.scope}|${periodKey(limit.period, this.now())}`);
-    a.settled.costUsd += spend.costUsd;
-    a.settled.tokens += spend.tokens;
-  }
-
-  /** Settled spend of a scope in the period containing now. */
-  spent(scope: BudgetScope, period: BudgetPeriod): Spend {
-    const a = this.#accounts.get(`${scope}|${periodKey(period, this.now())}`);
-    return a ? { ...a.settled } : { costUsd: 0, tokens: 0 };
-  }
-}
-
-/** Adds spend straight to the settled accounts of `limits` (a turn's real cost, no reservation). */
-export function addSpend(ledger: MemoryLedger, limits: readonly BudgetLimit[], spend: Spend): void {
-  for (const limit of limits) ledger.settleInto(limit, spend);
 }

@@ -21,19 +21,21 @@ describeRedis("budget ledger in Redis", () => {
   const at = Date.UTC(2026, 11, 6, 12);
   const limit: BudgetLimit = { scope: "agent:main", period: "day", maxCostUsd: 1, maxTokens: null };
   const global: BudgetLimit = { scope: "global", period: "month", maxCostUsd: null, maxTokens: 1_000_000 };
+  let seq = 0;
+  const opts = (extra: { takesOver?: string[] } = {}) => ({ id: `c${++seq}`, ttlMs: 60_000, ...extra });
 
   it("20 parallel admissions at the limit, from four connections, overspend by at most one call", async () => {
     const ledgers = clients.map((c) => new RedisLedger(c, prefix, () => at));
     const call = { costUsd: 0.1, tokens: 100 };
     // 0.95 spent already: one more call fits under the limit, and only one
-    const warm = await ledgers[0]!.reserve([limit, global], { costUsd: 0, tokens: 0 });
+    const warm = await ledgers[0]!.reserve([limit, global], { costUsd: 0, tokens: 0 }, opts());
     if (!warm.ok) throw new Error("refused");
     await ledgers[0]!.settle(warm.reservation, { costUsd: 0.95, tokens: 950 });
 
     const results = await Promise.all(
       Array.from({ length: 20 }, async (_, i) => {
         const ledger = ledgers[i % ledgers.length]!;
-        const a = await ledger.reserve([limit, global], call);
+        const a = await ledger.reserve([limit, global], call, opts());
         if (a.ok) await ledger.settle(a.reservation, call);
         return a;
       }),
@@ -56,11 +58,11 @@ describeRedis("budget ledger in Redis", () => {
   it("a failed call settles to nothing; a token limit refuses naming it", async () => {
     const ledger = new RedisLedger(clients[0]!, `${prefix}b:`, () => at);
     const tok: BudgetLimit = { scope: "channel:telegram", period: "day", maxCostUsd: null, maxTokens: 500 };
-    const a = await ledger.reserve([tok], { costUsd: 0, tokens: 400 });
+    const a = await ledger.reserve([tok], { costUsd: 0, tokens: 400 }, opts());
     expect(a.ok).toBe(true);
-    const b = await ledger.reserve([tok], { costUsd: 0, tokens: 400 });
+    const b = await ledger.reserve([tok], { costUsd: 0, tokens: 400 }, opts());
     expect(b.ok).toBe(true); // 400 reserved < 500
-    const c = await ledger.reserve([tok], { costUsd: 0, tokens: 400 });
+    const c = await ledger.reserve([tok], { costUsd: 0, tokens: 400 }, opts());
     expect(c).toMatchObject({ ok: false, limit: { scope: "channel:telegram" }, spent: { tokens: 800 } });
     if (a.ok) await ledger.settle(a.reservation, { costUsd: 0, tokens: 0 });
     if (b.ok) await ledger.settle(b.reservation, { costUsd: 0, tokens: 0 });
@@ -68,5 +70,41 @@ describeRedis("budget ledger in Redis", () => {
       settled: { costUsd: 0, tokens: 0 },
       reserved: { costUsd: 0, tokens: 0 },
     });
+  });
+
+  it("a turn's hold is taken over by its first call unchecked, lapses when its run never comes; warnings once", async () => {
+    let now = at;
+    const ledger = new RedisLedger(clients[0]!, `${prefix}c:`, () => now);
+    const other = new RedisLedger(clients[1]!, `${prefix}c:`, () => now);
+    const pre = await ledger.reserve([limit], { costUsd: 0.5, tokens: 0 }, opts());
+    if (pre.ok) await ledger.settle(pre.reservation, { costUsd: 0.5, tokens: 0 });
+    // two turns at 0.5: the first is admitted (and its hold brings the account to 1.1), the second not
+    expect(
+      (await ledger.reserve([limit], { costUsd: 0.6, tokens: 0 }, { id: "turn:a", ttlMs: 1000 })).ok,
+    ).toBe(true);
+    expect(
+      (await other.reserve([limit], { costUsd: 0.6, tokens: 0 }, { id: "turn:b", ttlMs: 1000 })).ok,
+    ).toBe(false);
+    // the admitted turn's first call (in another process) goes, over the limit, in place of the hold
+    const call = await other.reserve([limit], { costUsd: 0.4, tokens: 0 }, opts({ takesOver: ["turn:a"] }));
+    expect(call.ok).toBe(true);
+    expect((await ledger.spent("agent:main", "day")).reserved.costUsd).toBeCloseTo(0.4, 9);
+    if (call.ok)
+      expect(await other.settle(call.reservation, { costUsd: 0.3, tokens: 7 })).toEqual([
+        { costUsd: 0.8, tokens: 7 },
+      ]);
+    // a hold taken again with the same id replaces it; one whose run never came lapses
+    await ledger.reserve([limit], { costUsd: 0.1, tokens: 0 }, { id: "turn:x", ttlMs: 1000 });
+    await ledger.reserve([limit], { costUsd: 0.1, tokens: 0 }, { id: "turn:x", ttlMs: 1000 });
+    expect((await ledger.spent("agent:main", "day")).reserved.costUsd).toBeCloseTo(0.1, 9);
+    now += 1000;
+    const probe = await ledger.reserve([limit], { costUsd: 0.1, tokens: 0 }, opts());
+    expect(probe.ok).toBe(true); // 0.8 settled, the lapsed 0.1 given back
+    if (probe.ok) await ledger.settle(probe.reservation, { costUsd: 0, tokens: 0 });
+    expect((await ledger.spent("agent:main", "day")).reserved.costUsd).toBeCloseTo(0, 9);
+    expect(await clients[0]!.zcard(`${prefix}c:budget:day:2026-12-06:held`)).toBe(0);
+    // a warning is claimed by one process only, once per period
+    const claims = await Promise.all([ledger.claimOnce("day", "w0"), other.claimOnce("day", "w0")]);
+    expect(claims.filter(Boolean)).toHaveLength(1);
   });
 });

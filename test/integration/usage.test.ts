@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
+import type { InboundMessage } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { type BudgetNotice, Budgets } from "../../src/usage/budgets.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
 import { eventually, tempDir } from "../helpers.js";
 
 /** usage.get / usage.list over RPC, and budgets on inbound channel messages (API.md §8.4). */
@@ -29,18 +29,7 @@ async function setup(budgets: unknown[] = []): Promise<{ app: TestApp; ch: Memor
   return { app, ch };
 }
 
-let seq = 0;
-function msg(text: string, peerId = "u1"): InboundMessage {
-  return inboundMessageSchema.parse({
-    channel: "memory",
-    accountId: "default",
-    chatType: "direct",
-    peerId,
-    senderId: peerId,
-    messageId: `m${++seq}`,
-    text,
-  });
-}
+const msg = (text: string) => memoryInbound({ text });
 
 async function handleAndWait(app: TestApp, m: InboundMessage) {
   const r = await app.app.router.handle(m);
@@ -235,17 +224,24 @@ describe("Budgets notices", () => {
       { now: () => clock, notify: (n) => notices.push(n) },
     );
     const ctx = { agentId: "main", sessionKey: "agent:main:x" };
-    b.record(ctx, { cost: 0.4, input: 1, output: 1 });
+    let i = 0;
+    // a model call: reserved, then settled at its real cost; the finished turn counted
+    const call = async (cost: number) => {
+      const ticket = await b.reserve(ctx, { runId: "r", index: i++, chain: [], promptTokens: 10 });
+      await b.settle(ticket, { costUsd: cost, tokens: 2 });
+      b.record(ctx, { cost, input: 1, output: 1 });
+    };
+    await call(0.4);
     expect(notices).toHaveLength(0);
-    b.record(ctx, { cost: 0.2, input: 1, output: 1 });
-    b.record(ctx, { cost: 0.2, input: 1, output: 1 });
+    await call(0.2);
+    await call(0.2);
     expect(notices).toHaveLength(1);
     expect(notices[0]?.key).toBe("budget-warn:0:global:day:2026-12-06");
     expect(notices[0]?.text).toMatch(
       /reached 50% \(\$0\.6000 of \$1\); it resets at 2026-12-07T00:00:00\.000Z/,
     );
     clock = Date.UTC(2026, 11, 7, 1);
-    b.record(ctx, { cost: 0.7, input: 1, output: 1 });
+    await call(0.7);
     expect(notices.map((n) => n.key)).toEqual([
       "budget-warn:0:global:day:2026-12-06",
       "budget-warn:0:global:day:2026-12-07",

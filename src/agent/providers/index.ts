@@ -131,9 +131,10 @@ export function isModelAllowed(
 /** USD per million tokens, as in `models.providers.<id>.models.<model>.price`. */
 export type ModelPrice = NonNullable<ProviderConfig["models"][string]["price"]>;
 
-/** The configured price of a model, if any. */
-export function priceFor(cfg: ProviderConfig | undefined, model: string): ModelPrice | undefined {
-  return cfg?.models[model]?.price;
+/** The configured price of `<provider>/<model>` (`models.providers.<p>.models.<m>.price`), if any. */
+export function priceOf(providers: Record<string, ProviderConfig>, ref: string): ModelPrice | undefined {
+  const { provider, model } = resolveModelRef(ref);
+  return providers[provider]?.models[model]?.price;
 }
 
 /** A copy of `usage` with `cost` in USD; unchanged (no cost) when the model has no price. */

@@ -5,7 +5,7 @@ import {
   createProvider,
   DEMO_MARKER,
   isModelAllowed,
-  priceFor,
+  priceOf,
   priceUsage,
   resolveModelRef,
 } from "../../../../src/agent/providers/index.js";
@@ -82,13 +82,14 @@ describe("priceUsage", () => {
       kind: "openai",
       models: { "gpt-4.1": { price: { inputPerMTok: 2 } } },
     });
-    expect(priceFor(cfg, "gpt-4.1")).toEqual({
+    expect(priceOf({ oa: cfg }, "oa/gpt-4.1")).toEqual({
       inputPerMTok: 2,
       outputPerMTok: 0,
       cacheReadPerMTok: 0,
       cacheWritePerMTok: 0,
     });
-    expect(priceFor(cfg, "other")).toBeUndefined();
+    expect(priceOf({ oa: cfg }, "oa/other")).toBeUndefined();
+    expect(priceOf({ oa: cfg }, "xx/gpt-4.1")).toBeUndefined();
   });
 });
 
