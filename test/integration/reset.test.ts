@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
+import type { InboundMessage } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { statusCard } from "../../src/policy/status-card.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { contentText, echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * Session resets by command (`/new`, `/reset`), by RPC and by `session.reset` policy on a fake
@@ -49,15 +49,7 @@ async function setup(overrides: Partial<ConfigInput> = {}) {
 
 let seq = 0;
 function msg(p: Partial<InboundMessage> & { text: string }): InboundMessage {
-  return inboundMessageSchema.parse({
-    channel: "memory",
-    accountId: "default",
-    chatType: "direct",
-    peerId: "u1",
-    senderId: "u1",
-    messageId: `m${++seq}`,
-    ...p,
-  });
+  return memoryInbound({ messageId: `m${++seq}`, ...p });
 }
 
 async function say(app: TestApp, text: string, p: Partial<InboundMessage> = {}) {

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type InboundMessage, inboundMessageSchema } from "../../src/channels/types.js";
+import type { InboundMessage } from "../../src/channels/types.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { threadBindingKey } from "../../src/routing/thread-bindings.js";
 import { THREAD_BINDINGS_NS } from "../../src/store/kv-namespaces.js";
 import type { SessionEntry } from "../../src/store/types.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
 
 /** The router's gates and routing, driven with validated InboundMessages through the real app. */
 
@@ -32,18 +32,7 @@ async function setup(overrides: Partial<ConfigInput> = {}) {
   return { t, ch };
 }
 
-let seq = 0;
-function msg(p: Partial<InboundMessage> & { text: string }): InboundMessage {
-  return inboundMessageSchema.parse({
-    channel: "memory",
-    accountId: "default",
-    chatType: "direct",
-    peerId: "u1",
-    senderId: "u1",
-    messageId: `m${++seq}`,
-    ...p,
-  });
-}
+const msg = memoryInbound;
 
 /** A depth-1 child session of `spawnedBy`, as a thread-bound spawn leaves it (its binding key aside). */
 async function putChild(app: TestApp, key: string, spawnedBy: string, extra: Partial<SessionEntry> = {}) {
