@@ -33,7 +33,9 @@
  * Every setup runs with `gateway.metrics.enabled: false` (metrics are on by default): those are the
  * plain figures. After the fs+local one, `telemetryOverhead` prints what metrics (no OTLP endpoint)
  * and metrics with an OTLP endpoint add to a turn's CPU, against metrics off measured alongside
- * (BENCH_GATEWAY_TELEMETRY=0 skips it; _TELEMETRY_WARMUP, _TELEMETRY_ROUNDS size it).
+ * (BENCH_GATEWAY_TELEMETRY=0 skips it; _TELEMETRY_WARMUP, _TELEMETRY_ROUNDS size it). Then
+ * `budgetOverhead` prints what a configured budget adds to a turn's CPU, against no budget
+ * (BENCH_GATEWAY_BUDGETS=0 skips it, =only measures nothing else; _BUDGETS_WARMUP, _BUDGETS_ROUNDS).
  */
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -623,18 +625,123 @@ function mainThreadNs(pids: number[]): number {
   return ns;
 }
 
+/** One gateway of a side-by-side figure: its name and what it adds to the plain fs+local config. */
+interface Variant {
+  name: string;
+  /** Merged into `gateway`. */
+  gateway?: Record<string, unknown>;
+  /** Top-level keys set as they are (`telemetry`, `usage`, `models`). */
+  top?: Record<string, unknown>;
+}
+
 /**
- * What telemetry costs a turn (issue 51; API.md §8.6): three fs+local gateways side by side —
- * metrics off (the plain figure's config), metrics on (`gateway.metrics.enabled`, the default) with
- * no OTLP endpoint, and metrics on with `telemetry.otlp.endpoint` at a loopback receiver that
- * answers every `POST /v1/traces` 200. Each is warmed with BENCH_GATEWAY_TELEMETRY_WARMUP turns
- * (default 1000: far fewer than the plain figure's, so its absolute CPU/turn reads higher; the
- * deltas are what this measures), then they take BENCH_GATEWAY_TELEMETRY_ROUNDS (default 6) rounds
- * of 50 sequential turns in turn, so load drift on the shared machine falls on all three alike.
- * Each gateway's CPU (schedstat, every thread) is read from before the first round to 1.5 s after
- * the last (the span exporter batches every second, and may export while another gateway runs),
- * so it includes what the processes spend between turns (the event-loop-delay monitor of the
- * process metrics, the batch exporter).
+ * fs+local gateways side by side, one per variant: each is warmed with `warm` turns, then they take
+ * `rounds` rounds of `perRound` sequential turns in turn, so load drift on the shared machine falls
+ * on all alike. Each gateway's CPU (schedstat, every thread; and its main thread) is read from
+ * before the first round to `settleMs` after the last, so it includes what the processes spend
+ * between turns. CPU/turn of each variant, in order.
+ */
+async function sideBySide(
+  model: Model,
+  tag: string,
+  variants: Variant[],
+  opts: { warm: number; rounds: number; perRound: number; settleMs: number },
+): Promise<Array<{ all: number; main: number }>> {
+  const dir = mkdtempSync(path.join(tmpdir(), `sb-bench-${tag}-`));
+  const stderr: string[] = [];
+  const gws: Array<{ url: string; proc: ChildProcess }> = [];
+  try {
+    for (const [i, v] of variants.entries()) {
+      const port = await freePort();
+      const cfg = {
+        gateway: { host: "127.0.0.1", port, auth: { token: TOKEN }, ...v.gateway },
+        stateDir: path.join(dir, `state${i}`),
+        storage: { driver: "fs" },
+        queue: { driver: "local" },
+        models: {
+          default: "fake/bench",
+          providers: { fake: { kind: "openai", baseUrl: model.url, apiKey: "bench-key" } },
+        },
+        channels: { webchat: { enabled: false } },
+        ...v.top,
+      };
+      const cfgFile = path.join(dir, `switchboard${i}.json`);
+      writeFileSync(cfgFile, JSON.stringify(cfg));
+      const proc = startNode(["start", "--config", cfgFile], stderr);
+      gws.push({ url: `http://127.0.0.1:${port}`, proc });
+    }
+    for (const g of gws) {
+      await waitHealthy(g.url, g.proc);
+      await warmUp(g.url, opts.warm);
+    }
+    const pidOf = (g: (typeof gws)[number]) => [g.proc.pid ?? 0];
+    const all0 = gws.map((g) => threadNs(() => pidOf(g)));
+    const main0 = gws.map((g) => mainThreadNs(pidOf(g)));
+    for (let r = 0; r < opts.rounds; r++)
+      for (const g of gws)
+        for (let i = 0; i < opts.perRound; i++)
+          await turn(g.url, `agent:main:bench:${tag}:${(r * opts.perRound + i) % 4}`);
+    await new Promise((r) => setTimeout(r, opts.settleMs));
+    const turns = opts.rounds * opts.perRound;
+    return gws.map((g, i) => {
+      let ns = 0;
+      for (const [tid, t] of threadNs(() => pidOf(g))) ns += t - (all0[i]?.get(tid) ?? 0);
+      return { all: ns / 1e6 / turns, main: (mainThreadNs(pidOf(g)) - (main0[i] ?? 0)) / 1e6 / turns };
+    });
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+  } finally {
+    await Promise.all(gws.map((g) => stopProc(g.proc)));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const loadAverage = () =>
+  loadavg()
+    .map((l) => fmt(l))
+    .join(" ");
+
+/** Each variant's CPU/turn, then what each adds over the first (with its budget beside it). */
+function printSideBySide(
+  label: string,
+  about: string,
+  variants: Variant[],
+  figures: Array<{ all: number; main: number }>,
+  budgets: string[],
+  extra = "",
+): void {
+  const base = figures[0] ?? { all: Number.NaN, main: Number.NaN };
+  out(
+    `${label} (${about}; load average ${loadAverage()}): ` +
+      variants
+        .map(
+          (v, i) =>
+            `${v.name} ${fmt(figures[i]?.all ?? Number.NaN, 3)} ms CPU/turn (main thread ${fmt(figures[i]?.main ?? Number.NaN, 3)})`,
+        )
+        .join("; "),
+  );
+  out(
+    `${label}: CPU/turn over ${variants[0]?.name} (schedstat, every thread; main thread): ` +
+      variants
+        .slice(1)
+        .map(
+          (v, i) =>
+            `${v.name} ${fmt((figures[i + 1]?.all ?? Number.NaN) - base.all, 3)} ms${budgets[i] ?? ""} (main ${fmt((figures[i + 1]?.main ?? Number.NaN) - base.main, 3)})`,
+        )
+        .join("; ") +
+      extra,
+  );
+}
+
+/**
+ * What telemetry costs a turn (issue 51; API.md §8.6): three gateways side by side — metrics off
+ * (the plain figure's config), metrics on (`gateway.metrics.enabled`, the default) with no OTLP
+ * endpoint, and metrics on with `telemetry.otlp.endpoint` at a loopback receiver that answers
+ * every `POST /v1/traces` 200. Each is warmed with BENCH_GATEWAY_TELEMETRY_WARMUP turns (default
+ * 1000: far fewer than the plain figure's, so its absolute CPU/turn reads higher; the deltas are
+ * what this measures), then BENCH_GATEWAY_TELEMETRY_ROUNDS (default 6) rounds of 50 turns; CPU is
+ * read to 1.5 s after the last (the span exporter batches every second, and may export while
+ * another gateway runs), so it includes the event-loop-delay monitor and the batch exporter.
  */
 async function telemetryOverhead(model: Model): Promise<void> {
   const received = { posts: 0, bytes: 0 };
@@ -650,90 +757,81 @@ async function telemetryOverhead(model: Model): Promise<void> {
   });
   await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
   const otlpUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  const variants = [
-    { name: "metrics off", extra: { gateway: { metrics: { enabled: false } } } },
-    { name: "metrics on, no OTLP", extra: { gateway: { metrics: { enabled: true } } } },
+  const variants: Variant[] = [
+    { name: "metrics off", gateway: { metrics: { enabled: false } } },
+    { name: "metrics on, no OTLP", gateway: { metrics: { enabled: true } } },
     {
       name: "metrics on + OTLP",
-      extra: { gateway: { metrics: { enabled: true } }, telemetry: { otlp: { endpoint: otlpUrl } } },
+      gateway: { metrics: { enabled: true } },
+      top: { telemetry: { otlp: { endpoint: otlpUrl } } },
     },
   ];
-  const dir = mkdtempSync(path.join(tmpdir(), "sb-bench-tel-"));
-  const stderr: string[] = [];
-  const gws: Array<{ name: string; url: string; proc: ChildProcess }> = [];
+  const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 1000);
+  const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 6);
+  const posts0 = received.posts;
   try {
-    for (const [i, v] of variants.entries()) {
-      const port = await freePort();
-      const cfg = {
-        gateway: { host: "127.0.0.1", port, auth: { token: TOKEN }, ...v.extra.gateway },
-        stateDir: path.join(dir, `state${i}`),
-        storage: { driver: "fs" },
-        queue: { driver: "local" },
-        models: {
-          default: "fake/bench",
-          providers: { fake: { kind: "openai", baseUrl: model.url, apiKey: "bench-key" } },
-        },
-        channels: { webchat: { enabled: false } },
-        ...("telemetry" in v.extra ? { telemetry: v.extra.telemetry } : {}),
-      };
-      const cfgFile = path.join(dir, `switchboard${i}.json`);
-      writeFileSync(cfgFile, JSON.stringify(cfg));
-      const proc = startNode(["start", "--config", cfgFile], stderr);
-      gws.push({ name: v.name, url: `http://127.0.0.1:${port}`, proc });
-    }
-    const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 1000);
-    for (const g of gws) {
-      await waitHealthy(g.url, g.proc);
-      await warmUp(g.url, warm);
-    }
-    const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 6);
-    const perRound = 50;
-    const pidOf = (g: (typeof gws)[number]) => [g.proc.pid ?? 0];
-    const all0 = gws.map((g) => threadNs(() => pidOf(g)));
-    const main0 = gws.map((g) => mainThreadNs(pidOf(g)));
-    const posts0 = received.posts;
-    for (let r = 0; r < rounds; r++)
-      for (const g of gws)
-        for (let i = 0; i < perRound; i++)
-          await turn(g.url, `agent:main:bench:tel:${(r * perRound + i) % 4}`);
-    await new Promise((r) => setTimeout(r, 1500));
-    const turns = rounds * perRound;
-    const figures = gws.map((g, i) => {
-      let ns = 0;
-      for (const [tid, t] of threadNs(() => pidOf(g))) ns += t - (all0[i]?.get(tid) ?? 0);
-      return { all: ns / 1e6 / turns, main: (mainThreadNs(pidOf(g)) - (main0[i] ?? 0)) / 1e6 / turns };
-    });
-    const base = figures[0] ?? { all: Number.NaN, main: Number.NaN };
-    const budgets = ["", " [≤ +0.05]", " [≤ +0.3]"];
-    const load = loadavg()
-      .map((l) => fmt(l))
-      .join(" ");
-    out(
-      `telemetry (fs+local, ${warm} warm turns each, ${rounds} × ${perRound} sequential turns in turn; load average ${load}): ` +
-        gws
-          .map(
-            (g, i) =>
-              `${g.name} ${fmt(figures[i]?.all ?? Number.NaN, 3)} ms CPU/turn (main thread ${fmt(figures[i]?.main ?? Number.NaN, 3)})`,
-          )
-          .join("; "),
-    );
-    out(
-      `telemetry: CPU/turn over metrics off (schedstat, every thread; main thread): ` +
-        gws
-          .slice(1)
-          .map(
-            (g, i) =>
-              `${g.name} ${fmt((figures[i + 1]?.all ?? Number.NaN) - base.all, 3)} ms${budgets[i + 1]} (main ${fmt((figures[i + 1]?.main ?? Number.NaN) - base.main, 3)})`,
-          )
-          .join("; ") +
-        `; the OTLP receiver got ${received.posts - posts0} POST /v1/traces while measured`,
+    const figures = await sideBySide(model, "tel", variants, { warm, rounds, perRound: 50, settleMs: 1500 });
+    printSideBySide(
+      "telemetry",
+      `fs+local, ${warm} warm turns each, ${rounds} × 50 sequential turns in turn`,
+      variants,
+      figures,
+      [" [≤ +0.05]", " [≤ +0.3]"],
+      `; the OTLP receiver got ${received.posts - posts0} POST /v1/traces while measured`,
     );
   } catch (err) {
-    out(`telemetry: FAILED ${(err as Error).message}\n${stderr.join("").slice(0, 2000)}`);
+    out(`telemetry: FAILED ${(err as Error).message}`);
   } finally {
-    await Promise.all(gws.map((g) => stopProc(g.proc)));
     await new Promise<void>((r) => receiver.close(() => r()));
-    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * What a budget costs a turn (issue 49; API.md §8.4: "≤ 0.1 ms more CPU than without"): two
+ * gateways side by side on the path users run (`chat.send` over HTTP, the `openai` provider, fs +
+ * local), the model priced in both, one with `usage.budgets` (a `block` budget on the agent and a
+ * global one, limits far off) so every turn is admitted with a hold, its call reserved and settled
+ * and the warnAt check made. BENCH_GATEWAY_BUDGETS_WARMUP (default 1000) and _ROUNDS (default 10,
+ * of 50 turns each) size it; BENCH_GATEWAY_BUDGETS=0 skips it, =only runs nothing else.
+ */
+async function budgetOverhead(model: Model): Promise<void> {
+  const models = {
+    default: "fake/bench",
+    providers: {
+      fake: {
+        kind: "openai",
+        baseUrl: model.url,
+        apiKey: "bench-key",
+        models: { bench: { price: { inputPerMTok: 0.4, outputPerMTok: 1.6 } } },
+      },
+    },
+  };
+  const budgets = [
+    { scope: "agent:main", period: "day", maxCostUsd: 1_000_000, action: "block" },
+    { scope: "global", period: "month", maxCostUsd: 1_000_000, action: "block" },
+  ];
+  const variants: Variant[] = [
+    { name: "no budget", gateway: { metrics: { enabled: false } }, top: { models } },
+    { name: "budgets", gateway: { metrics: { enabled: false } }, top: { models, usage: { budgets } } },
+  ];
+  const warm = Number(process.env.BENCH_GATEWAY_BUDGETS_WARMUP ?? 1000);
+  const rounds = Number(process.env.BENCH_GATEWAY_BUDGETS_ROUNDS ?? 10);
+  try {
+    const figures = await sideBySide(model, "budget", variants, {
+      warm,
+      rounds,
+      perRound: 50,
+      settleMs: 200,
+    });
+    printSideBySide(
+      "budgets",
+      `fs+local, chat.send, ${warm} warm turns each, ${rounds} × 50 sequential turns in turn`,
+      variants,
+      figures,
+      [" [≤ +0.1]"],
+    );
+  } catch (err) {
+    out(`budgets: FAILED ${(err as Error).message}`);
   }
 }
 
@@ -761,6 +859,10 @@ export async function run(): Promise<void> {
     }
     const floor = quantile(direct, 0.5);
     out(`model called directly (the floor): median ${fmt(floor)} ms, p95 ${fmt(quantile(direct, 0.95))} ms`);
+    if (process.env.BENCH_GATEWAY_BUDGETS === "only") {
+      await budgetOverhead(model);
+      return;
+    }
     const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
     const prefix = `sbbench${process.pid}`;
     const setups: Setup[] = [];
@@ -809,6 +911,8 @@ export async function run(): Promise<void> {
       // beside the plain figure (metrics off): what metrics and OTLP tracing add to a turn
       if (s.name === "fs+local" && process.env.BENCH_GATEWAY_TELEMETRY !== "0")
         await telemetryOverhead(model);
+      // and what a configured budget adds
+      if (s.name === "fs+local" && process.env.BENCH_GATEWAY_BUDGETS !== "0") await budgetOverhead(model);
     }
     if (drivers.includes("bullmq")) await dropKeys(redisUrl, prefix);
   } finally {

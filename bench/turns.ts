@@ -4,14 +4,15 @@
  * tools, an in-memory channel for delivery. Measures enqueue → delivered.
  * Run: `npm run bench` (all) or `npx tsx bench/turns.ts`.
  * `BENCH_TURNS=n` changes the number of turns; `BENCH_CPU_PROFILE=file.cpuprofile` writes a V8
- * CPU profile of the measured part only (start-up and seeding left out).
+ * CPU profile of the measured part only (start-up and seeding left out). Then `budgetsOverhead`
+ * (BENCH_TURNS_BUDGETS=0 skips it, =only runs it alone).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { createApp } from "../src/app/index.js";
+import { type App, createApp } from "../src/app/index.js";
 import type { ChannelAdapter, OutboundMessage } from "../src/channels/types.js";
 import { parseConfig } from "../src/config/index.js";
 import { silentLogger } from "../src/log.js";
@@ -145,4 +146,103 @@ export async function run(): Promise<Record<string, unknown>> {
   return result;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) await run();
+/**
+ * What a configured budget adds to a turn's CPU (issue 49; API.md §8.4: "≤ 0.1 ms"), in process:
+ * two apps (fs + local, the scripted model priced in both), one with `usage.budgets` (a `block`
+ * budget on the agent and a global one, limits far off), each turn a `chat.send` through the RPC
+ * dispatcher (admission with a hold, the call reserved and settled, the warnAt check). Rounds of
+ * BENCH_TURNS_BUDGET_ROUND turns (default 500, 16 at a time) alternate between the two apps, so
+ * load drift falls on both; the process's CPU of each app's rounds is summed.
+ */
+export async function budgetsOverhead(): Promise<Record<string, unknown>> {
+  const perRound = Number(process.env.BENCH_TURNS_BUDGET_ROUND ?? 500);
+  const rounds = Number(process.env.BENCH_TURNS_BUDGET_ROUNDS ?? 12);
+  const models = {
+    default: "s/zero",
+    providers: {
+      s: {
+        kind: "scripted",
+        rules: [{ match: ".", reply: "ok" }],
+        models: { zero: { price: { inputPerMTok: 0.4, outputPerMTok: 1.6 } } },
+      },
+    },
+  };
+  const budgets = [
+    { scope: "agent:main", period: "day", maxCostUsd: 1_000_000, action: "block" },
+    { scope: "global", period: "month", maxCostUsd: 1_000_000, action: "block" },
+  ];
+  const apps: App[] = [];
+  const dirs: string[] = [];
+  for (const usage of [{ budgets: [] }, { budgets }]) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "sb-bench-budgets-"));
+    dirs.push(dir);
+    const config = parseConfig({
+      stateDir: dir,
+      queue: { concurrency: 16 },
+      models,
+      tools: { profile: "minimal", deny: ["*"] },
+      usage,
+      gateway: { metrics: { enabled: false } },
+    });
+    const app = await createApp(
+      { config, source: null, baseDir: dir },
+      { logger: silentLogger(), role: "gateway", host: "127.0.0.1", port: 0, serve: false },
+    );
+    await app.start();
+    apps.push(app);
+  }
+  let id = 0;
+  const turns = async (app: App, n: number) => {
+    for (let i = 0; i < n; i += 16)
+      await Promise.all(
+        Array.from({ length: Math.min(16, n - i) }, async (_, j) => {
+          const r = await app.rpc.dispatch({
+            id: ++id,
+            method: "chat.send",
+            params: { sessionKey: `agent:main:b${(i + j) % 64}`, message: `m${i + j}`, timeoutSeconds: 30 },
+          });
+          if (!r.ok || (r.result as { status?: string }).status !== "ok")
+            throw new Error(`chat.send failed: ${JSON.stringify(r)}`);
+        }),
+      );
+  };
+  // warm both (V8 tunes the per-turn code over the first thousands)
+  for (let r = 0; r < 4; r++) for (const app of apps) await turns(app, perRound);
+  const cpu = [0, 0];
+  for (let r = 0; r < rounds; r++)
+    for (const [i, app] of apps.entries()) {
+      const c0 = process.cpuUsage();
+      await turns(app, perRound);
+      const c = process.cpuUsage(c0);
+      cpu[i] = (cpu[i] ?? 0) + c.user + c.system;
+    }
+  const n = rounds * perRound;
+  const without = (cpu[0] ?? 0) / 1000 / n;
+  const withBudget = (cpu[1] ?? 0) / 1000 / n;
+  const load = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
+  const result = {
+    bench: "turns-budgets",
+    turns: n,
+    cpuMsPerTurnNoBudget: Number(without.toFixed(4)),
+    cpuMsPerTurnBudget: Number(withBudget.toFixed(4)),
+    addedMs: Number((withBudget - without).toFixed(4)),
+    loadAverage: load,
+    budget: "≤ +0.1 ms",
+  };
+  process.stdout.write(
+    `budgets in process (chat.send via the RPC dispatcher, fs + local, ${rounds} × ${perRound} turns each in turn; load average ${load}): ` +
+      `no budget ${without.toFixed(4)} ms CPU/turn, budgets ${withBudget.toFixed(4)} ms: ${(withBudget - without).toFixed(4)} ms a turn (budget ≤ +0.1)\n`,
+  );
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  for (const app of apps) await app.stop();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  return result;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  if (process.env.BENCH_TURNS_BUDGETS !== "only") await run();
+  if (process.env.BENCH_TURNS_BUDGETS !== "0") await budgetsOverhead();
+}
