@@ -91,7 +91,8 @@ export async function chatSend(
     provenance: { ...OPERATOR_PROVENANCE },
     deliver: p.deliver ?? false,
     origin: "operator",
-    runId,
+    // the run the hold is for (with no budget none is held, and a given runId costs a read of the record)
+    ...(services.config.usage.budgets.length > 0 ? { runId } : {}),
     ...(parts.length ? { meta: { parts } } : {}),
   });
   const timeoutSeconds = p.timeoutSeconds ?? 30;

@@ -5,7 +5,6 @@ import type { Logger } from "../log.js";
 import type { MediaStore } from "../media/types.js";
 import type { Pipeline } from "../pipeline/types.js";
 import type { SessionEntry, StoreDriver } from "../store/types.js";
-import type { Reservation } from "../usage/ledger.js";
 import type { CronJobs } from "./cron.js";
 import type {
   BreakerView,
@@ -41,8 +40,17 @@ export interface UsageTotalsView {
 /** A model call's budget reservation (src/usage/admission.ts), settled after the call. */
 export interface UsageTicket {
   ctx: UsageContext;
-  /** null: no budget applies to the turn. */
-  reservation: Reservation | null;
+  /** What the ledger reserved (src/usage/ledger.ts `Reservation`); null: no budget applies to the turn. */
+  reservation: {
+    id: string;
+    at: number;
+    limits: ReadonlyArray<{
+      scope: string;
+      period: "day" | "month";
+      maxCostUsd: number | null;
+      maxTokens: number | null;
+    }>;
+  } | null;
 }
 
 /** A model call about to be made, as budgets reserve for it. */

@@ -1,4 +1,3 @@
-import { estimateTokens } from "../agent/prompt.js";
 import type { Config } from "../config/schema.js";
 import type { UsageBudgets, UsageCall, UsageContext, UsageTicket } from "../services/index.js";
 import type { SessionEntry } from "../store/types.js";
@@ -70,7 +69,7 @@ export class Budgets implements UsageBudgets {
         const entry = (await turn.entry?.()) ?? null;
         return {
           chain: this.#chainFor(ctx.agentId, entry),
-          promptTokens: (entry?.contextUsedTokens ?? 0) + estimateTokens(turn.text),
+          promptTokens: (entry?.contextUsedTokens ?? 0) + Math.ceil(turn.text.length / 4), // chars/4, as the prompt's estimate
         };
       },
     });
