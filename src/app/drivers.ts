@@ -225,9 +225,19 @@ export async function createLedger(
   config: LoadedConfig["config"],
   redis: RedisConnections,
   now: () => number,
+  counts: UsageCounts,
 ): Promise<Ledger> {
   const { queue } = config;
-  if (queue.driver !== "bullmq") return new MemoryLedger(now);
+  if (queue.driver !== "bullmq") {
+    // This period's spend so far comes from the usage counts, which outlive the process: a
+    // restart must not give every budget its whole limit again.
+    const ledger = new MemoryLedger(now);
+    for (const b of config.usage.budgets) {
+      const t = await counts.get(b.scope, b.period);
+      ledger.seed(b.scope, b.period, { costUsd: t.costUsd, tokens: t.tokens.input + t.tokens.output });
+    }
+    return ledger;
+  }
   const client = await redis.shared(queue.redisUrl, "config: queue.redisUrl");
   const { RedisLedger } = await import("../usage/redis-ledger.js");
   return new RedisLedger(client, `${queue.prefix}:`, now);

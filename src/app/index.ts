@@ -135,7 +135,9 @@ export async function createApp(loaded: LoadedConfig, opts: AppOptions): Promise
   // admits and reserves against the same accounts).
   services.usage = new Budgets(config.usage.budgets, {
     now,
-    ...(config.usage.budgets.length > 0 ? { ledger: await createLedger(config, drivers.redis, now) } : {}),
+    ...(config.usage.budgets.length > 0
+      ? { ledger: await createLedger(config, drivers.redis, now, drivers.usage) }
+      : {}),
     models: {
       chainFor: (agentId, entry) => models.chainFor(agentId, entry),
       price: (ref) => priceOf(config.models.providers, ref),

@@ -192,6 +192,16 @@ export class MemoryLedger implements Ledger {
     });
   }
 
+  /**
+   * Sets a scope's settled spend in the period containing now to what was counted before this
+   * process started (the usage counts survive a restart; these accounts would start from zero).
+   */
+  seed(scope: BudgetScope, period: BudgetPeriod, settled: Spend): void {
+    const a = this.#account(period, scope, this.now());
+    a.settled.costUsd = Math.max(a.settled.costUsd, settled.costUsd);
+    a.settled.tokens = Math.max(a.settled.tokens, settled.tokens);
+  }
+
   spent(scope: BudgetScope, period: BudgetPeriod): { settled: Spend; reserved: Spend } {
     const a = this.#periods.get(periodKey(period, this.now()))?.get(scope);
     return a

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
+import { tempDir } from "../helpers.js";
 
 /** usage.budgets (API.md §8.4), local queue: a spent `block` budget refuses chat.send with BUDGET_EXCEEDED. */
 let fake: OpenAIFake;
@@ -58,6 +59,62 @@ describe("budgets", () => {
     // no run was accepted for it
     const runs = await t.app.services.store.runs.listBySession("agent:main:b9", 5);
     expect(runs).toHaveLength(0);
+  });
+});
+
+describe("budgets across a restart (fs + local)", () => {
+  it("a spent budget stays spent after the gateway restarts: the ledger starts from the stored counts", async () => {
+    const dir = tempDir();
+    const start = () =>
+      startTestApp(
+        {
+          models: {
+            default: "oa/m",
+            providers: {
+              oa: {
+                kind: "openai",
+                baseUrl: fake.url,
+                models: { m: { price: { inputPerMTok: 1000, outputPerMTok: 1000 } } },
+              },
+            },
+          },
+          usage: { budgets: [{ scope: "global", period: "month", maxCostUsd: 0.5 }] },
+        },
+        { dir: dir.dir },
+      );
+    let app = await start();
+    try {
+      // two turns at $0.30 each: the second is admitted at $0.30 < $0.50 and spends to $0.60
+      for (let i = 0; i < 2; i++) {
+        fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
+        const r = await app.rpc("chat.send", {
+          sessionKey: `agent:main:r${i}`,
+          message: "hi",
+          timeoutSeconds: 10,
+        });
+        expect(r.result.status).toBe("ok");
+      }
+      expect((await app.rpc("chat.send", { sessionKey: "agent:main:r2", message: "hi" })).error?.code).toBe(
+        "BUDGET_EXCEEDED",
+      );
+      await app.stop();
+      app = await start();
+      const before = fake.chatRequests().length;
+      const refused = await app.rpc("chat.send", {
+        sessionKey: "agent:main:r3",
+        message: "hi",
+        timeoutSeconds: 10,
+      });
+      expect(refused.ok).toBe(false);
+      expect(refused.error?.code).toBe("BUDGET_EXCEEDED");
+      expect(refused.error?.message).toMatch(/global per month/);
+      expect(fake.chatRequests().length).toBe(before);
+      const usage = await app.rpc("usage.get", { scope: "global", period: "month" });
+      expect(usage.result.budget.spent.costUsd).toBeCloseTo(0.6, 6);
+    } finally {
+      await app.stop();
+      dir.cleanup();
+    }
   });
 });
 
