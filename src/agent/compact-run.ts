@@ -3,6 +3,7 @@ import { errorMessage } from "../errors.js";
 import type { Services } from "../services/index.js";
 import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../store/types.js";
+import { NO_SPEND } from "../usage/ledger.js";
 import {
   type CompactionContent,
   type SessionContext,
@@ -11,6 +12,8 @@ import {
   summaryTokens,
 } from "./compaction.js";
 import { estimateTokens, toUnits } from "./prompt.js";
+import { priceOf, priceUsage } from "./providers/index.js";
+import { usageContext } from "./usage-context.js";
 
 /**
  * Runs one compaction of a session: split the uncovered messages, summarise the older part with
@@ -57,7 +60,28 @@ export async function compactSession(
     const viaChain: ModelProvider = {
       id: resolved.provider.id,
       kind: resolved.provider.kind,
-      complete: async ({ model: _primary, ...req }) => (await services.models.complete(chain, req)).result,
+      // A model call like a turn's (API.md §8.4): its expected cost reserved first (a spent budget
+      // leaves the session uncompacted), the real cost settled after.
+      complete: async ({ model: _primary, ...req }) => {
+        const ticket = await services.usage?.reserve(usageContext(o.entry), {
+          runId: `${o.runId}:compaction`,
+          index: 0,
+          chain,
+          promptTokens: req.messages.reduce(
+            (n, m) => n + estimateTokens(m.content),
+            estimateTokens(req.system ?? ""),
+          ),
+        });
+        let spent = NO_SPEND;
+        try {
+          const { result, ref } = await services.models.complete(chain, req);
+          const priced = priceUsage(result.usage, priceOf(services.config.models.providers, ref));
+          spent = { costUsd: priced.cost ?? 0, tokens: result.usage.input + result.usage.output };
+          return result;
+        } finally {
+          if (ticket) await services.usage?.settle(ticket, spent);
+        }
+      },
     };
     summary = await summarize(viaChain, resolved.model, {
       ...(previous ? { previous: previous.summary } : {}),

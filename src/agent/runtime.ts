@@ -29,6 +29,7 @@ import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
 import { priceOf, priceUsage } from "./providers/index.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
+import { usageContext } from "./usage-context.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
 
 /**
@@ -800,12 +801,6 @@ export function windowAt(tail: TranscriptMessage[], runId: string, step: number)
     if (m.id === inbound) break;
   }
   return tail;
-}
-
-/** Who a turn is for, as budgets match it. */
-function usageContext(entry: SessionEntry): { agentId: string; sessionKey: string; channel?: string } {
-  const channel = deriveChannel(entry.key, entry);
-  return { agentId: entry.agentId, sessionKey: entry.key, ...(channel ? { channel } : {}) };
 }
 
 /** The runs a turn answers (collected messages each had their own), whose budget holds it takes over. */

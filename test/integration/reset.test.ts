@@ -276,6 +276,38 @@ describe("/compact from a chat", () => {
     expect(contentText(fake.chatRequests().at(-1)?.body.messages?.[0]?.content)).toContain("SUMMARY");
   });
 
+  it("the summary's model call counts against the budgets, as a turn's call does", async () => {
+    const { app } = await setup({
+      models: {
+        default: "fake/m1",
+        providers: {
+          fake: {
+            kind: "openai",
+            baseUrl: fake.url,
+            timeoutMs: 5000,
+            maxRetries: 0,
+            models: { m1: { price: { inputPerMTok: 1, outputPerMTok: 1 } } },
+          },
+        },
+      },
+      usage: { budgets: [{ scope: "agent:main", period: "day", maxCostUsd: 100, action: "warn" }] },
+    });
+    const spent = async () =>
+      (await app.rpc("usage.get", { scope: "agent:main", period: "day" })).result.budget.spent
+        .costUsd as number;
+    fake.setDefault((r) =>
+      contentText(r.body.messages?.[0]?.content).startsWith("You compact a chat transcript")
+        ? { text: "SUMMARY", usage: { prompt: 600_000, completion: 400_000 } } // $1
+        : { ...echoHandler(r), usage: { prompt: 10, completion: 10 } },
+    );
+    for (const w of ["a", "b", "c", "d", "e"]) await say(app, `turn ${w}`);
+    const before = await spent();
+    await say(app, "/compact");
+    await app.app.services.pipeline.wait(`compact:memory:default:m${seq}`, 10_000);
+    expect((await app.app.services.store.sessions.get(KEY))?.compactionCount).toBe(1);
+    expect((await spent()) - before).toBeCloseTo(1, 6);
+  });
+
   it("a /compact that fails says so in the chat and changes nothing", async () => {
     const { app, ch } = await setup();
     for (const w of ["a", "b", "c", "d", "e"]) await say(app, `turn ${w}`);
