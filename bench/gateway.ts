@@ -33,7 +33,8 @@
  * Every setup runs with `gateway.metrics.enabled: false` (metrics are on by default): those are the
  * plain figures. After the fs+local one, `telemetryOverhead` prints what metrics (no OTLP endpoint)
  * and metrics with an OTLP endpoint add to a turn's CPU, against metrics off measured alongside
- * (BENCH_GATEWAY_TELEMETRY=0 skips it; _TELEMETRY_WARMUP, _TELEMETRY_ROUNDS size it). Then
+ * (BENCH_GATEWAY_TELEMETRY=0 skips it, =only measures nothing else; _TELEMETRY_WARMUP,
+ * _TELEMETRY_ROUNDS size it). Then
  * `budgetOverhead` prints what a configured budget adds to a turn's CPU, against no budget
  * (BENCH_GATEWAY_BUDGETS=0 skips it, =only measures nothing else; _BUDGETS_WARMUP, _BUDGETS_ROUNDS).
  */
@@ -765,6 +766,8 @@ async function telemetryOverhead(model: Model): Promise<void> {
       gateway: { metrics: { enabled: true } },
       top: { telemetry: { otlp: { endpoint: otlpUrl } } },
     },
+    // the first config again: what two gateways of one config differ by is the noise floor
+    { name: "metrics off again (control)", gateway: { metrics: { enabled: false } } },
   ];
   const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 1000);
   const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 6);
@@ -776,7 +779,7 @@ async function telemetryOverhead(model: Model): Promise<void> {
       `fs+local, ${warm} warm turns each, ${rounds} × 50 sequential turns in turn`,
       variants,
       figures,
-      [" [≤ +0.05]", " [≤ +0.3]"],
+      [" [≤ +0.05]", " [≤ +0.3]", " [the noise floor]"],
       `; the OTLP receiver got ${received.posts - posts0} POST /v1/traces while measured`,
     );
   } catch (err) {
@@ -813,6 +816,8 @@ async function budgetOverhead(model: Model): Promise<void> {
   const variants: Variant[] = [
     { name: "no budget", gateway: { metrics: { enabled: false } }, top: { models } },
     { name: "budgets", gateway: { metrics: { enabled: false } }, top: { models, usage: { budgets } } },
+    // the first config again: what two gateways of one config differ by is the noise floor
+    { name: "no budget again (control)", gateway: { metrics: { enabled: false } }, top: { models } },
   ];
   const warm = Number(process.env.BENCH_GATEWAY_BUDGETS_WARMUP ?? 1000);
   const rounds = Number(process.env.BENCH_GATEWAY_BUDGETS_ROUNDS ?? 10);
@@ -828,7 +833,7 @@ async function budgetOverhead(model: Model): Promise<void> {
       `fs+local, chat.send, ${warm} warm turns each, ${rounds} × 50 sequential turns in turn`,
       variants,
       figures,
-      [" [≤ +0.1]"],
+      [" [≤ +0.1]", " [the noise floor]"],
     );
   } catch (err) {
     out(`budgets: FAILED ${(err as Error).message}`);
@@ -859,8 +864,9 @@ export async function run(): Promise<void> {
     }
     const floor = quantile(direct, 0.5);
     out(`model called directly (the floor): median ${fmt(floor)} ms, p95 ${fmt(quantile(direct, 0.95))} ms`);
-    if (process.env.BENCH_GATEWAY_BUDGETS === "only") {
-      await budgetOverhead(model);
+    if (process.env.BENCH_GATEWAY_BUDGETS === "only" || process.env.BENCH_GATEWAY_TELEMETRY === "only") {
+      if (process.env.BENCH_GATEWAY_TELEMETRY === "only") await telemetryOverhead(model);
+      if (process.env.BENCH_GATEWAY_BUDGETS === "only") await budgetOverhead(model);
       return;
     }
     const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";

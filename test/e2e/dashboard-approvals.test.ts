@@ -68,7 +68,8 @@ describe.runIf(HAS_CHROMIUM)("dashboard: pending approvals", () => {
       const done = await t.rpc("agent.wait", { runId, timeoutMs: 10_000 });
       expect(done.result).toMatchObject({ status: "ok" });
       expect(done.result.reply).toContain("done:");
-      expect(await targetMessages()).toEqual([HOSTILE]); // the tool ran once
+      // the tool ran once (the line it sent; a2a reply-back turns may follow it on a quick machine)
+      expect((await targetMessages()).filter((c) => c === HOSTILE)).toEqual([HOSTILE]);
       await expect.poll(() => row.count(), { timeout: 5_000 }).toBe(0);
       await expect.poll(() => page.getByTestId("approvals").textContent()).toBe("None.");
       // allow-once stored no rule
