@@ -11,20 +11,23 @@ beforeAll(async () => {
 });
 afterAll(async () => fake.close());
 
+/** The fake's model at $1000 per million tokens in and out: 300 tokens cost $0.30. */
+const pricedModels = () => ({
+  default: "oa/m",
+  providers: {
+    oa: {
+      kind: "openai" as const,
+      baseUrl: fake.url,
+      models: { m: { price: { inputPerMTok: 1000, outputPerMTok: 1000 } } },
+    },
+  },
+});
+
 describe("budgets", () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await startTestApp({
-      models: {
-        default: "oa/m",
-        providers: {
-          oa: {
-            kind: "openai",
-            baseUrl: fake.url,
-            models: { m: { price: { inputPerMTok: 1000, outputPerMTok: 1000 } } },
-          },
-        },
-      },
+      models: pricedModels(),
       usage: {
         budgets: [
           { scope: "agent:main", period: "day", maxCostUsd: 0.5 },
@@ -68,16 +71,7 @@ describe("budgets across a restart (fs + local)", () => {
     const start = () =>
       startTestApp(
         {
-          models: {
-            default: "oa/m",
-            providers: {
-              oa: {
-                kind: "openai",
-                baseUrl: fake.url,
-                models: { m: { price: { inputPerMTok: 1000, outputPerMTok: 1000 } } },
-              },
-            },
-          },
+          models: pricedModels(),
           usage: { budgets: [{ scope: "global", period: "month", maxCostUsd: 0.5 }] },
         },
         { dir: dir.dir },
