@@ -3,7 +3,6 @@ import { errorMessage } from "../errors.js";
 import type { Services } from "../services/index.js";
 import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../store/types.js";
-import { NO_SPEND } from "../usage/ledger.js";
 import {
   type CompactionContent,
   type SessionContext,
@@ -12,8 +11,7 @@ import {
   summaryTokens,
 } from "./compaction.js";
 import { estimateTokens, toUnits } from "./prompt.js";
-import { priceOf, priceUsage } from "./providers/index.js";
-import { usageContext } from "./usage-context.js";
+import { budgetedCall } from "./usage-context.js";
 
 /**
  * Runs one compaction of a session: split the uncovered messages, summarise the older part with
@@ -63,7 +61,7 @@ export async function compactSession(
       // A model call like a turn's (API.md §8.4): its expected cost reserved first (a spent budget
       // leaves the session uncompacted), the real cost settled after.
       complete: async ({ model: _primary, ...req }) => {
-        const ticket = await services.usage?.reserve(usageContext(o.entry), {
+        const call = {
           runId: `${o.runId}:compaction`,
           index: 0,
           chain,
@@ -71,16 +69,9 @@ export async function compactSession(
             (n, m) => n + estimateTokens(m.content),
             estimateTokens(req.system ?? ""),
           ),
-        });
-        let spent = NO_SPEND;
-        try {
-          const { result, ref } = await services.models.complete(chain, req);
-          const priced = priceUsage(result.usage, priceOf(services.config.models.providers, ref));
-          spent = { costUsd: priced.cost ?? 0, tokens: result.usage.input + result.usage.output };
-          return result;
-        } finally {
-          if (ticket) await services.usage?.settle(ticket, spent);
-        }
+        };
+        return (await budgetedCall(services, o.entry, call, () => services.models.complete(chain, req)))
+          .chained.result;
       },
     };
     summary = await summarize(viaChain, resolved.model, {

@@ -21,15 +21,13 @@ import type {
   Usage,
 } from "../store/types.js";
 import { countCost, traced } from "../telemetry/index.js";
-import { NO_SPEND } from "../usage/ledger.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { credentialNotice } from "./credential-notice.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
-import { priceOf, priceUsage } from "./providers/index.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
-import { usageContext } from "./usage-context.js";
+import { budgetedCall, usageContext } from "./usage-context.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
 
 /**
@@ -523,55 +521,54 @@ export class AgentRuntime {
     };
     // images as the chain's first model takes them (its `vision` flag)
     const messages = await this.#withImages(plan.messages as ModelMessage[], turn.resolved);
-    // The budgets (API.md §8.4): the call's expected cost is reserved first (BUDGET_EXCEEDED ends
-    // the turn), the first call taking over the hold its turn was admitted with; settled after.
-    const ticket = await services.usage?.reserve(usageContext(state.entry), {
+    // The budgets (API.md §8.4): BUDGET_EXCEEDED ends the turn; the first call takes over the hold
+    // its turn was admitted with.
+    const call = {
       runId: job.runId,
       index: state.calls,
       chain: turn.chain,
       promptTokens: plan.sentEstimate,
       ...(state.calls === 0 ? { takesOver: turnRunIds(job) } : {}),
-    });
+    };
     state.calls++;
-    const chained = await traced(
-      "switchboard.model",
-      key,
-      () =>
-        services.models.complete(
-          turn.chain,
-          {
-            system: plan.system,
-            messages,
-            tools: turn.specs,
-            signal: turn.ctx.signal,
-            ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
-            // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
-            // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
-            // cheaper than parsing a stream of chunks no one reads.
-            ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
-              ? { onTextDelta }
-              : {}),
-          },
-          {
-            onReset: reset,
-            onFallback: (f, next) => {
-              state.fallbacks.push(f);
-              if (!f.skipped && (f.class === "auth" || f.class === "billing"))
-                credentialNotice(services, key, f.model, f.class);
-              services.bus.emit("run.fallback", {
-                runId: job.runId,
-                sessionKey: key,
-                ...f,
-                ...(next !== undefined ? { next } : {}),
-              });
+    const { chained, priced } = await budgetedCall(services, state.entry, call, () =>
+      traced(
+        "switchboard.model",
+        key,
+        () =>
+          services.models.complete(
+            turn.chain,
+            {
+              system: plan.system,
+              messages,
+              tools: turn.specs,
+              signal: turn.ctx.signal,
+              ...(state.entry.thinkingLevel ? { thinking: state.entry.thinkingLevel } : {}),
+              // Streamed when someone will see it: a channel showing the reply as it comes, or a watcher of
+              // `run.delta` (a listener, a WebSocket client, the live relay). Otherwise one JSON answer is
+              // cheaper than parsing a stream of chunks no one reads.
+              ...(streaming.enabled !== false && (streaming.onDelta || services.bus.watched("run.delta", key))
+                ? { onTextDelta }
+                : {}),
             },
-          },
-        ),
-      { attributes: { "switchboard.model": turn.modelRef } },
-    ).catch(async (err: unknown) => {
-      if (ticket) await services.usage?.settle(ticket, NO_SPEND);
-      throw err;
-    });
+            {
+              onReset: reset,
+              onFallback: (f, next) => {
+                state.fallbacks.push(f);
+                if (!f.skipped && (f.class === "auth" || f.class === "billing"))
+                  credentialNotice(services, key, f.model, f.class);
+                services.bus.emit("run.fallback", {
+                  runId: job.runId,
+                  sessionKey: key,
+                  ...f,
+                  ...(next !== undefined ? { next } : {}),
+                });
+              },
+            },
+          ),
+        { attributes: { "switchboard.model": turn.modelRef } },
+      ),
+    );
     const res = chained.result;
     const answeredBy = chained.ref;
     state.answeredBy = answeredBy;
@@ -583,12 +580,6 @@ export class AgentRuntime {
       services.bus.emit("run.delta", { runId: job.runId, sessionKey: key, text: "", reset: true });
       streaming.onReset?.();
     }
-    const priced = priceUsage(res.usage, priceOf(services.config.models.providers, answeredBy));
-    if (ticket)
-      await services.usage?.settle(ticket, {
-        costUsd: priced.cost ?? 0,
-        tokens: res.usage.input + res.usage.output,
-      });
     countCost(state.entry.agentId, priced.cost);
     state.usage = addUsage(state.usage, priced);
     state.lastContext = res.usage.input + res.usage.output;
