@@ -15,6 +15,8 @@ export function credentialNotice(
   sessionKey: string,
   ref: string,
   cls: "auth" | "billing",
+  /** The span of the model call that met it (telemetry/trace.ts): parent of the notices' delivery spans. */
+  traceparent?: string,
 ): void {
   const hour = Math.floor(services.now() / HOUR_MS);
   const seen = `${ref}|${cls}`;
@@ -30,5 +32,5 @@ export function credentialNotice(
     `Model ${ref} ${what}; turns move on to the next model of their chain. ` +
     `Check the key of models.providers.${provider}.apiKey${cls === "billing" ? " and the account's credit" : ""}.`;
   services.logger.warn({ ref, class: cls, provider }, "model credentials need attention; telling the owners");
-  void notifyOwners(services, sessionKey, text, `model-key:${ref}:${cls}:${hour}`);
+  void notifyOwners(services, sessionKey, text, `model-key:${ref}:${cls}:${hour}`, traceparent);
 }

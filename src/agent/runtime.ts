@@ -20,7 +20,7 @@ import type {
   TranscriptRef,
   Usage,
 } from "../store/types.js";
-import { countCost, traced } from "../telemetry/index.js";
+import { countCost, traced, turnSpan } from "../telemetry/index.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { credentialNotice } from "./credential-notice.js";
@@ -61,6 +61,8 @@ interface Turn {
   maxSteps: number;
   /** `<channel>:<senderId>` of the person whose message started the turn (approvals: "requester"). */
   requester?: string;
+  /** The turn's `switchboard.turn` span (traceparent): parent of its model and tool spans. */
+  span: string | undefined;
 }
 
 /** What changes from step to step of one turn. */
@@ -184,7 +186,12 @@ export class AgentRuntime {
       for (const [i, t] of r.transcripts.entries())
         await this.services.delivery
           .deliver(
-            { sessionKey: job.sessionKey, text: `🎤 ${t}`, idempotencyKey: `${runId}:transcript:${i}` },
+            {
+              sessionKey: job.sessionKey,
+              text: `🎤 ${t}`,
+              idempotencyKey: `${runId}:transcript:${i}`,
+              traceparent: turnSpan(job),
+            },
             entry,
           )
           .catch((err: unknown) => this.services.logger.warn({ err }, "media: transcript echo failed"));
@@ -353,6 +360,7 @@ export class AgentRuntime {
       ctx,
       streaming,
       ref,
+      span: turnSpan(job),
       ...model,
       caller,
       specs,
@@ -421,11 +429,11 @@ export class AgentRuntime {
       const result = await traced(
         "switchboard.tool",
         key,
-        () =>
-          this.#execTool(call.name, call.arguments, turn, effectId, () => {
+        (span) =>
+          this.#execTool(call.name, call.arguments, turn, effectId, span, () => {
             state.yielded = true;
           }),
-        { attributes: { "switchboard.tool": call.name } },
+        { parent: turn.span, attributes: { "switchboard.tool": call.name } },
       );
       await this.append(ref, key, {
         id: stepId(job.runId, step, `r${j}`),
@@ -535,7 +543,7 @@ export class AgentRuntime {
       traced(
         "switchboard.model",
         key,
-        () =>
+        (span) =>
           services.models.complete(
             turn.chain,
             {
@@ -556,7 +564,7 @@ export class AgentRuntime {
               onFallback: (f, next) => {
                 state.fallbacks.push(f);
                 if (!f.skipped && (f.class === "auth" || f.class === "billing"))
-                  credentialNotice(services, key, f.model, f.class);
+                  credentialNotice(services, key, f.model, f.class, span);
                 services.bus.emit("run.fallback", {
                   runId: job.runId,
                   sessionKey: key,
@@ -566,7 +574,7 @@ export class AgentRuntime {
               },
             },
           ),
-        { attributes: { "switchboard.model": turn.modelRef } },
+        { parent: turn.span, attributes: { "switchboard.model": turn.modelRef } },
       ),
     );
     const res = chained.result;
@@ -717,6 +725,7 @@ export class AgentRuntime {
     rawArgs: string,
     turn: Turn,
     effectId: string,
+    span: string | undefined,
     onYield: () => void,
   ): Promise<Record<string, unknown>> {
     const { caller, ctx } = turn;
@@ -731,7 +740,14 @@ export class AgentRuntime {
       const out = await this.tools.invoke(
         name,
         args,
-        { services: this.services, caller, signal: ctx.signal, effectId, yieldTurn: () => onYield() },
+        {
+          services: this.services,
+          caller,
+          signal: ctx.signal,
+          effectId,
+          yieldTurn: () => onYield(),
+          traceparent: span,
+        },
         // tools.approvals: allow, deny, or ask (the run waits here for an approver)
         (parsed, run) =>
           guardToolCall(
@@ -742,6 +758,7 @@ export class AgentRuntime {
               args: parsed,
               effectId,
               signal: ctx.signal,
+              traceparent: span,
               traits: this.tools.traits(name),
               ...(turn.requester ? { requester: turn.requester } : {}),
             },

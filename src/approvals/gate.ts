@@ -35,6 +35,8 @@ export interface GateInput {
   traits: ToolTraits;
   /** `<channel>:<senderId>` whose message started the run, when a person's. */
   requester?: string;
+  /** The tool call's span (telemetry/trace.ts): parent of the request's delivery spans. */
+  traceparent?: string | undefined;
 }
 
 /** Between two looks at a pending approval (another process may decide it). */
@@ -219,6 +221,7 @@ async function requestApproval(
       withheldText(rec),
       `approval:${id}:approver`,
       approverRecipients(services, rec),
+      input.traceparent,
     );
     if (told === 0)
       services.logger.warn(
@@ -235,6 +238,7 @@ async function requestApproval(
       idempotencyKey: `approval:${id}`,
       actions: approvalActions(id),
       actionsFallback: fallbackText(id),
+      traceparent: input.traceparent,
     });
     if (res.status === "failed" || res.status === "no-route" || res.status === "blocked")
       services.logger.warn(

@@ -1,6 +1,7 @@
 import { deliverRoutedReply } from "../flows/routed-reply.js";
 import { type HandlerRegistry, onTurnEnd } from "../pipeline/handlers.js";
 import type { Services } from "../services/index.js";
+import { turnSpan } from "../telemetry/index.js";
 import { type CronService, deliveryFromKey } from "./service.js";
 
 /**
@@ -25,6 +26,7 @@ export function installCronFlow(services: CronFlowDeps, registry: HandlerRegistr
       const res = await deliverRoutedReply(services, {
         text: outcome.reply,
         idempotencyKey: `cron:${job.runId}`,
+        traceparent: turnSpan(job),
         ...(d.to === "last"
           ? { policySessionKey: deliveryFromKey(j.job) ?? job.sessionKey }
           : {

@@ -18,6 +18,7 @@ import type { Services } from "../services/index.js";
 import { cronKey, mainKey, normalizeKeyInput } from "../sessions/keys.js";
 import { ensureSession, resolveSessionRef } from "../sessions/service.js";
 import { CRON_JOBS_NS, CRON_STATE_NS, cronRunsNs } from "../store/kv-namespaces.js";
+import { linkMeta } from "../telemetry/index.js";
 
 export type { CronJobView } from "../services/cron.js";
 
@@ -308,7 +309,9 @@ export class CronService implements CronJobs {
    * One tick: skipped when the job is gone/disabled, when it is late and `catchUp` is `skip`, or
    * while it backs off; otherwise its turn is durably accepted. Idempotent per (job, tick).
    */
-  async fire(tick: Tick & { trigger?: "manual" }): Promise<{ runId: string; sessionKey: string } | null> {
+  async fire(
+    tick: Tick & { trigger?: "manual"; cause?: string },
+  ): Promise<{ runId: string; sessionKey: string } | null> {
     const { services } = this;
     const log = services.logger.child({ cronJob: tick.jobId, tickAt: tick.tickAt });
     const j = await this.getJob(tick.jobId);
@@ -392,21 +395,22 @@ export class CronService implements CronJobs {
       origin: "cron",
       runId,
       extraSystem: `This turn was started by the scheduled job "${job.id}" (${describeSchedule(job.schedule)}), not by a person typing. ${job.delivery.mode === "announce" ? "Your final reply is posted to the job's chat; reply exactly NO_REPLY to post nothing." : "Your reply is not posted anywhere."}`,
-      meta: { cron: meta },
+      meta: { cron: meta, ...linkMeta(tick.cause) },
     });
     if (!manual && (state.lastTick === undefined || tick.tickAt > state.lastTick))
       await this.#putState(job.id, { ...(await this.state(job.id)), lastTick: tick.tickAt });
     return { runId, sessionKey };
   }
 
-  /** `cron.run`: one run now, whatever the schedule (also of a disabled job). */
-  async runNow(id: string): Promise<{ runId: string; status: "accepted" }> {
+  /** `cron.run`: one run now, whatever the schedule (also of a disabled job); see CronService.runNow. */
+  async runNow(id: string, cause?: string): Promise<{ runId: string; status: "accepted" }> {
     const j = await this.#requireJob(id);
     const res = await this.fire({
       jobId: j.job.id,
       tickAt: this.services.now(),
       late: false,
       trigger: "manual",
+      ...(cause ? { cause } : {}),
     });
     if (!res) throw new SwitchboardError("INTERNAL", `cron job ${j.job.id} could not be started`);
     return { runId: res.runId, status: "accepted" };

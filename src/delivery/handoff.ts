@@ -6,7 +6,7 @@ import type {
   ReplyStream,
 } from "../services/index.js";
 import type { SessionEntry } from "../store/types.js";
-import { activeTraceparent, countDelivery } from "../telemetry/index.js";
+import { countDelivery } from "../telemetry/index.js";
 
 /** Where a process without the channel queues a delivery for a gateway (handoff-bullmq.ts). */
 export interface HandoffQueue {
@@ -25,17 +25,17 @@ export class HandoffDelivery implements Delivery {
   ) {}
 
   async deliver(req: DeliveryRequest, session?: SessionEntry): Promise<DeliveryOutcome> {
-    // the gateway that takes the hand-off reads the session itself
+    // the gateway that takes the hand-off reads the session itself; its delivery span is a child of
+    // `req.traceparent` too
     const res = await this.local.deliver(req, session);
     if (res.status !== "no-route" || !res.missingChannel) return res;
-    const traceparent = activeTraceparent();
-    await this.handoff.add(traceparent ? { ...req, traceparent } : req);
+    await this.handoff.add(req);
     countDelivery(res.missingChannel, "handed-off");
     return { status: "handed-off", channel: res.missingChannel };
   }
 
   async openStream(
-    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey" | "traceparent">,
     session?: SessionEntry,
   ): Promise<ReplyStream | null> {
     return (await this.local.openStream?.(req, session)) ?? null;

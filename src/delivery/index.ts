@@ -111,7 +111,7 @@ export class ChannelDelivery implements Delivery {
           ...(buttons && req.actions ? { actions: req.actions } : {}),
         });
       },
-      req.traceparent ? { parent: req.traceparent } : undefined,
+      { parent: req.traceparent },
     );
   }
 
@@ -136,7 +136,7 @@ export class ChannelDelivery implements Delivery {
   }
 
   async openStream(
-    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey" | "traceparent">,
     session?: SessionEntry,
   ): Promise<ReplyStream | null> {
     const target = await this.#target(req, session);
@@ -156,13 +156,17 @@ export class ChannelDelivery implements Delivery {
         route,
         intervalMs,
         finalize: (text, firstMessageId, shown) =>
-          traced("switchboard.delivery", entry.key, () =>
-            this.#post(target, text, req.idempotencyKey, {
-              kind: "reply",
-              editFirst: true,
-              ...(firstMessageId ? { firstMessageId } : {}),
-              shown,
-            }),
+          traced(
+            "switchboard.delivery",
+            entry.key,
+            () =>
+              this.#post(target, text, req.idempotencyKey, {
+                kind: "reply",
+                editFirst: true,
+                ...(firstMessageId ? { firstMessageId } : {}),
+                shown,
+              }),
+            { parent: req.traceparent },
           ),
       },
       req.idempotencyKey,

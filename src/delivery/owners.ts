@@ -62,6 +62,8 @@ export async function notifyPeople(
   text: string,
   key: string,
   recipients: readonly Recipient[],
+  /** The span that asks (telemetry/trace.ts): parent of each post's delivery span. */
+  traceparent?: string,
 ): Promise<number> {
   let sent = 0;
   const seen = new Set<string>();
@@ -75,6 +77,7 @@ export async function notifyPeople(
         idempotencyKey: `${key}:${channel}:${to}`,
         route: { channel, to, accountId },
         bypassPolicy: true,
+        traceparent,
       });
       if (res.status === "sent" || res.status === "duplicate" || res.status === "handed-off") sent++;
       else services.logger.warn({ channel, status: res.status, key }, "notice not delivered");
@@ -94,6 +97,7 @@ export function notifyOwners(
   sessionKey: string,
   text: string,
   key: string,
+  traceparent?: string,
 ): Promise<number> {
-  return notifyPeople(services, sessionKey, text, key, ownerRecipients(services.config));
+  return notifyPeople(services, sessionKey, text, key, ownerRecipients(services.config), traceparent);
 }

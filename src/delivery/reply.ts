@@ -7,6 +7,7 @@ import type { JobContext, TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { DeliveryOutcome, ReplyStream, Services, TurnStreaming } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
 import type { SessionEntry } from "../store/types.js";
+import { turnSpan } from "../telemetry/index.js";
 import { streamingMode } from "./index.js";
 import { startTyping, type TypingDeps } from "./typing.js";
 
@@ -48,7 +49,7 @@ export async function openTurnChat(
     const stream =
       job.deliver && mode === "partial" && services.delivery.openStream
         ? await services.delivery.openStream(
-            { sessionKey: job.sessionKey, idempotencyKey: `reply:${job.runId}` },
+            { sessionKey: job.sessionKey, idempotencyKey: `reply:${job.runId}`, traceparent: turnSpan(job) },
             entry,
           )
         : null;
@@ -87,7 +88,12 @@ export async function deliverOutcome(
     const res: DeliveryOutcome = stream
       ? await stream.finish(outcome.reply)
       : await services.delivery.deliver(
-          { sessionKey: job.sessionKey, text: outcome.reply, idempotencyKey: `reply:${job.runId}` },
+          {
+            sessionKey: job.sessionKey,
+            text: outcome.reply,
+            idempotencyKey: `reply:${job.runId}`,
+            traceparent: turnSpan(job),
+          },
           entry,
         );
     if (res.status === "failed" || res.status === "blocked" || res.status === "no-route") {
@@ -113,6 +119,7 @@ export async function deliverOutcome(
         text: chat.failureText,
         idempotencyKey: `failure:${job.runId}`,
         kind: "failure",
+        traceparent: turnSpan(job),
       },
       entry,
     );
@@ -161,6 +168,7 @@ async function speakReply(
       text: "",
       idempotencyKey: `tts:${job.runId}`,
       attachments: [{ mediaId: spoken.mediaId, name: "reply.ogg", voice: true }],
+      traceparent: turnSpan(job),
     },
     entry,
   );

@@ -20,6 +20,7 @@ import {
 import type { JobContext, TurnRequest, TurnResult } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { routeOf } from "../sessions/route.js";
+import { linkMeta, traceLinkOf } from "../telemetry/index.js";
 
 /**
  * The follow-up of `sessions_send` (SEMANTICS.md §3): after the target's primary run, the
@@ -191,15 +192,19 @@ function endedOf(phase: A2AEnded["phase"], runId: string, outcome: TurnResult, t
   };
 }
 
-/** The turn of one step; `announceChannel` names the chat the announce step posts into. */
+/**
+ * The turn of one step, linked to the turn that planned it (`cause`); `announceChannel` names the
+ * chat the announce step posts into.
+ */
 function stepTurn(
   flow: A2AFlow,
   state: A2AState,
   step: A2AStep,
   previousRunId: string,
+  cause: string | undefined,
   announceChannel = "",
 ): TurnRequest {
-  const meta = { a2aStep: { flow, state, step } };
+  const meta = { a2aStep: { flow, state, step }, ...linkMeta(cause) };
   if (step.phase === "announce") {
     return {
       sessionKey: flow.targetKey,
@@ -239,7 +244,13 @@ function stepTurn(
   };
 }
 
-async function runJob(services: Services, data: JobData, ctx: JobContext): Promise<void> {
+/** `span`: the turn that planned this step (telemetry/trace.ts `traceLinkOf`). */
+async function runJob(
+  services: Services,
+  data: JobData,
+  ctx: JobContext,
+  span: string | undefined,
+): Promise<void> {
   const { flow, state, ended } = data;
   const log = services.logger.child({
     a2a: flow.primaryRunId,
@@ -266,7 +277,7 @@ async function runJob(services: Services, data: JobData, ctx: JobContext): Promi
       return;
     case "turn":
       await services.pipeline.submitTurn(
-        stepTurn(flow, decision.state, { phase: "turn", turn: decision.turn }, ended.runId),
+        stepTurn(flow, decision.state, { phase: "turn", turn: decision.turn }, ended.runId, span),
       );
       return;
     case "announce": {
@@ -278,12 +289,12 @@ async function runJob(services: Services, data: JobData, ctx: JobContext): Promi
       log.debug({ reason: decision.reason }, "a2a: loop over, announce step");
       const channel = routeOf(target)?.channel ?? flow.targetChannel;
       await services.pipeline.submitTurn(
-        stepTurn(flow, decision.state, { phase: "announce" }, ended.runId, channel),
+        stepTurn(flow, decision.state, { phase: "announce" }, ended.runId, span, channel),
       );
       return;
     }
     case "deliver":
-      await deliverAnnounce(services, flow, decision.text, ctx, log);
+      await deliverAnnounce(services, flow, decision.text, ctx, log, span);
       return;
   }
 }
@@ -294,6 +305,7 @@ async function deliverAnnounce(
   text: string,
   ctx: JobContext,
   log: Services["logger"],
+  span: string | undefined,
 ): Promise<void> {
   if (!(await ctx.stillOwner())) return;
   const res = await services.delivery.deliver({
@@ -303,6 +315,7 @@ async function deliverAnnounce(
     ...(flow.attachments?.length
       ? { attachments: flow.attachments.map((a) => ({ mediaId: a.mediaId })) }
       : {}),
+    traceparent: span,
   });
   if (res.status === "sent" || res.status === "duplicate" || res.status === "handed-off") {
     log.info({ status: res.status }, "a2a announce delivered");
@@ -349,5 +362,5 @@ export function installSendFlow(services: Services, registry: HandlerRegistry): 
     }
     return [a2aJob.followUp(jobId(data.flow, data.ended), data)];
   });
-  handleJobKind(registry, a2aJob, (data, _job, ctx) => runJob(services, data, ctx));
+  handleJobKind(registry, a2aJob, (data, job, ctx) => runJob(services, data, ctx, traceLinkOf(job.data)));
 }

@@ -1,5 +1,6 @@
 import { type HandlerRegistry, onTurnEnd } from "../pipeline/handlers.js";
 import type { Services } from "../services/index.js";
+import { turnSpan } from "../telemetry/index.js";
 import { deliverRoutedReply } from "./routed-reply.js";
 
 /**
@@ -26,6 +27,7 @@ export function installHookFlow(services: HookFlowDeps, registry: HandlerRegistr
       },
       text: outcome.reply,
       idempotencyKey: `hook:${job.runId}`,
+      traceparent: turnSpan(job),
     });
     if (res.failed) {
       services.logger.warn({ runId: job.runId, delivery: res.delivery }, "hook: reply not delivered");

@@ -17,6 +17,8 @@ export async function deliverRoutedReply(
     route?: DeliveryContext;
     text: string | undefined;
     idempotencyKey: string;
+    /** The turn's span (telemetry/trace.ts `turnSpan`): parent of the delivery span. */
+    traceparent?: string | undefined;
   },
 ): Promise<{ delivery: string; failed: boolean }> {
   if (!req.text?.trim()) return { delivery: "none (empty reply)", failed: false };
@@ -26,6 +28,7 @@ export async function deliverRoutedReply(
     text: req.text,
     idempotencyKey: req.idempotencyKey,
     ...(req.route ? { route: req.route } : {}),
+    traceparent: req.traceparent,
   });
   switch (res.status) {
     case "sent":

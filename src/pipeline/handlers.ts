@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { errorMessage, formatIssues, isConnectionError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { backoffDelayMs, retryLoop } from "../retry/index.js";
-import { observeTurn, withinLink } from "../telemetry/index.js";
+import { observeTurn } from "../telemetry/index.js";
 import { type TurnMeta, type TurnMetaOf, turnMetaOf } from "./turn-meta.js";
 import {
   type BackgroundJob,
@@ -207,7 +207,7 @@ export interface TurnBody {
 /**
  * The handlers a pipeline runs: a turn is its body, then the after-turn hooks of its origin; a
  * background job goes to the handler of its kind. Telemetry: the turn's span, count and duration;
- * a background job runs linked to the turn that planned it.
+ * a background job's handler finds the turn that planned it with `traceLinkOf(job.data)`.
  */
 export function createJobHandlers(body: TurnBody, registry: HandlerRegistry, logger: Logger): JobHandlers {
   return {
@@ -217,14 +217,13 @@ export function createJobHandlers(body: TurnBody, registry: HandlerRegistry, log
     },
     turn: (job, ctx) =>
       observeTurn(job, async () => runAfterTurn(registry, job, await body.run(job, ctx), ctx.signal, logger)),
-    background: (job, ctx) =>
-      withinLink(job.data, async () => {
-        const handler = registry.background[job.kind];
-        if (!handler) {
-          logger.warn({ kind: job.kind, id: job.id }, "no handler for background job; dropped");
-          return;
-        }
-        await handler(job, ctx);
-      }),
+    async background(job, ctx) {
+      const handler = registry.background[job.kind];
+      if (!handler) {
+        logger.warn({ kind: job.kind, id: job.id }, "no handler for background job; dropped");
+        return;
+      }
+      await handler(job, ctx);
+    },
   };
 }

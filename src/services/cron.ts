@@ -121,8 +121,11 @@ export interface CronJobs {
   update(id: string, patch: Record<string, unknown>): Promise<CronJobView>;
   remove(id: string): Promise<void>;
   runs(jobId: string, limit?: number): Promise<CronRunEntry[]>;
-  runNow(id: string): Promise<{ runId: string; status: "accepted" }>;
+  /** `cause`: the span that asks (the cron tool's call; telemetry/trace.ts), which the run's trace links to. */
+  runNow(id: string, cause?: string): Promise<{ runId: string; status: "accepted" }>;
   state(jobId: string): Promise<CronJobState>;
-  fire(tick: Tick & { trigger?: "manual" }): Promise<{ runId: string; sessionKey: string } | null>;
+  fire(
+    tick: Tick & { trigger?: "manual"; cause?: string },
+  ): Promise<{ runId: string; sessionKey: string } | null>;
   pruneIsolated(): Promise<number>;
 }

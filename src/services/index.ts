@@ -163,8 +163,12 @@ export interface DeliveryRequest {
    */
   actions?: OutboundAction[];
   actionsFallback?: string;
-  /** W3C trace context of the turn that asked (a worker's hand-off): the delivery span joins its trace. */
-  traceparent?: string;
+  /**
+   * W3C traceparent of the span that asks (a turn's, a tool call's; telemetry/trace.ts): the
+   * delivery span is its child, also on the gateway that takes a worker's hand-off. Without one
+   * the delivery span is a root.
+   */
+  traceparent?: string | undefined;
   /**
    * Stored files to send with `text` as their caption (API.md §8.2), resolved from the media store
    * right before the send; one outbox key for them, so a retry never posts them twice.
@@ -226,7 +230,7 @@ export interface Delivery {
    * `streaming` is not "partial", there is no route, or the send policy denies.
    */
   openStream?(
-    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey">,
+    req: Pick<DeliveryRequest, "sessionKey" | "idempotencyKey" | "traceparent">,
     session?: SessionEntry,
   ): Promise<ReplyStream | null>;
   /** Edits a posted message where this process runs its channel; false when it cannot. */

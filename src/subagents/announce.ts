@@ -119,7 +119,8 @@ async function deliverOrThrow(
   sessionKey: string,
   text: string,
   idempotencyKey: string,
-  files: readonly MediaPart[] = [],
+  files: readonly MediaPart[],
+  traceparent: string | undefined,
 ): Promise<void> {
   const attachments = files.flatMap((p) => ("mediaId" in p && p.mediaId ? [{ mediaId: p.mediaId }] : []));
   const res = await services.delivery.deliver({
@@ -127,6 +128,7 @@ async function deliverOrThrow(
     text,
     idempotencyKey,
     ...(attachments.length ? { attachments } : {}),
+    traceparent,
   });
   if (res.status === "failed") throw new Error(`announce delivery to ${sessionKey} failed: ${res.error}`);
   if (res.status === "blocked" || res.status === "no-route") {
@@ -178,10 +180,15 @@ async function announcedFiles(
   return parts;
 }
 
+/**
+ * `span`: the child's turn that planned the announce (telemetry/trace.ts `traceLinkOf`): the
+ * report's delivery is in its trace, a wake-up turn links to it.
+ */
 export async function handleAnnounce(
   services: Services,
   d: z.output<typeof announceDataSchema>,
   ctx: JobContext,
+  span?: string,
 ): Promise<void> {
   if ((await services.store.kv.get(KV_SUPPRESSED, d.childRunId)) !== null) return;
 
@@ -247,10 +254,10 @@ export async function handleAnnounce(
   if (route.kind === "orchestrator") {
     // A killed (or timed-out) orchestrator is not revived by its children's reports: they are kept
     // in its transcript instead.
-    if (route.wake) await wakeTurn(services, target, text, d, "orchestrator", files);
+    if (route.wake) await wakeTurn(services, target, text, d, "orchestrator", files, span);
     else await appendOnce(services, target, announceMsg);
   } else {
-    if (route.wake) await wakeTurn(services, target, text, d, "top", files);
+    if (route.wake) await wakeTurn(services, target, text, d, "top", files, span);
     else await appendOnce(services, target, announceMsg);
     // A thread-bound child posts its output into its own thread instead of the requester's chat.
     if (child?.threadBinding) {
@@ -260,9 +267,10 @@ export async function handleAnnounce(
         status === "ok" && result.text ? result.text : text,
         idem,
         files,
+        span,
       );
     } else {
-      await deliverOrThrow(services, target.key, text, idem, files);
+      await deliverOrThrow(services, target.key, text, idem, files, span);
     }
   }
   await markAnnounced(services, d.childKey, d.childRunId);

@@ -11,6 +11,7 @@ import {
 import { deriveChannel, subagentKey } from "../sessions/keys.js";
 import { KV_SPAWN_REQUESTS } from "../store/kv-namespaces.js";
 import type { SessionEntry } from "../store/types.js";
+import { linkMeta } from "../telemetry/index.js";
 import { type AttachmentReceipt, type WrittenAttachments, writeAttachments } from "./attachments.js";
 import { childWorkspace, type SpawnRequestRecord } from "./children.js";
 import type { SpawnPlan } from "./plan.js";
@@ -77,7 +78,7 @@ async function submitChild(
     extraSystem: request.extraSystem,
     timeoutMs: request.timeoutMs,
     runId: ids.runId,
-    meta: { spawn: request.meta },
+    meta: { spawn: request.meta, ...linkMeta(ctx.traceparent) },
   });
 }
 

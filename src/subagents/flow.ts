@@ -3,6 +3,7 @@ import { type HandlerRegistry, handleJobKind, onEveryTurnEnd, onTurnEnd } from "
 import { RetryLaterError, type TurnJob } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { KV_YIELDED } from "../store/kv-namespaces.js";
+import { traceLinkOf } from "../telemetry/index.js";
 import { handleAnnounce } from "./announce.js";
 import { handleArchive } from "./cleanup.js";
 import { announceKind, archiveKind, wakeKind } from "./jobs.js";
@@ -58,7 +59,7 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
   });
   handleJobKind(registry, announceKind, async (data, job, ctx) => {
     try {
-      await handleAnnounce(services, data, ctx);
+      await handleAnnounce(services, data, ctx, traceLinkOf(job.data));
     } catch (err) {
       if (!ctx.signal.aborted && !(err instanceof RetryLaterError))
         services.logger.warn(
@@ -69,5 +70,5 @@ export function installSpawnFlow(services: Services, registry: HandlerRegistry):
     }
   });
   handleJobKind(registry, archiveKind, (data) => handleArchive(services, data));
-  handleJobKind(registry, wakeKind, (data) => handleWake(services, data));
+  handleJobKind(registry, wakeKind, (data, job) => handleWake(services, data, traceLinkOf(job.data)));
 }

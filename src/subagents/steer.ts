@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Services } from "../services/index.js";
 import { KV_SPAWN_REQUESTS, KV_SUPPRESSED } from "../store/kv-namespaces.js";
 import { isFinal } from "../store/types.js";
+import { linkMeta } from "../telemetry/index.js";
 import { type ChildRun, resolveTarget, type SpawnRequestRecord } from "./children.js";
 import type { SpawnCtx, SpawnResult } from "./types.js";
 
@@ -18,7 +19,7 @@ const steerTimes = new WeakMap<Services, Map<string, number>>();
 
 export async function steer(
   args: { target?: string | undefined; message?: string | undefined },
-  ctx: Pick<SpawnCtx, "services" | "caller">,
+  ctx: Pick<SpawnCtx, "services" | "caller" | "traceparent">,
   children: ChildRun[],
 ): Promise<SpawnResult> {
   const { services, caller } = ctx;
@@ -83,7 +84,7 @@ export async function steer(
     extraSystem: request.extraSystem,
     timeoutMs: request.timeoutMs,
     runId: newRunId,
-    meta: { spawn: request.meta },
+    meta: { spawn: request.meta, ...linkMeta(ctx.traceparent) },
   });
   times.set(pairKey, now);
   return { status: "accepted", ...base, runId: newRunId, mode: "restart" };

@@ -26,11 +26,15 @@ export interface SpawnArgs {
   runtime?: "subagent" | "acp" | undefined;
 }
 
-/** What a step works with: the services, its caller and, while a model turn runs, the tool call's effect id. */
+/**
+ * What a step works with: the services, its caller and, while a model turn runs, the tool call's
+ * effect id and span (a run it submits links to it: telemetry/trace.ts).
+ */
 export interface SpawnCtx {
   services: Services;
   caller: ToolCaller;
   effectId?: string | undefined;
+  traceparent?: string | undefined;
 }
 
 /** What a sub-agent tool returns: a `status` and its fields. */

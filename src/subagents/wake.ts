@@ -4,6 +4,7 @@ import { spawnedByChain } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { KV_YIELDED } from "../store/kv-namespaces.js";
 import type { SessionEntry } from "../store/types.js";
+import { linkMeta } from "../telemetry/index.js";
 import type { announceDataSchema } from "./jobs.js";
 
 /**
@@ -24,9 +25,12 @@ export async function wakeTurn(
   d: z.output<typeof announceDataSchema>,
   kind: "top" | "orchestrator",
   files: readonly MediaPart[] = [],
+  /** The span that causes it (the announced child's turn; telemetry/trace.ts): its trace links to it. */
+  cause?: string,
 ): Promise<void> {
   const runId = `announce-${d.childRunId}`;
   let meta: Record<string, unknown> | undefined = files.length ? { parts: [...files] } : undefined;
+  if (cause) meta = { ...meta, ...linkMeta(cause) };
   if (kind === "orchestrator" && target.subagent && target.spawnedBy) {
     // The orchestrator's next answer is announced to ITS requester like its first run was.
     const chain = await spawnedByChain(services, target);
@@ -71,6 +75,7 @@ export async function wakeTurn(
 export async function handleWake(
   services: Services,
   job: { sessionKey: string; runId: string },
+  cause?: string,
 ): Promise<void> {
   const entry = await services.store.sessions.get(job.sessionKey);
   if (!entry || (entry.spawnDepth ?? 0) >= 1) return; // orchestrators are always woken by their announces
@@ -90,6 +95,7 @@ export async function handleWake(
     origin: "announce",
     extraSystem: WAKE_TOP,
     runId: `wake-${job.runId}`,
+    ...(cause ? { meta: linkMeta(cause) } : {}),
   });
   await services.store.kv.delete(KV_YIELDED, entry.key);
 }

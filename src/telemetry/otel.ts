@@ -1,6 +1,5 @@
 import {
   type Context,
-  context,
   type Link,
   ROOT_CONTEXT,
   type Span,
@@ -13,8 +12,7 @@ import {
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
+import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { errorClass } from "./metrics.js";
 import type { SpanAttributes, SpanOptions, Tracing, TracingConfig } from "./types.js";
 
@@ -23,12 +21,14 @@ import type { SpanAttributes, SpanOptions, Tracing, TracingConfig } from "./type
  * trace.ts). Manual spans through the official SDK (no auto-instrumentation), exported in batches
  * over OTLP/HTTP to `<endpoint>/v1/traces`.
  *
- * The provider is registered (with the AsyncLocalStorage context manager, so spans nest across
- * awaits) but no global propagator is: no trace header is ever sent to a model provider or a chat
- * platform. @anthropic-ai/sdk sees the registered provider and records its own CLIENT span of each
- * API call (metadata only, no prompt or reply content) under our `switchboard.model` span; set
- * `ANTHROPIC_OPEN_TELEMETRY=false` to leave them out. Error spans carry the error class only (never
- * the message, which may quote user text).
+ * No context manager and no global registration: the provider's tracer is used directly, and every
+ * span's parent is given as an explicit context extracted from a W3C traceparent (trace.ts: "a
+ * span is a traceparent you pass down"). The SDK's AsyncLocalStorage context manager would enable
+ * async_hooks for the whole process, an init hook on every promise (~0.1 ms CPU per turn on Node
+ * 20/22). So nothing is "active": `@opentelemetry/api`'s global tracer stays the no-op one, no
+ * trace header is ever sent to a model provider or a chat platform (no global propagator either),
+ * and @anthropic-ai/sdk, which records spans only through the global API, records none. Error
+ * spans carry the error class only (never the message, which may quote user text).
  */
 
 const W3C = new W3CTraceContextPropagator();
@@ -42,13 +42,14 @@ const setter: TextMapSetter<Record<string, string>> = {
   },
 };
 
+/** The context whose span is the one `traceparent` names (ROOT_CONTEXT when it names none). */
 function extract(traceparent: string): Context {
   return W3C.extract(ROOT_CONTEXT, { traceparent }, getter);
 }
 
-function traceparentOf(ctx: Context): string | undefined {
+function traceparentOf(span: Span): string | undefined {
   const carrier: Record<string, string> = {};
-  W3C.inject(ctx, carrier, setter);
+  W3C.inject(trace.setSpan(ROOT_CONTEXT, span), carrier, setter);
   return carrier.traceparent;
 }
 
@@ -60,27 +61,14 @@ function linkTo(traceparent: string): Link | null {
 export function createTracing(cfg: TracingConfig): Tracing {
   const base = cfg.endpoint.replace(/\/+$/, "");
   const exporter = new OTLPTraceExporter({ url: `${base}/v1/traces`, headers: { ...cfg.headers } });
-  const provider = new NodeTracerProvider({
+  const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ "service.name": cfg.serviceName }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 })],
   });
-  provider.register({ propagator: null });
   const tracer = provider.getTracer("switchboard");
 
-  const run = async <T>(span: Span, fn: () => Promise<T>): Promise<T> => {
-    try {
-      return await context.with(trace.setSpan(context.active(), span), fn);
-    } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorClass(err) });
-      throw err;
-    } finally {
-      span.end();
-    }
-  };
-
   return {
-    span(name, sessionKey, fn, opts?: SpanOptions) {
-      const parent = opts?.parent ? extract(opts.parent) : context.active();
+    async span(name, sessionKey, fn, opts?: SpanOptions) {
       const links = (opts?.links ?? []).map(linkTo).filter((l): l is Link => l !== null);
       const span = tracer.startSpan(
         name,
@@ -89,36 +77,32 @@ export function createTracing(cfg: TracingConfig): Tracing {
           attributes: { "switchboard.session_key": sessionKey, ...opts?.attributes },
           ...(links.length ? { links } : {}),
         },
-        parent,
+        opts?.parent ? extract(opts.parent) : ROOT_CONTEXT,
       );
-      return run(span, fn);
+      try {
+        return await fn(traceparentOf(span));
+      } catch (err) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: errorClass(err) });
+        throw err;
+      } finally {
+        span.end();
+      }
     },
     enqueue(sessionKey, attributes: SpanAttributes, link) {
       const l = link ? linkTo(link) : null;
-      const span = tracer.startSpan("switchboard.enqueue", {
-        root: true,
-        kind: SpanKind.PRODUCER,
-        attributes: { "switchboard.session_key": sessionKey, ...attributes },
-        ...(l ? { links: [l] } : {}),
-      });
+      const span = tracer.startSpan(
+        "switchboard.enqueue",
+        {
+          root: true,
+          kind: SpanKind.PRODUCER,
+          attributes: { "switchboard.session_key": sessionKey, ...attributes },
+          ...(l ? { links: [l] } : {}),
+        },
+        ROOT_CONTEXT,
+      );
       span.end();
-      return traceparentOf(trace.setSpan(ROOT_CONTEXT, span));
+      return traceparentOf(span);
     },
-    active() {
-      const span = trace.getActiveSpan();
-      return span ? traceparentOf(trace.setSpan(ROOT_CONTEXT, span)) : undefined;
-    },
-    within(traceparent, fn) {
-      return context.with(extract(traceparent), fn);
-    },
-    async shutdown() {
-      try {
-        await provider.shutdown();
-      } finally {
-        // Unregister, so a later start in this process (tests) registers its own.
-        trace.disable();
-        context.disable();
-      }
-    },
+    shutdown: () => provider.shutdown(),
   };
 }

@@ -8,6 +8,17 @@
  * in its `meta`, so the trace crosses the BullMQ hop) → `switchboard.model`, `switchboard.tool`,
  * `switchboard.delivery`. Work one turn causes in another session (a sub-agent run, an announce,
  * an a2a step) starts a trace of its own with a link to the span that caused it.
+ *
+ * A span is a traceparent you pass down. There is no "active" span (no context manager: the
+ * AsyncLocalStorage one enables async_hooks, an init hook on every promise of the process, ~0.1 ms
+ * CPU per turn on Node 20/22): `traced` hands its function the new span's traceparent, and the
+ * code that works inside it passes that string on by hand, as `opts.parent` of a child span, as
+ * `DeliveryRequest.traceparent` (the delivery span's parent, also across a worker's hand-off), as
+ * `meta.tracelink` of a turn it submits (`linkMeta`: the new trace links to it), or as
+ * `ToolContext.traceparent` to a tool. A turn's span is found by its job (`turnSpan`: the runtime,
+ * the chat side, the after-turn hooks); a background job's planning span by its data
+ * (`traceLinkOf`, set by `markFollowUps`). While tracing is off every one of them is undefined.
+ * Operator notices of a budget reached are not part of any turn's trace (one post for many turns).
  */
 
 import type { SpanOptions, Tracing, TracingConfig } from "./types.js";
@@ -62,19 +73,28 @@ export async function startTracing(cfg: TracingConfig): Promise<() => Promise<vo
   };
 }
 
-/** A child span of the active one (or of `opts.parent`), around `fn`. */
+/**
+ * A span around `fn`, which gets the span's traceparent (undefined while tracing is off) to pass
+ * to what it does; a child of `opts.parent`, else a root.
+ */
 export function traced<T>(
   name: string,
   sessionKey: string,
-  fn: () => Promise<T>,
+  fn: (span: string | undefined) => Promise<T>,
   opts?: SpanOptions,
 ): Promise<T> {
-  return impl === null ? fn() : impl.span(name, sessionKey, fn, opts);
+  return impl === null ? fn(undefined) : impl.span(name, sessionKey, fn, opts);
 }
 
-/** The `switchboard.turn` span of a job: child of the trace its first message was accepted in. */
-export function tracedTurn<T>(job: TracedJob, fn: () => Promise<T>): Promise<T> {
-  if (impl === null) return fn();
+/** The `switchboard.turn` span of each running job (see `turnSpan`). */
+const turnSpans = new WeakMap<object, string>();
+
+/**
+ * The `switchboard.turn` span of a job: child of the trace its first message was accepted in.
+ * `fn` gets its traceparent, which `turnSpan(job)` also returns to the code given the same job.
+ */
+export function tracedTurn<T>(job: TracedJob, fn: (span: string | undefined) => Promise<T>): Promise<T> {
+  if (impl === null) return fn(undefined);
   const parent = str(job.messages[0]?.meta?.[TRACEPARENT]) ?? str(job.meta?.[TRACEPARENT]);
   // Messages collected into this turn were each accepted in a trace of their own.
   const links: string[] = [];
@@ -82,30 +102,50 @@ export function tracedTurn<T>(job: TracedJob, fn: () => Promise<T>): Promise<T> 
     const tp = str(m.meta?.[TRACEPARENT]);
     if (tp && tp !== parent) links.push(tp);
   }
-  return impl.span("switchboard.turn", job.sessionKey, fn, {
-    ...(parent ? { parent } : {}),
-    ...(links.length ? { links } : {}),
-    attributes: {
-      "switchboard.run_id": job.runId,
-      "switchboard.agent": job.agentId,
-      "switchboard.origin": job.origin,
-      "switchboard.attempt": job.attempt,
+  return impl.span(
+    "switchboard.turn",
+    job.sessionKey,
+    (span) => {
+      if (span) turnSpans.set(job, span);
+      return fn(span);
     },
-  });
+    {
+      ...(parent ? { parent } : {}),
+      ...(links.length ? { links } : {}),
+      attributes: {
+        "switchboard.run_id": job.runId,
+        "switchboard.agent": job.agentId,
+        "switchboard.origin": job.origin,
+        "switchboard.attempt": job.attempt,
+      },
+    },
+  );
+}
+
+/** The traceparent of the `switchboard.turn` span `job` runs in (undefined outside `tracedTurn`, or off). */
+export function turnSpan(job: object): string | undefined {
+  return impl === null ? undefined : turnSpans.get(job);
 }
 
 /**
  * The request with the traceparent of a new `switchboard.enqueue` root span in its meta (one
- * trace per accepted turn), linked to the active span or to the one named by `meta.tracelink`.
+ * trace per accepted turn), linked to the span named by `meta.tracelink` (see `linkMeta`).
  * Unchanged while tracing is off or when it already carries a trace (a second submit).
  */
 export function withTrace<R extends { sessionKey: string; origin: string; meta?: Record<string, unknown> }>(
   req: R,
 ): R {
   if (impl === null || str(req.meta?.[TRACEPARENT])) return req;
-  const link = impl.active() ?? str(req.meta?.[TRACELINK]);
-  const tp = impl.enqueue(req.sessionKey, { "switchboard.origin": req.origin }, link);
+  const tp = impl.enqueue(req.sessionKey, { "switchboard.origin": req.origin }, str(req.meta?.[TRACELINK]));
   return tp ? { ...req, meta: { ...req.meta, [TRACEPARENT]: tp } } : req;
+}
+
+/**
+ * Meta to spread into a turn request caused by span `cause` (a tool call's, a background job's
+ * planning turn's): its trace will link to it. Empty without one (tracing off).
+ */
+export function linkMeta(cause: string | undefined): { [TRACELINK]?: string } {
+  return cause ? { [TRACELINK]: cause } : {};
 }
 
 /**
@@ -117,26 +157,21 @@ export function markFollowUps(
     | { type: "job"; job: { data: Record<string, unknown> } }
     | { type: "turn"; turn: { meta?: Record<string, unknown> } }
   >,
+  span: string | undefined,
 ): void {
-  if (impl === null || followUps.length === 0) return;
-  const tp = impl.active();
-  if (!tp) return;
+  if (!span) return;
   for (const f of followUps) {
-    if (f.type === "job") f.job.data[TRACELINK] ??= tp;
-    else f.turn.meta = { ...f.turn.meta, [TRACELINK]: str(f.turn.meta?.[TRACELINK]) ?? tp };
+    if (f.type === "job") f.job.data[TRACELINK] ??= span;
+    else f.turn.meta = { ...f.turn.meta, [TRACELINK]: str(f.turn.meta?.[TRACELINK]) ?? span };
   }
 }
 
-/** Runs a background job's handler with the span that planned it active (see markFollowUps). */
-export function withinLink<T>(data: Record<string, unknown>, fn: () => Promise<T>): Promise<T> {
-  if (impl === null) return fn();
-  const tp = str(data[TRACELINK]);
-  return tp ? impl.within(tp, fn) : fn();
-}
-
-/** The active span's traceparent (for a hand-off to another process), if tracing. */
-export function activeTraceparent(): string | undefined {
-  return impl?.active();
+/**
+ * The span that planned a background job (see `markFollowUps`): what the job delivers is its
+ * child, what it submits links to it. Undefined while tracing is off.
+ */
+export function traceLinkOf(data: Record<string, unknown>): string | undefined {
+  return impl === null ? undefined : str(data[TRACELINK]);
 }
 
 function str(v: unknown): string | undefined {

@@ -10,8 +10,8 @@ export interface TracingConfig {
 export type SpanAttributes = Record<string, string | number | boolean>;
 
 export interface SpanOptions {
-  /** W3C traceparent of the parent span (another process's, read from a job). */
-  parent?: string;
+  /** W3C traceparent of the parent span; without one the span is a root (there is no "active" span). */
+  parent?: string | undefined;
   /** W3C traceparents of spans this one follows from. */
   links?: string[];
   attributes?: SpanAttributes;
@@ -19,13 +19,15 @@ export interface SpanOptions {
 
 /** The OpenTelemetry side (src/telemetry/otel.ts), present only while tracing is on. */
 export interface Tracing {
-  span<T>(name: string, sessionKey: string, fn: () => Promise<T>, opts?: SpanOptions): Promise<T>;
+  /** A span around `fn`, which gets the span's traceparent to pass down. */
+  span<T>(
+    name: string,
+    sessionKey: string,
+    fn: (span: string | undefined) => Promise<T>,
+    opts?: SpanOptions,
+  ): Promise<T>;
   /** Starts and ends the root span of an accepted turn; its traceparent, for the job. */
   enqueue(sessionKey: string, attributes: SpanAttributes, link?: string): string | undefined;
-  /** The active span's traceparent. */
-  active(): string | undefined;
-  /** Runs `fn` with `traceparent` as the active (non-recording) span: what it submits links to it. */
-  within<T>(traceparent: string, fn: () => Promise<T>): Promise<T>;
   /** Exports what is buffered and stops. */
   shutdown(): Promise<void>;
 }

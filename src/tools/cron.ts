@@ -80,7 +80,7 @@ export const cronTool = defineTool({
         const j = await cron.getJob(args.id ?? "");
         if (!j || j.job.agentId !== caller.agentId)
           return { status: "error", error: `no cron job "${args.id}" of agent ${caller.agentId}` };
-        if (args.action === "run") return await cron.runNow(j.job.id);
+        if (args.action === "run") return await cron.runNow(j.job.id, ctx.traceparent);
         await cron.remove(j.job.id);
         return { status: "ok", removed: j.job.id };
       }

@@ -154,6 +154,7 @@ export const messageTool = defineTool({
       text: args.text ?? "",
       idempotencyKey: `message:${key}`,
       ...(files.length ? { attachments: files } : {}),
+      traceparent: ctx.traceparent,
     });
     switch (out.status) {
       case "sent":

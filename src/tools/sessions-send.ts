@@ -16,6 +16,7 @@ import {
   normalizeKey,
 } from "../sessions/keys.js";
 import type { RunRecord, SessionEntry } from "../store/types.js";
+import { linkMeta } from "../telemetry/index.js";
 import { defineTool, type ToolCaller, type ToolContext, type ToolResult } from "./types.js";
 
 /**
@@ -242,7 +243,7 @@ export const sessionsSendTool = defineTool({
         deliver: false,
         origin: "sessions_send",
         extraSystem: primaryContext(request),
-        meta: { a2a: request, ...(parts.length ? { parts } : {}) },
+        meta: { a2a: request, ...(parts.length ? { parts } : {}), ...linkMeta(ctx.traceparent) },
         // a turn re-run after a crash sends the same message once (the pipeline dedupes runIds)
         ...(ctx.effectId ? { runId: uuidFrom(`${ctx.effectId}:send`) } : {}),
       });

@@ -22,6 +22,12 @@ export interface ToolContext {
   effectId?: string;
   /** Present while a model turn runs: ends the turn after this tool call (sessions_yield). */
   yieldTurn?: (reason: string) => void;
+  /**
+   * The tool call's `switchboard.tool` span (W3C traceparent) while a turn runs with tracing on
+   * (telemetry/trace.ts): what the tool delivers is its child (`DeliveryRequest.traceparent`), a
+   * turn it submits links to it (`linkMeta`).
+   */
+  traceparent?: string | undefined;
 }
 
 export type ToolResult = Record<string, unknown>;
