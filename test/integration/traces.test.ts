@@ -105,6 +105,38 @@ describe("traces on the local driver", () => {
     expect(otlp.headers[0]?.["x-collector-key"]).toBe("k1");
   });
 
+  it("what a tool delivers is a child of that tool's span (passed to it, no active span)", {
+    timeout: 20_000,
+  }, async () => {
+    const before = otlp.spans.length;
+    fake.enqueue(
+      { toolCalls: [{ name: "message", arguments: { text: "a note from the tool" } }] },
+      { text: "noted" },
+    );
+    const sent = await t.rpc("chat.send", {
+      sessionKey: KEY,
+      message: "send a note",
+      deliver: true,
+      timeoutSeconds: 15,
+    });
+    expect(sent.result.status).toBe("ok");
+    await eventually(() => channel.sent.some((m) => m.text === "noted"), 500, 10);
+    expect(channel.sent.some((m) => m.text === "a note from the tool")).toBe(true);
+    const spans = await otlp.waitFor(
+      (s) => s.slice(before).filter((x) => x.name === "switchboard.delivery").length >= 2,
+    );
+    const fresh = spans.slice(before);
+    const tool = one(
+      fresh,
+      (s) => s.name === "switchboard.tool" && s.attributes["switchboard.tool"] === "message",
+      "message tool",
+    );
+    const turn = one(fresh, (s) => s.spanId === tool.parentSpanId, "turn");
+    expect(turn.name).toBe("switchboard.turn");
+    const deliveries = fresh.filter((s) => s.name === "switchboard.delivery" && s.traceId === turn.traceId);
+    expect(deliveries.map((d) => d.parentSpanId).sort()).toEqual([turn.spanId, tool.spanId].sort());
+  });
+
   it("a sub-agent run is a trace of its own linked to the spawn; its announce joins the child's trace", {
     timeout: 20_000,
   }, async () => {
