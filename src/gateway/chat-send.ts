@@ -5,7 +5,7 @@ import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { deriveChannel, isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
-import type { Provenance } from "../store/types.js";
+import type { Provenance, SessionEntry } from "../store/types.js";
 import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
@@ -71,13 +71,15 @@ export async function chatSend(
   // an admitted one holds its first model call's expected cost (API.md §8.4).
   const runId = randomUUID();
   const usageCtx = { agentId, sessionKey: key, channel: deriveChannel(key) };
-  const refused = await services.usage?.admit(usageCtx, {
-    runId,
-    text: p.message,
-    entry: () => services.store.sessions.get(key),
-  });
+  // one read of the session for the admission (with a budget) and the turn
+  let read: Promise<SessionEntry | null> | undefined;
+  const current = () => {
+    read ??= services.store.sessions.get(key);
+    return read;
+  };
+  const refused = await services.usage?.admit(usageCtx, { runId, text: p.message, entry: current });
   if (refused) throw refused;
-  const entry = await ensureSession(services, key, { agentId });
+  const entry = (await current()) ?? (await ensureSession(services, key, { agentId }));
   const blocked = sendBlocked(services, entry);
   if (blocked) {
     await services.usage?.release(usageCtx, [runId]);

@@ -32,10 +32,28 @@ export interface Spend {
 
 export const NO_SPEND: Readonly<Spend> = Object.freeze({ costUsd: 0, tokens: 0 });
 
+/** The last key computed per period and the UTC span it holds for (a turn asks ~10 times). */
+const lastKey: Record<BudgetPeriod, { from: number; to: number; key: string }> = {
+  day: { from: 0, to: 0, key: "" },
+  month: { from: 0, to: 0, key: "" },
+};
+
 /** The period a time falls in, as a key: `day:2026-12-06`, `month:2026-12` (UTC). */
 export function periodKey(period: BudgetPeriod, at: number): string {
+  const last = lastKey[period];
+  if (at >= last.from && at < last.to) return last.key;
   const iso = new Date(at).toISOString();
-  return period === "day" ? `day:${iso.slice(0, 10)}` : `month:${iso.slice(0, 7)}`;
+  const key = period === "day" ? `day:${iso.slice(0, 10)}` : `month:${iso.slice(0, 7)}`;
+  lastKey[period] = { from: periodStart(period, at), to: periodEnd(period, at), key };
+  return key;
+}
+
+/** When the period containing `at` began (UTC), ms. */
+function periodStart(period: BudgetPeriod, at: number): number {
+  const d = new Date(at);
+  return period === "day"
+    ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate())
+    : Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
 }
 
 /** When the period containing `at` ends (UTC), ms. */

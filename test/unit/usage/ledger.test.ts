@@ -51,6 +51,24 @@ describe("MemoryLedger", () => {
     expect(ledger.spent("agent:main", "day").settled).toEqual({ costUsd: 0, tokens: 0 });
   });
 
+  it("periodKey is exact at every boundary, asked in any order (it keeps the last period's key)", () => {
+    const midnight = Date.UTC(2026, 11, 7);
+    const newYear = Date.UTC(2027, 0, 1);
+    const asks: Array<[number, string, string]> = [
+      [midnight - 1, "day:2026-12-06", "month:2026-12"],
+      [midnight, "day:2026-12-07", "month:2026-12"],
+      [midnight - 1, "day:2026-12-06", "month:2026-12"],
+      [newYear - 1, "day:2026-12-31", "month:2026-12"],
+      [newYear, "day:2027-01-01", "month:2027-01"],
+      [midnight + 5, "day:2026-12-07", "month:2026-12"],
+      [newYear + 1, "day:2027-01-01", "month:2027-01"],
+    ];
+    for (const [at, day, month] of asks) {
+      expect(periodKey("day", at), new Date(at).toISOString()).toBe(day);
+      expect(periodKey("month", at), new Date(at).toISOString()).toBe(month);
+    }
+  });
+
   it("a turn's hold is taken over by its first call without the limit check; holds lapse", () => {
     let now = Date.UTC(2026, 11, 6, 12);
     const ledger = new MemoryLedger(() => now);
