@@ -26,6 +26,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import sharp from "sharp";
 import { FakeTelegram, type FakeUser } from "../test/fakes/telegram.js";
+import { machineReference } from "./machine.js";
 import { cpuNs, envFlags, freePort, rssMb, spawnDeployed, stopProc, waitHealthy } from "./proc.js";
 import { readText } from "./read-text.js";
 
@@ -101,7 +102,7 @@ export async function run(): Promise<void> {
   out(
     `load average at start: ${loadavg()
       .map((l) => fmt(l))
-      .join(" ")}`,
+      .join(" ")}; machine reference ${fmt(machineReference(), 1)} ms`,
   );
   // The cloud Bot API serves files up to 20 MiB; the fake's limit is lifted (as a self-hosted Bot API
   // server's would be) so the 50 MB figure measures the gateway's own download path.
@@ -241,7 +242,7 @@ export async function run(): Promise<void> {
     out(
       `load average at end: ${loadavg()
         .map((l) => fmt(l))
-        .join(" ")}`,
+        .join(" ")}; machine reference ${fmt(machineReference(), 1)} ms`,
     );
   }
 }
