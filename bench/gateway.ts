@@ -746,8 +746,9 @@ function printSideBySide(
  * (the plain figure's config), metrics on (`gateway.metrics.enabled`, the default) with no OTLP
  * endpoint, and metrics on with `telemetry.otlp.endpoint` at a loopback receiver that answers
  * every `POST /v1/traces` 200. Each is warmed with BENCH_GATEWAY_TELEMETRY_WARMUP turns (default
- * 1000: far fewer than the plain figure's, so its absolute CPU/turn reads higher; the deltas are
- * what this measures), then BENCH_GATEWAY_TELEMETRY_ROUNDS (default 6) rounds of 50 turns; CPU is
+ * 3000: fewer than the plain figure's, so its absolute CPU/turn reads higher; the deltas are what
+ * this measures), then BENCH_GATEWAY_TELEMETRY_ROUNDS (default 30: at 10 the control's delta
+ * ranged ±0.09 ms) rounds of 50 turns; CPU is
  * read to 1.5 s after the last (the span exporter batches every second, and may export while
  * another gateway runs), so it includes the event-loop-delay monitor and the batch exporter.
  */
@@ -776,8 +777,8 @@ async function telemetryOverhead(model: Model): Promise<void> {
     // the first config again: what two gateways of one config differ by is the noise floor
     { name: "metrics off again (control)", gateway: { metrics: { enabled: false } } },
   ];
-  const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 1000);
-  const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 6);
+  const warm = Number(process.env.BENCH_GATEWAY_TELEMETRY_WARMUP ?? 3000);
+  const rounds = Number(process.env.BENCH_GATEWAY_TELEMETRY_ROUNDS ?? 30);
   const posts0 = received.posts;
   try {
     const figures = await sideBySide(model, "tel", variants, { warm, rounds, perRound: 50, settleMs: 1500 });
@@ -801,7 +802,7 @@ async function telemetryOverhead(model: Model): Promise<void> {
  * gateways side by side on the path users run (`chat.send` over HTTP, the `openai` provider, fs +
  * local), the model priced in both, one with `usage.budgets` (a `block` budget on the agent and a
  * global one, limits far off) so every turn is admitted with a hold, its call reserved and settled
- * and the warnAt check made. BENCH_GATEWAY_BUDGETS_WARMUP (default 1000) and _ROUNDS (default 10,
+ * and the warnAt check made. BENCH_GATEWAY_BUDGETS_WARMUP (default 3000) and _ROUNDS (default 30,
  * of 50 turns each) size it; BENCH_GATEWAY_BUDGETS=0 skips it, =only runs nothing else.
  */
 async function budgetOverhead(model: Model): Promise<void> {
@@ -826,8 +827,8 @@ async function budgetOverhead(model: Model): Promise<void> {
     // the first config again: what two gateways of one config differ by is the noise floor
     { name: "no budget again (control)", gateway: { metrics: { enabled: false } }, top: { models } },
   ];
-  const warm = Number(process.env.BENCH_GATEWAY_BUDGETS_WARMUP ?? 1000);
-  const rounds = Number(process.env.BENCH_GATEWAY_BUDGETS_ROUNDS ?? 10);
+  const warm = Number(process.env.BENCH_GATEWAY_BUDGETS_WARMUP ?? 3000);
+  const rounds = Number(process.env.BENCH_GATEWAY_BUDGETS_ROUNDS ?? 30);
   try {
     const figures = await sideBySide(model, "budget", variants, {
       warm,
