@@ -67,15 +67,15 @@ describe("traces on the local driver", () => {
     await otlp?.close();
   });
 
-  it("one trace per RPC turn: enqueue → turn → model, tool, delivery", { timeout: 20_000 }, async () => {
-    fake.enqueue({ toolCalls: [{ name: "sessions_list", arguments: {} }] }, { text: "listed" });
-    const sent = await t.rpc("chat.send", {
-      sessionKey: KEY,
-      message: "list",
-      deliver: true,
-      timeoutSeconds: 15,
-    });
+  /** A delivered chat.send turn whose model calls `tool` once, then answers `reply`. */
+  async function toolTurn(tool: string, args: Record<string, unknown>, reply: string, message: string) {
+    fake.enqueue({ toolCalls: [{ name: tool, arguments: args }] }, { text: reply });
+    const sent = await t.rpc("chat.send", { sessionKey: KEY, message, deliver: true, timeoutSeconds: 15 });
     expect(sent.result.status).toBe("ok");
+  }
+
+  it("one trace per RPC turn: enqueue → turn → model, tool, delivery", { timeout: 20_000 }, async () => {
+    await toolTurn("sessions_list", {}, "listed", "list");
     await eventually(() => channel.sent.some((m) => m.text === "listed"), 500, 10);
     const spans = await otlp.waitFor((s) => s.filter((x) => x.name === "switchboard.delivery").length >= 1);
 
@@ -109,17 +109,7 @@ describe("traces on the local driver", () => {
     timeout: 20_000,
   }, async () => {
     const before = otlp.spans.length;
-    fake.enqueue(
-      { toolCalls: [{ name: "message", arguments: { text: "a note from the tool" } }] },
-      { text: "noted" },
-    );
-    const sent = await t.rpc("chat.send", {
-      sessionKey: KEY,
-      message: "send a note",
-      deliver: true,
-      timeoutSeconds: 15,
-    });
-    expect(sent.result.status).toBe("ok");
+    await toolTurn("message", { text: "a note from the tool" }, "noted", "send a note");
     await eventually(() => channel.sent.some((m) => m.text === "noted"), 500, 10);
     expect(channel.sent.some((m) => m.text === "a note from the tool")).toBe(true);
     const spans = await otlp.waitFor(
@@ -141,17 +131,7 @@ describe("traces on the local driver", () => {
     timeout: 20_000,
   }, async () => {
     const before = otlp.spans.length;
-    fake.enqueue(
-      { toolCalls: [{ name: "sessions_spawn", arguments: { task: "say hi" } }] },
-      { text: "spawned" },
-    );
-    const sent = await t.rpc("chat.send", {
-      sessionKey: KEY,
-      message: "spawn one",
-      deliver: true,
-      timeoutSeconds: 15,
-    });
-    expect(sent.result.status).toBe("ok");
+    await toolTurn("sessions_spawn", { task: "say hi" }, "spawned", "spawn one");
     const spans = await otlp
       .waitFor((s) => {
         const child = s
