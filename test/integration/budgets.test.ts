@@ -23,6 +23,19 @@ const pricedModels = () => ({
   },
 });
 
+/** `n` answered turns of 300 tokens ($0.30 each), in sessions agent:main:<prefix>0… */
+async function spendTurns(app: TestApp, prefix: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
+    const r = await app.rpc("chat.send", {
+      sessionKey: `agent:main:${prefix}${i}`,
+      message: "hi",
+      timeoutSeconds: 10,
+    });
+    expect(r.result.status).toBe("ok");
+  }
+}
+
 describe("budgets", () => {
   let t: TestApp;
   beforeAll(async () => {
@@ -40,15 +53,7 @@ describe("budgets", () => {
 
   it("admits turns while under the limit, then refuses with BUDGET_EXCEEDED naming the budget and its reset", async () => {
     // 300 tokens at $1000/MTok = $0.30 a turn: the first two are admitted (0 and 0.30 < 0.50)
-    for (let i = 0; i < 2; i++) {
-      fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
-      const r = await t.rpc("chat.send", {
-        sessionKey: `agent:main:b${i}`,
-        message: "hi",
-        timeoutSeconds: 10,
-      });
-      expect(r.result.status).toBe("ok");
-    }
+    await spendTurns(t, "b", 2);
     const before = fake.chatRequests().length;
     const refused = await t.rpc("chat.send", {
       sessionKey: "agent:main:b9",
@@ -79,15 +84,7 @@ describe("budgets across a restart (fs + local)", () => {
     let app = await start();
     try {
       // two turns at $0.30 each: the second is admitted at $0.30 < $0.50 and spends to $0.60
-      for (let i = 0; i < 2; i++) {
-        fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
-        const r = await app.rpc("chat.send", {
-          sessionKey: `agent:main:r${i}`,
-          message: "hi",
-          timeoutSeconds: 10,
-        });
-        expect(r.result.status).toBe("ok");
-      }
+      await spendTurns(app, "r", 2);
       expect((await app.rpc("chat.send", { sessionKey: "agent:main:r2", message: "hi" })).error?.code).toBe(
         "BUDGET_EXCEEDED",
       );
