@@ -86,6 +86,23 @@ export async function startTestApp(
 }
 
 /** `switchboard ARGS --url … --token …` in process against a listening TestApp. */
+/** `POST /media` of one file as the web chat uploads it (multipart, `file`), with the bearer token unless `auth` is false. */
+export function postMedia(
+  t: TestApp,
+  bytes: Buffer,
+  name: string,
+  type: string,
+  auth = true,
+): Promise<Response> {
+  const form = new FormData();
+  form.append("file", new Blob([bytes], { type }), name);
+  return fetch(`${t.url}/media`, {
+    method: "POST",
+    body: form,
+    headers: auth ? { authorization: `Bearer ${t.token}` } : {},
+  });
+}
+
 export async function cliAgainst(
   t: TestApp,
   ...args: string[]

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../harness.js";
+import { postMedia, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * `POST /media` and `GET /media/<id>` (API.md §8.1) on a listening gateway, and `chat.send` with
@@ -20,15 +20,8 @@ afterAll(async () => {
   await t?.stop();
 });
 
-function upload(bytes: Buffer, name: string, type: string, auth = true) {
-  const form = new FormData();
-  form.append("file", new Blob([bytes], { type }), name);
-  return fetch(`${t.url}/media`, {
-    method: "POST",
-    body: form,
-    headers: auth ? { authorization: `Bearer ${t.token}` } : {},
-  });
-}
+const upload = (bytes: Buffer, name: string, type: string, auth = true) =>
+  postMedia(t, bytes, name, type, auth);
 
 async function rpc(method: string, params: Record<string, unknown>) {
   const r = await fetch(`${t.url}/rpc`, {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mediaSchema } from "../../src/config/media.js";
 import { type AnthropicFake, startAnthropicFake } from "../fakes/anthropic.js";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { postMedia, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * Earlier pictures are not sent again on every call (API.md §8.1,
@@ -47,13 +47,7 @@ async function upload(i: number) {
   })
     .png()
     .toBuffer();
-  const form = new FormData();
-  form.append("file", new Blob([png], { type: "image/png" }), `pic${i}.png`);
-  const r = await fetch(`${t.url}/media`, {
-    method: "POST",
-    body: form,
-    headers: { authorization: `Bearer ${t.token}` },
-  });
+  const r = await postMedia(t, png, `pic${i}.png`, "image/png");
   expect(r.status).toBe(200);
   return (await r.json()) as { mediaId: string; mimeType: string; bytes: number };
 }

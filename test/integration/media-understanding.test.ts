@@ -2,7 +2,7 @@ import JSZip from "jszip";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { contentText, type OpenAIFake, oggOpus, startOpenAIFake } from "../fakes/openai.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { postMedia, startTestApp, type TestApp } from "../harness.js";
 
 /**
  * Media understanding at prompt build time (API.md §8.1), against the loopback OpenAI fake:
@@ -46,13 +46,7 @@ afterAll(async () => {
 });
 
 async function upload(bytes: Buffer, name: string, type = "application/octet-stream") {
-  const form = new FormData();
-  form.append("file", new Blob([bytes], { type }), name);
-  const r = await fetch(`${t.url}/media`, {
-    method: "POST",
-    body: form,
-    headers: { authorization: `Bearer ${t.token}` },
-  });
+  const r = await postMedia(t, bytes, name, type);
   expect(r.status).toBe(200);
   return (await r.json()) as { mediaId: string; mimeType: string; bytes: number };
 }
