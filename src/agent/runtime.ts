@@ -21,13 +21,14 @@ import type {
   Usage,
 } from "../store/types.js";
 import { countCost, traced, turnSpan } from "../telemetry/index.js";
+import { usageContext } from "../usage/context.js";
 import { compactSession } from "./compact-run.js";
 import { compactionFor, loadSessionContext } from "./compaction.js";
 import { credentialNotice } from "./credential-notice.js";
 import { buildSystemPrompt, toolSpecsTokens } from "./prompt.js";
 import { pruningDue, pruningFor } from "./pruning.js";
 import type { ToolRegistry } from "./tool-registry.js";
-import { budgetedCall, usageContext } from "./usage-context.js";
+import { budgetedCall } from "./usage-context.js";
 import { lastModelCallAt, type PromptPlan, planPrompt, type UsageAnchor } from "./window.js";
 
 /**

@@ -1,15 +1,9 @@
-import type { Services, UsageCall, UsageContext } from "../services/index.js";
+import type { Services, UsageCall } from "../services/index.js";
 import type { ChainResult, ModelResponse } from "../services/models.js";
-import { deriveChannel } from "../sessions/keys.js";
 import type { SessionEntry, Usage } from "../store/types.js";
+import { usageContext } from "../usage/context.js";
 import { NO_SPEND, type Spend } from "../usage/ledger.js";
 import { priceOf, priceUsage } from "./providers/index.js";
-
-/** Who a model call is for, as budgets match it (`usage.budgets` scopes: agent, session, channel). */
-export function usageContext(entry: SessionEntry): UsageContext {
-  const channel = deriveChannel(entry.key, entry);
-  return { agentId: entry.agentId, sessionKey: entry.key, ...(channel ? { channel } : {}) };
-}
 
 /**
  * One model call under the budgets (API.md §8.4), a turn's or a compaction's: its expected cost is

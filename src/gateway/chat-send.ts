@@ -3,10 +3,11 @@ import { SwitchboardError } from "../errors.js";
 import { resolveAttachments } from "../media/resolve.js";
 import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
-import { deriveChannel, isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
+import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
-import type { Provenance, SessionEntry } from "../store/types.js";
+import type { Provenance } from "../store/types.js";
 import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
+import { usageContext } from "../usage/context.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
 export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline"> &
@@ -69,17 +70,18 @@ export async function chatSend(
   }
   // A spent budget refuses the turn here, as an RPC error, never as an accepted run that fails;
   // an admitted one holds its first model call's expected cost (API.md §8.4).
+  // The scope is the one the run's calls will be charged to (its row's channel); one read of the
+  // session serves the admission and the turn.
   const runId = randomUUID();
-  const usageCtx = { agentId, sessionKey: key, channel: deriveChannel(key) };
-  // one read of the session for the admission (with a budget) and the turn
-  let read: Promise<SessionEntry | null> | undefined;
-  const current = () => {
-    read ??= services.store.sessions.get(key);
-    return read;
-  };
-  const refused = await services.usage?.admit(usageCtx, { runId, text: p.message, entry: current });
+  const existing = await services.store.sessions.get(key);
+  const usageCtx = usageContext(existing ?? { key, agentId });
+  const refused = await services.usage?.admit(usageCtx, {
+    runId,
+    text: p.message,
+    entry: async () => existing,
+  });
   if (refused) throw refused;
-  const entry = (await current()) ?? (await ensureSession(services, key, { agentId }));
+  const entry = existing ?? (await ensureSession(services, key, { agentId }));
   const blocked = sendBlocked(services, entry);
   if (blocked) {
     await services.usage?.release(usageCtx, [runId]);

@@ -7,6 +7,7 @@ import { sendBlocked } from "../policy/access.js";
 import { buildSessionKey } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { SessionEntry } from "../store/types.js";
+import { usageContext } from "../usage/context.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx, RouterDeps } from "./context.js";
@@ -135,7 +136,14 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
   // An admitted turn holds its first model call's expected cost (API.md §8.4).
   // Derived from the platform message: a redelivery resubmits the same run, which is ignored.
   const runId = uuidFrom(inboundDedupeId(msg));
-  const usageCtx = { agentId: ctx.agentId, sessionKey: ctx.sessionKey, channel: msg.channel };
+  // the scope the run's calls will be charged to: the row as this message leaves it (its reply
+  // target is this channel unless the session is bound to one)
+  const usageCtx = usageContext({
+    key: ctx.sessionKey,
+    agentId: ctx.agentId,
+    ...(ctx.entry?.channel ? { channel: ctx.entry.channel } : {}),
+    lastChannel: msg.channel,
+  });
   const refused = await services.usage?.admit(usageCtx, {
     runId,
     text: msg.text,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
+import { ensureSession } from "../../src/sessions/service.js";
 import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { startTestApp, type TestApp } from "../harness.js";
 import { tempDir } from "../helpers.js";
@@ -67,6 +68,34 @@ describe("budgets", () => {
     // no run was accepted for it
     const runs = await t.app.services.store.runs.listBySession("agent:main:b9", 5);
     expect(runs).toHaveLength(0);
+  });
+});
+
+describe("a channel budget (the scope the run is charged to)", () => {
+  it("chat.send into a session whose chat is on that channel is refused by it, not accepted to fail", async () => {
+    const app = await startTestApp({
+      models: pricedModels(),
+      usage: { budgets: [{ scope: "channel:webchat", period: "day", maxCostUsd: 0.5 }] },
+    });
+    try {
+      // the main bucket's key names no channel: the row's last channel is what its calls are charged to
+      const key = "agent:main:main";
+      await ensureSession(app.app.services, key, { agentId: "main" });
+      await app.app.services.store.sessions.update(key, (cur) =>
+        cur ? { ...cur, lastChannel: "webchat" } : null,
+      );
+      for (let i = 0; i < 2; i++) {
+        fake.enqueue({ text: "ok", usage: { prompt: 200, completion: 100 } });
+        expect(
+          (await app.rpc("chat.send", { sessionKey: key, message: "hi", timeoutSeconds: 10 })).result.status,
+        ).toBe("ok");
+      }
+      const refused = await app.rpc("chat.send", { sessionKey: key, message: "hi", timeoutSeconds: 10 });
+      expect(refused.error?.code).toBe("BUDGET_EXCEEDED");
+      expect(refused.error?.message).toMatch(/channel:webchat per day/);
+    } finally {
+      await app.stop();
+    }
   });
 });
 
