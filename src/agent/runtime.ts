@@ -110,12 +110,12 @@ function addUsage(a: Usage, b: Usage): Usage {
 const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; keep: number; message: ModelMessage }>();
 
 /**
- * How many of each message's pictures go to the model as pictures (API.md §8.1): the newest user
- * line's all of them, then, counting back, up to `historyLimit` more in all (the latest of a line
- * first). Without it every earlier picture was sent again on every call: eight photos in a
+ * How many of each message's pictures go to the model as pictures (config
+ * `media.understanding.image.historyLimit`, docs/media.md): the newest user line's all of them,
+ * then, counting back, up to `historyLimit` more in all (the latest of a line first). Without it every earlier picture was sent again on every call: eight photos in a
  * session made an 11.4 MB request.
  */
-export function picturesKept(messages: readonly ModelMessage[], historyLimit: number): number[] {
+function picturesKept(messages: readonly ModelMessage[], historyLimit: number): number[] {
   const keep = messages.map(() => 0);
   let budget = historyLimit;
   let newest = true;

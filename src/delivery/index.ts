@@ -408,9 +408,9 @@ async function outboundAttachment(
     ...(f.voice && kind === "audio" ? { voice: true } : {}),
     open,
     async read() {
-      const chunks: Buffer[] = [];
-      for await (const c of await open()) chunks.push(Buffer.from(c as Uint8Array));
-      return Buffer.concat(chunks);
+      const r = await media.read(f.mediaId, stored.bytes);
+      if (!r) throw new Error(`media ${f.mediaId} is no longer stored`);
+      return r.data;
     },
   };
 }

@@ -13,7 +13,7 @@ import type { TurnJob, TurnOrigin } from "./types.js";
  */
 
 /** `meta.cron` of a scheduled turn (cron/service.ts writes it, cron/flow.ts reads it back). */
-export const cronTurnMetaSchema = z.object({
+const cronTurnMetaSchema = z.object({
   jobId: z.string().min(1),
   tickAt: z.number(),
   trigger: z.enum(["schedule", "catch-up", "manual", "retry"]),
@@ -21,7 +21,7 @@ export const cronTurnMetaSchema = z.object({
 export type CronTurnMeta = z.infer<typeof cronTurnMetaSchema>;
 
 /** `meta.hookDeliver` of a webhook turn: the chat its reply goes to (`POST /hooks/agent`). */
-export const hookDeliverSchema = z.object({
+const hookDeliverSchema = z.object({
   channel: z.string().min(1),
   to: z.string().min(1),
   accountId: z.string().min(1).optional(),
@@ -63,12 +63,12 @@ const a2aStepSchema = z.discriminatedUnion("phase", [
 export type A2AStep = z.infer<typeof a2aStepSchema>;
 
 /** `meta.a2aStep` of a loop or announce turn of the flow (flows/a2a.ts). */
-export const a2aStepMetaSchema = z.object({
+const a2aStepMetaSchema = z.object({
   flow: a2aFlowSchema,
   state: a2aStateSchema,
   step: a2aStepSchema,
 });
-export type A2AStepMeta = z.infer<typeof a2aStepMetaSchema>;
+type A2AStepMeta = z.infer<typeof a2aStepMetaSchema>;
 
 /** `meta.spawn` of a sub-agent's run (and of an orchestrator's wake-up): whom its completion is announced to. */
 export const spawnMetaSchema = z.object({
@@ -113,7 +113,7 @@ const schemas: { readonly [O in TurnOrigin]: z.ZodType<Omit<TurnMetaOf<O>, "orig
 };
 
 /** A turn's meta read for its origin, or why it cannot be (the origin's follow-ups are skipped then). */
-export type TurnMetaReading = { ok: true; meta: TurnMeta } | { ok: false; origin: TurnOrigin; error: string };
+type TurnMetaReading = { ok: true; meta: TurnMeta } | { ok: false; origin: TurnOrigin; error: string };
 
 const readings = new WeakMap<TurnJob, TurnMetaReading>();
 

@@ -111,7 +111,7 @@ let defaultsOn = false;
  * machine's VM, against 0.8 at 100 ms (`monitorEventLoopDelay` alone, idle). At 100 ms a stall
  * still shows in `max` and the percentiles once it spans a sample.
  */
-export const EVENT_LOOP_SAMPLE_MS = 100;
+const EVENT_LOOP_SAMPLE_MS = 100;
 
 /**
  * An app with metrics on: counting starts (and the process defaults: CPU, memory, event loop,
