@@ -37,6 +37,30 @@ function partKind(declared: InboundAttachment["kind"], mime: string): Kind {
   return "file";
 }
 
+/**
+ * The iterator's next chunk, or the signal's reason once it aborts (a stalled SDK stream cannot
+ * hang the download). The abort listener lives for this one chunk: racing each chunk against
+ * one long-lived promise instead left a reaction per chunk on it, each holding its chunk, so a
+ * 49 MiB video stayed in memory whole until the download ended.
+ */
+function nextUnlessAborted<T>(it: AsyncIterator<T>, signal: AbortSignal): Promise<IteratorResult<T>> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<IteratorResult<T>>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    it.next().then(
+      (r) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(r);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
 export class StoreMediaSink implements MediaSink {
   readonly #stallMs: number;
   readonly #totalMs: number;
@@ -102,12 +126,11 @@ export class StoreMediaSink implements MediaSink {
     aborted.catch(() => undefined);
     try {
       const source = await Promise.race([a.open(ctrl.signal), aborted]);
-      // Each chunk (or the abort) is awaited against the abort, so a stalled SDK stream cannot hang us.
       async function* watched(): AsyncGenerator<Uint8Array> {
         const it = source[Symbol.asyncIterator]();
         try {
           for (;;) {
-            const r = await Promise.race([it.next(), aborted]);
+            const r = await nextUnlessAborted(it, ctrl.signal);
             if (r.done) return;
             clearTimeout(stall);
             stall = setTimeout(() => ctrl.abort(new Error("download stalled")), stallMs);
