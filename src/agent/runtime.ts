@@ -104,8 +104,8 @@ function addUsage(a: Usage, b: Usage): Usage {
 }
 
 /**
- * A prompt message with its pictures read, by the message the window handed out (stable objects),
- * and how many of its pictures it was built with.
+ * A prompt message with its pictures' contents (their size and a read: no bytes are kept), by the
+ * message the window handed out (stable objects), and how many of its pictures it was built with.
  */
 const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; keep: number; message: ModelMessage }>();
 
@@ -241,7 +241,12 @@ export class AgentRuntime {
           }
           const r = await media.image(img);
           if (r.ok)
-            images.push({ mediaId: img.mediaId, ...(img.name ? { name: img.name } : {}), ...r.value });
+            images.push({
+              mediaId: img.mediaId,
+              mimeType: r.value.mimeType,
+              ...(img.name ? { name: img.name } : {}),
+              content: r.value,
+            });
           else notes.push(`[an image could not be read: ${r.reason}]`);
         }
         message = {

@@ -63,3 +63,14 @@ export class MediaStoreError extends Error {
 export function mediaHex(mediaId: string): string | null {
   return MEDIA_ID_RE.exec(mediaId)?.[1] ?? null;
 }
+
+/**
+ * A picture's bytes as a request needs them: their size (a body's length is known before it is
+ * written) and a fresh stream of them, read as each request is written. Nothing holds the bytes
+ * between calls: a message kept for the next turn keeps this, not megabytes of picture.
+ */
+export interface PictureContent {
+  readonly bytes: number;
+  /** A fresh stream of the bytes (`bytes` of them); rejects when they are no longer stored. */
+  open(): Promise<AsyncIterable<Uint8Array> | Iterable<Uint8Array>>;
+}

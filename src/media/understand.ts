@@ -4,7 +4,7 @@ import type { ProviderConfig } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../log.js";
 import { extensionOf, isTextType } from "./sniff.js";
-import type { MediaStore } from "./types.js";
+import type { MediaStore, PictureContent } from "./types.js";
 
 /**
  * What the model is shown of each attachment (API.md §8.1): voice notes and audio transcribed
@@ -96,7 +96,10 @@ export function cachedDocumentText(mediaId: string): string | undefined {
 export class MediaUnderstanding {
   readonly #texts = documentTexts;
   readonly #transcripts = new Lru<Outcome<string>>(2_000_000);
-  readonly #images = new Lru<Outcome<{ mimeType: string; data: Buffer }>>(48 * 1024 * 1024);
+  /** What each picture is sent as (tiny entries: the decision and its size, no bytes). */
+  readonly #images = new Lru<Outcome<{ mimeType: string } & PictureContent>>(1_000_000);
+  /** Resized pictures' bytes, by mediaId and maxSide. */
+  readonly #resized = new Lru<Buffer>(48 * 1024 * 1024);
   readonly #inflight = new Map<string, Promise<unknown>>();
 
   constructor(private readonly deps: UnderstandingDeps) {}
@@ -223,13 +226,21 @@ export class MediaUnderstanding {
     };
   }
 
-  /** An image as base64 (its text in bytes) for a vision model, the longer side ≤ maxSide, or why not. */
-  image(part: { mediaId: string; mimeType: string }): Promise<Outcome<{ mimeType: string; data: Buffer }>> {
+  /**
+   * An image for a vision model, the longer side ≤ maxSide, or why not: its type and its content
+   * (size and a read of the bytes). A picture sent as it is stored is read from the store by each
+   * request; a resized one is kept in a bounded cache (read again and resized on a miss). What
+   * this caches per picture is the decision, not the picture: nothing here grows with sessions.
+   */
+  image(part: {
+    mediaId: string;
+    mimeType: string;
+  }): Promise<Outcome<{ mimeType: string } & PictureContent>> {
     const maxSide = this.deps.media.understanding.image.maxSide;
     return this.#once(
       this.#images,
       `i:${part.mediaId}:${maxSide}`,
-      (r) => (r.ok ? r.value.data.length : 100),
+      () => 100,
       () => withTimeout(this.#image(part, maxSide), this.deps.extractTimeoutMs ?? 20_000, "image resize"),
     );
   }
@@ -237,7 +248,7 @@ export class MediaUnderstanding {
   async #image(
     part: { mediaId: string; mimeType: string },
     maxSide: number,
-  ): Promise<Outcome<{ mimeType: string; data: Buffer }>> {
+  ): Promise<Outcome<{ mimeType: string } & PictureContent>> {
     const file = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.image);
     if (!file) return { ok: false, reason: "the file is no longer stored" };
     const { data: buf, cut } = file;
@@ -245,8 +256,7 @@ export class MediaUnderstanding {
     const sharp = await loadSharp();
     // limitInputPixels bounds a decompression bomb; animated images keep their first frame;
     // sequentialRead: the decoder reads top to bottom once (what a shrink needs), not at random.
-    const img = sharp(buf, { limitInputPixels: 100_000_000, sequentialRead: true });
-    const meta = await img.metadata();
+    const meta = await sharp(buf, { limitInputPixels: PIXEL_LIMIT, sequentialRead: true }).metadata();
     const w = meta.autoOrient?.width ?? meta.width ?? 0;
     const h = meta.autoOrient?.height ?? meta.height ?? 0;
     if (!w || !h) return { ok: false, reason: "the image could not be decoded" };
@@ -257,22 +267,48 @@ export class MediaUnderstanding {
       PASSTHROUGH_TYPES.has(part.mimeType) &&
       oriented &&
       !(meta.pages && meta.pages > 1)
-    )
-      return { ok: true, value: { mimeType: part.mimeType, data: base64Bytes(buf) } };
-    // fastShrinkOnLoad (the default, said here): a JPEG is decoded at 1/2, 1/4 or 1/8 of its size
-    // when that is still at least maxSide, so a 12 MP photo is never decoded whole.
-    const out = await img
-      .rotate()
-      .resize({
-        width: maxSide,
-        height: maxSide,
-        fit: "inside",
-        withoutEnlargement: true,
-        fastShrinkOnLoad: true,
-      })
-      .jpeg({ quality: 85, mozjpeg: false })
-      .toBuffer();
-    return { ok: true, value: { mimeType: "image/jpeg", data: base64Bytes(out) } };
+    ) {
+      const { store } = this.deps;
+      // The bytes just read are the first request's while they are still in memory, not kept for
+      // it (reading a new photo again for its first call made 2 MB more garbage per photo turn).
+      const justRead = new WeakRef(buf);
+      return {
+        ok: true,
+        value: {
+          mimeType: part.mimeType,
+          bytes: buf.length,
+          open: async () => {
+            const data = justRead.deref();
+            if (data) return [data];
+            const stream = await store.open(part.mediaId);
+            if (!stream) throw new Error(`the picture ${part.mediaId} is no longer stored`);
+            return stream;
+          },
+        },
+      };
+    }
+    const out = await shrink(sharp, buf, maxSide);
+    const key = `r:${part.mediaId}:${maxSide}`;
+    this.#resized.set(key, out, out.length);
+    const bytes = out.length;
+    return {
+      ok: true,
+      value: {
+        mimeType: "image/jpeg",
+        bytes,
+        open: async () => {
+          let data = this.#resized.get(key);
+          if (!data) {
+            const again = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.image);
+            if (!again || again.cut) throw new Error(`the picture ${part.mediaId} is no longer stored`);
+            data = await shrink(await loadSharp(), again.data, maxSide);
+            this.#resized.set(key, data, data.length);
+          }
+          if (data.length !== bytes) throw new Error(`the picture ${part.mediaId} resized differently`);
+          return [data];
+        },
+      },
+    };
   }
 
   /** Extracts (or finds cached) the text of every document part in `contents` (user lines). */
@@ -336,22 +372,6 @@ export class MediaUnderstanding {
   }
 }
 
-/** Bytes encoded per step: a multiple of 3, so the pieces' base64 joins without padding. */
-const BASE64_STEP = 3 * 16 * 1024;
-
-/**
- * `buf` as base64 text, in bytes: encoded 48 KiB at a time into one buffer, so no string of
- * megabytes lands on the JS heap (there it was a large object, and the gateway's
- * `--heap-growing-percent=20` ran a full GC about every photo turn).
- */
-export function base64Bytes(buf: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(Math.ceil(buf.length / 3) * 4);
-  let at = 0;
-  for (let i = 0; i < buf.length; i += BASE64_STEP)
-    at += out.write(buf.subarray(i, i + BASE64_STEP).toString("base64"), at, "latin1");
-  return out.subarray(0, at);
-}
-
 type Sharp = typeof import("sharp").default;
 let sharpModule: Promise<Sharp> | undefined;
 
@@ -368,6 +388,28 @@ function loadSharp(): Promise<Sharp> {
     return sharp;
   });
   return sharpModule;
+}
+
+/** Decoded pixels allowed in one picture (a decompression bomb is refused before it is decoded). */
+const PIXEL_LIMIT = 100_000_000;
+
+/**
+ * `buf` turned upright and shrunk so its longer side is ≤ maxSide, as a JPEG. fastShrinkOnLoad
+ * (the default, said here): a JPEG is decoded at 1/2, 1/4 or 1/8 of its size when that is still
+ * at least maxSide, so a 12 MP photo is never decoded whole.
+ */
+function shrink(sharp: Sharp, buf: Buffer, maxSide: number): Promise<Buffer> {
+  return sharp(buf, { limitInputPixels: PIXEL_LIMIT, sequentialRead: true })
+    .rotate()
+    .resize({
+      width: maxSide,
+      height: maxSide,
+      fit: "inside",
+      withoutEnlargement: true,
+      fastShrinkOnLoad: true,
+    })
+    .jpeg({ quality: 85, mozjpeg: false })
+    .toBuffer();
 }
 
 function noteFor(

@@ -1,3 +1,4 @@
+import type { PictureContent } from "../media/types.js";
 import type { Usage } from "../store/types.js";
 
 /**
@@ -23,8 +24,8 @@ export interface ModelImage {
   mediaId: string;
   mimeType: string;
   name?: string;
-  /** The picture as base64 text, in bytes (ASCII): kept off the JS heap, spliced into a body as is. */
-  data?: Buffer;
+  /** The picture's bytes, set right before the call (a picture without them is not sent). */
+  content?: PictureContent;
 }
 
 export type ModelMessage =

@@ -15,6 +15,7 @@ import type {
 import type { ProviderConfig } from "../../config/schema.js";
 import { SwitchboardError } from "../../errors.js";
 import type { Logger } from "../../log.js";
+import type { PictureContent } from "../../media/types.js";
 import type {
   ModelMessage,
   ModelProvider,
@@ -83,7 +84,10 @@ function parseInput(args: string): unknown {
  * Our flat message list to Anthropic turns: tool results become `tool_result` blocks in a user
  * turn, and consecutive user-side messages merge into one turn (results first, as the API asks).
  */
-export function toAnthropicMessages(messages: ModelMessage[]): MessageParam[] {
+export function toAnthropicMessages(
+  messages: ModelMessage[],
+  pictures: ReadonlyMap<PictureContent, string> = new Map(),
+): MessageParam[] {
   const out: MessageParam[] = [];
   const pushUserBlocks = (blocks: ContentBlockParam[]) => {
     const last = out[out.length - 1];
@@ -94,16 +98,18 @@ export function toAnthropicMessages(messages: ModelMessage[]): MessageParam[] {
     if (m.role === "user") {
       const blocks: ContentBlockParam[] = [{ type: "text", text: nonEmpty(m.content) }];
       // Pictures as base64 image blocks (API.md §8.1), resized before they got here.
-      for (const img of m.images ?? [])
-        if (img.data && ANTHROPIC_IMAGE_TYPES.has(img.mimeType))
+      for (const img of m.images ?? []) {
+        const data = img.content && pictures.get(img.content);
+        if (data && ANTHROPIC_IMAGE_TYPES.has(img.mimeType))
           blocks.push({
             type: "image",
             source: {
               type: "base64",
               media_type: img.mimeType as "image/jpeg" | "image/png" | "image/gif" | "image/webp",
-              data: img.data.toString("latin1"),
+              data,
             },
           });
+      }
       pushUserBlocks(blocks);
     } else if (m.role === "tool") {
       pushUserBlocks([{ type: "tool_result", tool_use_id: m.toolCallId, content: nonEmpty(m.content) }]);
@@ -120,11 +126,31 @@ export function toAnthropicMessages(messages: ModelMessage[]): MessageParam[] {
   return out;
 }
 
-export function toAnthropicRequest(req: ModelRequest, maxTokens: number): MessageCreateParamsNonStreaming {
+/** Each picture of the request read, as base64 (the SDK takes a block's data as a string). */
+export async function picturesBase64(
+  messages: readonly ModelMessage[],
+): Promise<Map<PictureContent, string>> {
+  const out = new Map<PictureContent, string>();
+  for (const m of messages)
+    if (m.role === "user")
+      for (const img of m.images ?? [])
+        if (img.content && !out.has(img.content)) {
+          const chunks: Uint8Array[] = [];
+          for await (const chunk of await img.content.open()) chunks.push(chunk);
+          out.set(img.content, Buffer.concat(chunks).toString("base64"));
+        }
+  return out;
+}
+
+export function toAnthropicRequest(
+  req: ModelRequest,
+  maxTokens: number,
+  pictures?: ReadonlyMap<PictureContent, string>,
+): MessageCreateParamsNonStreaming {
   const body: MessageCreateParamsNonStreaming = {
     model: req.model,
     max_tokens: req.maxOutputTokens ?? maxTokens,
-    messages: toAnthropicMessages(req.messages),
+    messages: toAnthropicMessages(req.messages, pictures),
   };
   if (req.system) body.system = req.system;
   if (req.tools.length > 0) {
@@ -321,7 +347,7 @@ export function createAnthropicProvider(
     async complete(req) {
       const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
       const maxTokens = cfg.models[req.model]?.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
-      const body = toAnthropicRequest(req, maxTokens);
+      const body = toAnthropicRequest(req, maxTokens, await picturesBase64(req.messages));
       // Once text has reached the caller a retry would repeat it: only retry before the first delta.
       let emitted = 0;
       const attempt = async (signal: AbortSignal): Promise<ModelResponse> => {

@@ -1,4 +1,9 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import {
+  type ClientRequest,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+} from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import type { Abortable } from "./retry.js";
@@ -41,6 +46,9 @@ function abortError(signal: Abortable): unknown {
   return new DOMException("This operation was aborted", "AbortError");
 }
 
+/** Writes a body into the request (in order, waiting on the socket as it likes); the request is ended after. */
+export type BodyWriter = (req: ClientRequest) => Promise<void>;
+
 export interface SendOptions {
   method: string;
   headers: Record<string, string>;
@@ -55,8 +63,11 @@ export interface SendOptions {
 export function sendRequest(
   url: URL,
   opts: SendOptions,
-  /** Pieces are written in order (one writev once the socket is there), then the request ends. */
-  body?: string | Uint8Array | ReadonlyArray<string | Uint8Array> | null,
+  /**
+   * Pieces are written in order (one writev once the socket is there), then the request ends; a
+   * writer writes what it likes (a failed writer destroys the request with its error).
+   */
+  body?: string | Uint8Array | ReadonlyArray<string | Uint8Array> | BodyWriter | null,
 ): Promise<IncomingMessage> {
   const agent = agents[url.protocol as keyof typeof agents];
   if (!agent) return Promise.reject(new TypeError(`unsupported protocol ${url.protocol}`));
@@ -78,7 +89,12 @@ export function sendRequest(
       signal?.removeEventListener("abort", onAbort);
       reject(signal?.aborted ? abortError(signal) : err);
     });
-    if (Array.isArray(body)) {
+    if (typeof body === "function")
+      body(req).then(
+        () => req.end(),
+        (err: unknown) => req.destroy(err instanceof Error ? err : new Error(String(err))),
+      );
+    else if (Array.isArray(body)) {
       for (const part of body as ReadonlyArray<string | Uint8Array>) req.write(part);
       req.end();
     } else req.end((body as string | Uint8Array | null | undefined) ?? undefined);

@@ -1,10 +1,11 @@
 import type { IncomingMessage } from "node:http";
+import type { Writable } from "node:stream";
 import { createParser } from "eventsource-parser";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import { BadAnswerError, bodyExcerpt, type Failure, statusFromType } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
-import { openAIMessagesParts } from "./openai-map.js";
+import { openAIMessagesParts, type Piece, pieceLength } from "./openai-map.js";
 import type { Abortable } from "./retry.js";
 
 /**
@@ -56,11 +57,12 @@ function toolsBytes(tools: readonly ToolSpec[]): Buffer {
  * in the pieces it is written in: the socket gets them in one writev as they are, so the
  * messages' JSON is never copied into one string with the rest (nor with the request head, which
  * node:http prepends to a first piece that is a string: that piece is kept short), the messages
- * a session's last request sent go out as the JSON made then (`openAIMessagesParts`), and the
- * tool list goes out as the bytes made once.
+ * a session's last request sent go out as the JSON made then (`openAIMessagesParts`), the tool
+ * list goes out as the bytes made once, and pictures are their content, read and encoded as the
+ * request is written (`writeBody`).
  */
-export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string | Buffer> {
-  const parts: Array<string | Buffer> = [
+export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string | Piece> {
+  const parts: Array<string | Piece> = [
     `{"model":${JSON.stringify(req.model)},"messages":`,
     ...openAIMessagesParts(req),
   ];
@@ -72,6 +74,52 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
   if (stream) rest += `,"stream":true,"stream_options":{"include_usage":true}`;
   parts.push(`${rest}}`);
   return parts;
+}
+
+/** Picture bytes encoded per piece: a multiple of 3, so the pieces join without padding. */
+const BASE64_STEP = 3 * 16 * 1024;
+
+/**
+ * Writes the body's pieces in order, each picture streamed from where it is kept and written as
+ * its base64: encoded at most 48 KiB at a time into one 64 KiB buffer, each piece handed to the
+ * socket (its write done) before the next is encoded into the same buffer. No picture-sized
+ * buffer is made or kept: a 2 MB photo read whole and encoded whole was ~5 MB of buffers living
+ * through the call, enough to start a full GC about every photo turn.
+ */
+export async function writeBody(out: Writable, parts: ReadonlyArray<string | Piece>): Promise<void> {
+  let buf: Buffer | undefined;
+  const put = async (bytes: Buffer) => {
+    buf ??= Buffer.allocUnsafe((BASE64_STEP / 3) * 4);
+    for (let i = 0; i < bytes.length; i += BASE64_STEP) {
+      const piece = buf.subarray(
+        0,
+        buf.write(bytes.toString("base64", i, Math.min(i + BASE64_STEP, bytes.length)), "latin1"),
+      );
+      await new Promise<void>((resolve, reject) =>
+        out.write(piece, (err) => (err ? reject(err) : resolve())),
+      );
+    }
+  };
+  for (const p of parts) {
+    if (typeof p === "string" || Buffer.isBuffer(p)) {
+      out.write(p);
+      continue;
+    }
+    let read = 0;
+    // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time)
+    let carry: Buffer | undefined;
+    for await (const chunk of await p.open()) {
+      read += chunk.byteLength;
+      if (read > p.bytes) throw new Error(`a picture read more than its ${p.bytes} bytes`);
+      let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      if (carry) bytes = Buffer.concat([carry, bytes]);
+      const whole = bytes.length - (bytes.length % 3);
+      carry = whole < bytes.length ? Buffer.from(bytes.subarray(whole)) : undefined;
+      await put(bytes.subarray(0, whole));
+    }
+    if (read !== p.bytes) throw new Error(`a picture read ${read} bytes, not ${p.bytes}`);
+    if (carry) await put(carry);
+  }
 }
 
 function headerGetter(res: IncomingMessage): { get(name: string): string | null } {
@@ -171,9 +219,15 @@ export async function postChat(
   call: ChatCall,
   onChunk?: (chunk: ChatCompletionChunk) => void,
 ): Promise<ChatCompletion | undefined> {
-  const body = chatBodyParts(call.req, onChunk !== undefined);
+  const parts = chatBodyParts(call.req, onChunk !== undefined);
   let bytes = 0;
-  for (const p of body) bytes += typeof p === "string" ? Buffer.byteLength(p) : p.length;
+  let pictures = false;
+  for (const p of parts) {
+    bytes += typeof p === "string" ? Buffer.byteLength(p) : pieceLength(p);
+    pictures ||= typeof p !== "string" && !Buffer.isBuffer(p);
+  }
+  // without pictures, the pieces go in one writev as they are
+  const body = pictures ? (req: Writable) => writeBody(req, parts) : (parts as Array<string | Buffer>);
   const res = await sendRequest(
     call.url,
     {

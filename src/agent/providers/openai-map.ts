@@ -4,6 +4,7 @@ import type {
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
+import type { PictureContent } from "../../media/types.js";
 import type {
   ModelImage,
   ModelMessage,
@@ -18,23 +19,13 @@ import type { Usage } from "../../store/types.js";
  * sent (no vendor-only parameters), so Ollama, vLLM, llama.cpp and LM Studio accept the body.
  */
 
-/** One model message as a Chat Completions message. */
+/**
+ * One model message as a Chat Completions message, its pictures left out: a user message with
+ * pictures is written by `openAIMessagesParts` (image_url parts whose data URLs are filled in as
+ * the request is written).
+ */
 export function toOpenAIMessage(m: ModelMessage): ChatCompletionMessageParam {
-  if (m.role === "user") {
-    const images = (m.images ?? []).filter((i) => i.data);
-    if (images.length === 0) return { role: "user", content: m.content };
-    // Pictures as image_url parts with data URLs (API.md §8.1), resized before they got here.
-    return {
-      role: "user",
-      content: [
-        { type: "text", text: m.content },
-        ...images.map((i) => ({
-          type: "image_url" as const,
-          image_url: { url: `data:${i.mimeType};base64,${i.data?.toString("latin1")}` },
-        })),
-      ],
-    };
-  }
+  if (m.role === "user") return { role: "user", content: m.content };
   if (m.role === "tool") return { role: "tool", tool_call_id: m.toolCallId, content: m.content };
   if (m.toolCalls && m.toolCalls.length > 0) {
     return {
@@ -63,7 +54,7 @@ interface SentJson {
   toolCallIds: Array<string | undefined>;
   images: Array<readonly ModelImage[] | undefined>;
   /** Their Chat Completions JSON, joined with "," (no brackets), UTF-8, cut in segments. */
-  segments: Buffer[];
+  segments: Piece[];
   /** Per message, the end (in bytes) of its JSON in the segments put together. */
   ends: number[];
   /** The system prompt of the last request and its opening piece (`[` and its JSON). */
@@ -74,10 +65,21 @@ interface SentJson {
 const sentJson = new WeakMap<ModelMessage, SentJson>();
 
 /**
- * Pictures' base64 bytes among the segments: each is a segment of its own, the buffer the image
- * cache holds, never copied into a merge (a session's JSON holds the picture, not a copy of it).
+ * A piece of request JSON: encoded text, or a picture whose base64 goes there (read as the
+ * request is written: a session's JSON holds the picture's content, never its bytes). A picture
+ * is a segment of its own, never merged.
  */
-const pictures = new WeakSet<Buffer>();
+export type Piece = Buffer | PictureContent;
+
+/** Length of a picture's base64 text. */
+export function base64Length(bytes: number): number {
+  return Math.ceil(bytes / 3) * 4;
+}
+
+/** A piece's length in the body, in bytes. */
+export function pieceLength(p: Piece): number {
+  return Buffer.isBuffer(p) ? p.length : base64Length(p.bytes);
+}
 
 /** Message `i` of `sent` is `m`, with the fields it was serialised with. */
 function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
@@ -91,17 +93,22 @@ function unchanged(sent: SentJson, i: number, m: ModelMessage): boolean {
 }
 
 /** Keeps the first `bytes` (> 0) bytes of the segments (a view, not a copy, of the one cut). */
-function cutSegments(segments: Buffer[], bytes: number): void {
+function cutSegments(segments: Piece[], bytes: number): void {
   let start = 0;
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!;
-    if (start + seg.length >= bytes) {
-      // the segments before ended short of `bytes`: this one keeps at least one byte
-      if (bytes - start < seg.length) segments[i] = seg.subarray(0, bytes - start);
+    const length = pieceLength(seg);
+    if (start + length >= bytes) {
+      // the segments before ended short of `bytes`: this one keeps at least one byte (a message
+      // ends after its pictures' closing quotes, so a picture is never cut)
+      if (bytes - start < length) {
+        if (!Buffer.isBuffer(seg)) throw new Error("request JSON cut inside a picture");
+        segments[i] = seg.subarray(0, bytes - start);
+      }
       segments.length = i + 1;
       return;
     }
-    start += seg.length;
+    start += length;
   }
 }
 
@@ -110,19 +117,14 @@ function cutSegments(segments: Buffer[], bytes: number): void {
  * then fall geometrically, so a session's JSON stays in a handful of segments and each byte is
  * copied a logarithmic number of times over the session, not once per request.
  */
-function pushSegment(segments: Buffer[], seg: Buffer): void {
+function pushSegment(segments: Piece[], seg: Buffer): void {
   segments.push(seg);
-  for (
-    let n = segments.length;
-    n >= 2 &&
-    segments[n - 1]!.length * 2 >= segments[n - 2]!.length &&
-    !pictures.has(segments[n - 1]!) &&
-    !pictures.has(segments[n - 2]!);
-    n--
-  ) {
-    const merged = Buffer.concat([segments[n - 2]!, segments[n - 1]!]);
+  for (let n = segments.length; n >= 2; n--) {
+    const last = segments[n - 1]!;
+    const before = segments[n - 2]!;
+    if (!Buffer.isBuffer(last) || !Buffer.isBuffer(before) || last.length * 2 < before.length) break;
     segments.length = n - 1;
-    segments[n - 2] = merged;
+    segments[n - 2] = Buffer.concat([before, last]);
   }
 }
 
@@ -142,7 +144,7 @@ function openingOf(system: string): Buffer {
  * its window's first message), not one per message: a window built afresh costs one entry, not
  * one per message. The system prompt's JSON is reused while it stays the same.
  */
-export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages">): Buffer[] {
+export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages">): Piece[] {
   const msgs = req.messages;
   const first = msgs[0];
   if (first === undefined) return [openingOf(req.system), CLOSE];
@@ -183,7 +185,7 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
   if (kept < msgs.length) {
     // JSON text not yet encoded, and the encoded pieces (a message with pictures adds its own)
     let text: string[] = [];
-    const pieces: Buffer[] = [];
+    const pieces: Piece[] = [];
     let end = kept > 0 ? sent.ends[kept - 1]! : 0;
     for (let i = kept; i < msgs.length; i++) {
       const m = msgs[i]!;
@@ -195,7 +197,7 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
         if (sep) pieces.push(COMMA);
         pieces.push(...withImages);
         end += sep.length;
-        for (const p of withImages) end += p.length;
+        for (const p of withImages) end += pieceLength(p);
       } else {
         const json = JSON.stringify(toOpenAIMessage(m));
         text.push(sep, json);
@@ -216,7 +218,7 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
       run = [];
     };
     for (const piece of pieces) {
-      if (!pictures.has(piece)) run.push(piece);
+      if (Buffer.isBuffer(piece)) run.push(piece);
       else {
         flush();
         sent.segments.push(piece);
@@ -228,21 +230,20 @@ export function openAIMessagesParts(req: Pick<ModelRequest, "system" | "messages
 }
 
 /**
- * A user message with pictures as the JSON `toOpenAIMessage` gives, in encoded pieces: each
- * picture's base64 bytes go in as they are, so no multi-megabyte data URL is built as a string,
- * escaped by JSON.stringify and encoded again (each such string was a large object on the JS heap:
- * a full GC about every photo turn). Undefined when no picture has its data.
+ * A user message with pictures, as Chat Completions JSON in pieces: a text part, then an
+ * image_url part per picture whose data URL's base64 is the picture itself, filled in as the
+ * request is written (no multi-megabyte data URL is built as a string, escaped and encoded again,
+ * nor kept). Undefined when no picture has its content.
  */
-function imageMessagePieces(m: Extract<ModelMessage, { role: "user" }>): Buffer[] | undefined {
-  const images = (m.images ?? []).filter((i) => i.data);
+function imageMessagePieces(m: Extract<ModelMessage, { role: "user" }>): Piece[] | undefined {
+  const images = (m.images ?? []).filter((i) => i.content);
   if (images.length === 0) return undefined;
-  const pieces: Buffer[] = [
+  const pieces: Piece[] = [
     Buffer.from(`{"role":"user","content":[${JSON.stringify({ type: "text", text: m.content })}`),
   ];
   for (const i of images) {
     const head = JSON.stringify(`data:${i.mimeType};base64,`).slice(0, -1);
-    pictures.add(i.data!);
-    pieces.push(Buffer.from(`,{"type":"image_url","image_url":{"url":${head}`), i.data!, IMAGE_CLOSE);
+    pieces.push(Buffer.from(`,{"type":"image_url","image_url":{"url":${head}`), i.content!, IMAGE_CLOSE);
   }
   pieces.push(USER_CLOSE);
   return pieces;

@@ -3,7 +3,11 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOpenAIProvider } from "../../../../src/agent/providers/openai.js";
 import { chatBodyParts, sseData } from "../../../../src/agent/providers/openai-http.js";
-import { openAIMessagesParts, toOpenAIMessage } from "../../../../src/agent/providers/openai-map.js";
+import {
+  openAIMessagesParts,
+  type Piece,
+  toOpenAIMessage,
+} from "../../../../src/agent/providers/openai-map.js";
 import { SwitchboardError } from "../../../../src/errors.js";
 import { silentLogger } from "../../../../src/log.js";
 import type { ModelMessage, ModelRequest, ToolSpec } from "../../../../src/services/models.js";
@@ -34,11 +38,17 @@ describe("sseData", () => {
   });
 });
 
+/** A piece of a request without pictures: encoded JSON. */
+const asBuffer = (p: Piece): Buffer => {
+  if (!Buffer.isBuffer(p)) throw new Error("a picture where none was sent");
+  return p;
+};
+
 /** The request body as one text: its pieces, as the socket gets them, put together. */
 const chatBody = (req: ModelRequest, stream: boolean): string =>
-  Buffer.concat(chatBodyParts(req, stream).map((p) => (typeof p === "string" ? Buffer.from(p) : p))).toString(
-    "utf8",
-  );
+  Buffer.concat(
+    chatBodyParts(req, stream).map((p) => (typeof p === "string" ? Buffer.from(p) : asBuffer(p))),
+  ).toString("utf8");
 
 describe("chatBodyParts", () => {
   const tools: ToolSpec[] = [
@@ -87,7 +97,7 @@ describe("chatBodyParts", () => {
 describe("openAIMessagesParts", () => {
   /** The pieces put together: what the socket gets. */
   const openAIMessagesJson = (req: Pick<ModelRequest, "system" | "messages">): string =>
-    Buffer.concat(openAIMessagesParts(req)).toString("utf8");
+    Buffer.concat(openAIMessagesParts(req).map(asBuffer)).toString("utf8");
 
   /** What the messages' JSON must be: the whole array serialised at once. */
   const reference = (req: Pick<ModelRequest, "system" | "messages">): string =>
@@ -150,7 +160,7 @@ describe("openAIMessagesParts", () => {
         { role: "user", content: `question ${turn}` },
         { role: "assistant", content: `answer ${turn} ☃` },
       );
-      last = openAIMessagesParts({ system: "sys", messages });
+      last = openAIMessagesParts({ system: "sys", messages }).map(asBuffer);
       most = Math.max(most, last.length);
     }
     // 3,000 messages in 1,500 requests: geometric segments, not one piece per request
@@ -160,7 +170,7 @@ describe("openAIMessagesParts", () => {
     // the newest message built again: everything before it is kept, the pieces are cut, not copied
     const before = last.slice(0, -1);
     const cut = [...messages.slice(0, -1), { ...messages[messages.length - 1]! }];
-    const again = openAIMessagesParts({ system: "sys", messages: cut });
+    const again = openAIMessagesParts({ system: "sys", messages: cut }).map(asBuffer);
     expect(Buffer.concat(again).toString("utf8")).toBe(reference({ system: "sys", messages: cut }));
     const oldest = before.slice(2).sort((a, b) => b.length - a.length)[0]!;
     expect(again).toContain(oldest);

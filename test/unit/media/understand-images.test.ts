@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import v8 from "node:v8";
+import vm from "node:vm";
+import sharp from "sharp";
+import { afterAll, describe, expect, it } from "vitest";
+import { mediaSchema } from "../../../src/config/media.js";
+import { silentLogger } from "../../../src/log.js";
+import { FsMediaStore } from "../../../src/media/fs/store.js";
+import type { PictureContent } from "../../../src/media/types.js";
+import { MediaUnderstanding } from "../../../src/media/understand.js";
+
+/**
+ * Pictures for vision models (API.md §8.1): what understanding keeps per picture is its decision
+ * and size, never its bytes (a session's kept messages must not pin megabytes per picture); each
+ * request reads them from the store, or from the bounded cache of resized pictures.
+ */
+
+const root = mkdtempSync(path.join(os.tmpdir(), "sb-understand-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const RETENTION = 24 * 3600_000;
+const store = new FsMediaStore(path.join(root, "media"), RETENTION);
+const media = mediaSchema.parse({ understanding: { image: { maxSide: 256 } } });
+const understanding = new MediaUnderstanding({ store, media, providers: {}, logger: silentLogger() });
+
+async function bytesOf(c: PictureContent): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of await c.open()) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+async function put(buf: Buffer) {
+  return store.put(
+    (async function* () {
+      yield buf;
+    })(),
+    { maxBytes: 10_000_000 },
+  );
+}
+
+describe("pictures for vision models", () => {
+  it("a picture sent as stored is read from the store by each request: its bytes are not held", async () => {
+    const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: "#369" } })
+      .png()
+      .toBuffer();
+    const stored = await put(png);
+    const r = await understanding.image(stored);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.value).toMatchObject({ mimeType: "image/png", bytes: png.length });
+    expect((await bytesOf(r.value)).equals(png)).toBe(true);
+    // gone from the store (pruned past its retention): once the bytes read for the decision are
+    // collected, the next request finds nothing held to send
+    await store.prune(Date.now() + 2 * RETENTION);
+    await new Promise((resolve) => setImmediate(resolve));
+    v8.setFlagsFromString("--expose-gc");
+    (vm.runInNewContext("gc") as () => void)();
+    await expect(bytesOf(r.value)).rejects.toThrow(/no longer stored/);
+  });
+
+  it("a picture over maxSide is resized once; each request gets the same JPEG", async () => {
+    const big = await sharp({ create: { width: 900, height: 600, channels: 3, background: "#c63" } })
+      .png()
+      .toBuffer();
+    const stored = await put(big);
+    const r = await understanding.image(stored);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.value.mimeType).toBe("image/jpeg");
+    const first = await bytesOf(r.value);
+    expect(first.length).toBe(r.value.bytes);
+    const meta = await sharp(first).metadata();
+    expect(Math.max(meta.width ?? 0, meta.height ?? 0)).toBe(256);
+    expect((await bytesOf(r.value)).equals(first)).toBe(true);
+  });
+});
