@@ -2,10 +2,11 @@
  * Budget accounting (API.md §8.4): spend per budget scope and period, settled and reserved. A turn
  * is admitted by reserving a hold (its first model call's expected cost); before each model call
  * the run reserves that call's expected cost (the first call takes the turn's hold over) and
- * settles the real cost after (zero when the call failed). A reservation is admitted while settled
- * + reserved is under every limit it names, checked and added in one atomic step, so parallel
- * runs at a limit overspend by at most one call (as long as a call costs at most what it
- * reserved: docs/budgets.md says how the expected cost is chosen).
+ * settles the real cost after (zero when the call failed); a turn that ends without its first call
+ * having taken its hold over releases it. A reservation is admitted while settled + reserved is
+ * under every limit it names, checked and added in one atomic step, so parallel runs at a limit
+ * overspend by at most one call (as long as a call costs at most what it reserved:
+ * docs/budgets.md says how the expected cost is chosen).
  *
  * Two drivers with this contract: MemoryLedger (here; the local queue, one process runs every turn)
  * and RedisLedger (redis-ledger.ts; bullmq, every gateway and worker shares the accounts).
@@ -49,7 +50,7 @@ export function periodKey(period: BudgetPeriod, at: number): string {
 }
 
 /** When the period containing `at` began (UTC), ms. */
-function periodStart(period: BudgetPeriod, at: number): number {
+export function periodStart(period: BudgetPeriod, at: number): number {
   const d = new Date(at);
   return period === "day"
     ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate())
@@ -99,6 +100,12 @@ export interface Ledger {
   reserve(limits: readonly BudgetLimit[], expected: Spend, opts: ReserveOptions): Awaitable<Admission>;
   /** Replaces a reservation by the real spend (zero: the call failed); each limit's settled spend after. */
   settle(r: Reservation, actual: Spend): Awaitable<Spend[]>;
+  /**
+   * Gives back what these reservations still hold (a turn's holds when it ended without its first
+   * call taking them over), in the period they were reserved in, even when that has ended since;
+   * ids no longer held (taken over, released, lapsed) are skipped. How many were still held.
+   */
+  release(ids: readonly string[]): Awaitable<number>;
   /** Settled and reserved spend of a scope in the period containing now. */
   spent(scope: BudgetScope, period: BudgetPeriod): Awaitable<{ settled: Spend; reserved: Spend }>;
   /** true for the first claim of `key` in the period containing now (a `warnAt` notice: once per period). */
@@ -208,6 +215,13 @@ export class MemoryLedger implements Ledger {
       a.settled.tokens += actual.tokens;
       return { ...a.settled };
     });
+  }
+
+  /** A held reservation keeps its accounts (those of the period it was reserved in): found by id alone. */
+  release(ids: readonly string[]): number {
+    let n = 0;
+    for (const id of ids) if (this.#release(id)) n++;
+    return n;
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { budgetReserve, budgetSettle } from "../redis/commands/budgetReserve-4.js";
+import { budgetRelease, budgetReserve, budgetSettle } from "../redis/commands/budgetReserve-4.js";
 import { ScriptRunner } from "../redis/scripts.js";
 import {
   type Admission,
@@ -8,6 +8,7 @@ import {
   type Ledger,
   periodEnd,
   periodKey,
+  periodStart,
   type Reservation,
   type ReserveOptions,
   type Spend,
@@ -18,9 +19,10 @@ const GRACE_MS = 86_400_000;
 
 /**
  * The budget ledger in Redis (API.md §8.4), for processes sharing one queue (bullmq): the same
- * contract as MemoryLedger, each admission-and-reservation one Lua script (budgetReserve-4) and
- * each settle another (budgetSettle-4), through the project's script runner, so parallel
- * admissions at a limit from any number of gateways and workers overspend by at most one call.
+ * contract as MemoryLedger, each admission-and-reservation one Lua script (budgetReserve-4), each
+ * settle another (budgetSettle-4) and each release of holds a third (budgetRelease-8), through the
+ * project's script runner, so parallel admissions at a limit from any number of gateways and
+ * workers overspend by at most one call.
  * Accounts are a hash per period under `prefix` (`<prefix>budget:day:<yyyy-mm-dd>`,
  * `<prefix>budget:month:<yyyy-mm>`), each with a sorted set of its held reservations by expiry
  * (`…:held`), so a reservation whose process died lapses instead of holding budget all period.
@@ -83,6 +85,17 @@ export class RedisLedger implements Ledger {
     for (const l of r.limits) args.push(l.period === "day" ? 1 : 2, l.scope);
     const res = (await this.#scripts.run(budgetSettle, this.#keys(r.at), args)) as string[];
     return r.limits.map((_, i) => ({ costUsd: Number(res[2 * i]), tokens: Number(res[2 * i + 1]) }));
+  }
+
+  async release(ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    const at = this.now();
+    // the day and the month before: a hold reserved before a UTC midnight or month end is there
+    const before = (period: BudgetPeriod) => this.#hash(period, periodStart(period, at) - 1);
+    const day = before("day");
+    const month = before("month");
+    const keys = [...this.#keys(at), day, month, `${day}:held`, `${month}:held`];
+    return Number(await this.#scripts.run(budgetRelease, keys, [...ids]));
   }
 
   async spent(scope: string, period: BudgetPeriod): Promise<{ settled: Spend; reserved: Spend }> {

@@ -107,4 +107,36 @@ describeRedis("budget ledger in Redis", () => {
     const claims = await Promise.all([ledger.claimOnce("day", "w0"), other.claimOnce("day", "w0")]);
     expect(claims.filter(Boolean)).toHaveLength(1);
   });
+
+  it("release gives back the holds still held, once, in the period they were reserved in (across a month end)", async () => {
+    let now = Date.UTC(2026, 11, 31, 23, 59, 59, 900);
+    const p = `${prefix}d:`;
+    const ledger = new RedisLedger(clients[0]!, p, () => now);
+    const month: BudgetLimit = { scope: "agent:main", period: "month", maxCostUsd: 1, maxTokens: null };
+    const hold = { costUsd: 0.6, tokens: 60 };
+    expect((await ledger.reserve([limit, month], hold, { id: "turn:a", ttlMs: 60_000 })).ok).toBe(true);
+    expect((await ledger.reserve([limit, month], hold, { id: "turn:b", ttlMs: 60_000 })).ok).toBe(true);
+    // 1.2 held: a third turn is refused while both holds stand
+    expect((await ledger.reserve([limit, month], hold, { id: "turn:c", ttlMs: 60_000 })).ok).toBe(false);
+    const call = await ledger.reserve([limit, month], hold, opts({ takesOver: ["turn:b"] }));
+    expect(call.ok).toBe(true);
+    // the turns end after UTC midnight, on a new month (another process releases: no state but Redis)
+    now = Date.UTC(2027, 0, 1, 0, 0, 0, 100);
+    const worker = new RedisLedger(clients[1]!, p, () => now);
+    expect(await worker.release(["turn:a", "turn:b", "turn:unknown"])).toBe(1);
+    expect(await worker.release(["turn:a"])).toBe(0);
+    // in the day and month it was reserved in (as a process whose clock is behind still sees them),
+    // only turn:b's call is held, and turns are admitted again
+    now = Date.UTC(2026, 11, 31, 23, 59, 59, 950);
+    expect((await ledger.spent("agent:main", "day")).reserved).toEqual({ costUsd: 0.6, tokens: 60 });
+    expect((await ledger.spent("agent:main", "month")).reserved).toEqual({ costUsd: 0.6, tokens: 60 });
+    expect(await clients[0]!.zrange(`${p}budget:day:2026-12-31:held`, "0", "-1")).toEqual([`c${seq}`]);
+    expect(await clients[0]!.zrange(`${p}budget:month:2026-12:held`, "0", "-1")).toEqual([`c${seq}`]);
+    expect((await ledger.reserve([limit, month], { costUsd: 0.1, tokens: 0 }, opts())).ok).toBe(true);
+    // a hold released in the period it was reserved in goes back the same way
+    now = Date.UTC(2027, 0, 1, 12);
+    expect((await ledger.reserve([limit], hold, { id: "turn:d", ttlMs: 60_000 })).ok).toBe(true);
+    expect(await worker.release(["turn:d"])).toBe(1);
+    expect((await ledger.spent("agent:main", "day")).reserved).toEqual({ costUsd: 0, tokens: 0 });
+  });
 });

@@ -122,3 +122,25 @@ end
 return out
 `,
 };
+
+/**
+ * budgetRelease-8: gives back what held reservations (a turn's holds) still hold, found in the
+ * period they were reserved in: KEYS 1–4 are the accounts of the periods containing now (as above),
+ * 5–8 those of the day and the month before (a hold lapses within minutes, so one reserved before
+ * a UTC midnight or month end is in one of the two). ARGV: the ids. Returns how many were held.
+ */
+export const budgetRelease: ScriptDef = {
+  name: "budgetRelease-8",
+  numberOfKeys: 8,
+  lua: `${RELEASE}
+local n = 0
+for _, id in ipairs(ARGV) do
+  local held = false
+  for _, p in ipairs({1, 2, 5, 6}) do
+    if release(p, id) then held = true end
+  end
+  if held then n = n + 1 end
+end
+return n
+`,
+};

@@ -99,6 +99,29 @@ describe("MemoryLedger", () => {
     expect(fresh.spent("global", "day").reserved.costUsd).toBe(0);
   });
 
+  it("release gives back the holds still held, once, in the period they were reserved in (across a month end)", () => {
+    let now = Date.UTC(2026, 11, 31, 23, 59, 59, 900);
+    const ledger = new MemoryLedger(() => now);
+    const month: BudgetLimit = { scope: "agent:main", period: "month", maxCostUsd: 1, maxTokens: null };
+    const hold = { costUsd: 0.6, tokens: 60 };
+    expect(ledger.reserve([limit, month], hold, { id: "turn:a", ttlMs }).ok).toBe(true);
+    expect(ledger.reserve([limit, month], hold, { id: "turn:b", ttlMs }).ok).toBe(true);
+    // 1.2 held: a third turn is refused while both holds stand
+    expect(ledger.reserve([limit, month], hold, { id: "turn:c", ttlMs }).ok).toBe(false);
+    // turn:b's first call takes its hold over; the turns end after UTC midnight, on a new month
+    const call = ledger.reserve([limit, month], hold, opts({ takesOver: ["turn:b"] }));
+    expect(call.ok).toBe(true);
+    now = Date.UTC(2027, 0, 1, 0, 0, 0, 100);
+    // turn:a made no call: its hold goes back; turn:b's was taken over, an unknown id is no hold
+    expect(ledger.release(["turn:a", "turn:b", "turn:unknown"])).toBe(1);
+    expect(ledger.release(["turn:a"])).toBe(0);
+    // the accounts it was reserved on (the old day and month) hold only turn:b's call now
+    now = Date.UTC(2026, 11, 31, 23, 59, 59, 950);
+    expect(ledger.spent("global", "day").reserved).toEqual({ costUsd: 0.6, tokens: 60 });
+    expect(ledger.spent("agent:main", "month").reserved).toEqual({ costUsd: 0.6, tokens: 60 });
+    expect(ledger.reserve([limit, month], { costUsd: 0.1, tokens: 0 }, opts()).ok).toBe(true);
+  });
+
   it("a warning is claimed once per period", () => {
     let now = Date.UTC(2026, 11, 6, 12);
     const ledger = new MemoryLedger(() => now);
