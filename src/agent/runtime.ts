@@ -274,7 +274,7 @@ export class AgentRuntime {
     const ref: TranscriptRef = { agentId: entry.agentId, sessionId: entry.sessionId };
     const meta = turnMetaOf(job);
     if (meta.ok && meta.meta.origin === "command" && meta.meta.command === "compact")
-      return this.#releasing(job, entry, await this.#compactCommand(job, ctx, entry, meta.meta.instructions));
+      return this.#compactCommand(job, ctx, entry, meta.meta.instructions);
 
     // 1. The inbound messages (deterministic ids: a re-run after a crash does not duplicate them).
     for (const m of job.messages) {
@@ -298,7 +298,7 @@ export class AgentRuntime {
         chain: services.models.chainFor(entry.agentId, entry, modelRef),
       };
     } catch (err) {
-      return this.#releasing(job, entry, { status: "error", error: errorMessage(err) });
+      return { status: "error", error: errorMessage(err) };
     }
 
     // 3. Steps until a final answer, a yield, the step limit or a failure.
@@ -615,16 +615,6 @@ export class AgentRuntime {
     return { status: "error", error: errorMessage(err) };
   }
 
-  /** A turn that ends without a model call gives back the budget holds its runs were admitted with. */
-  async #releasing<T>(job: TurnJob, entry: SessionEntry, outcome: T): Promise<T> {
-    await this.services.usage
-      ?.release(usageContext(entry), turnRunIds(job))
-      .catch((err: unknown) =>
-        this.services.logger.warn({ err, runId: job.runId }, "budget: holds not released (they lapse)"),
-      );
-    return outcome;
-  }
-
   /** The turn's outcome, and the session row updated with its usage and model. */
   async #finish(turn: Turn, state: TurnState, outcome: TurnOutcome | null): Promise<TurnOutcome> {
     const { services } = this;
@@ -654,7 +644,6 @@ export class AgentRuntime {
     if (final.status === "ok") final.reply = reply;
     final.usage = usage;
     services.usage?.record({ ...usageContext(entry), model: state.answeredBy ?? turn.modelRef }, usage);
-    if (state.calls === 0) await this.#releasing(turn.job, entry, null);
     final.model = state.answeredBy ?? turn.modelRef;
     if (state.fallbacks.length > 0) final.fallbacks = state.fallbacks;
     if (state.yielded) final.yielded = true;
@@ -817,8 +806,11 @@ export function windowAt(tail: TranscriptMessage[], runId: string, step: number)
   return tail;
 }
 
-/** The runs a turn answers (collected messages each had their own), whose budget holds it takes over. */
-function turnRunIds(job: TurnJob): string[] {
+/**
+ * The runs a turn answers (collected messages each had their own), whose budget holds its first
+ * model call takes over, and which its handler gives back when the turn is over (turn-handler.ts).
+ */
+export function turnRunIds(job: TurnJob): string[] {
   const ids = [job.runId];
   for (const m of job.messages) if (m.runId !== job.runId) ids.push(m.runId);
   return ids;

@@ -1,16 +1,18 @@
-import { deliverOutcome, openTurnChat } from "../delivery/reply.js";
+import { deliverOutcome, openTurnChat, type TurnChat } from "../delivery/reply.js";
 import type { TurnBody } from "../pipeline/handlers.js";
 import type { TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
 import { ensureSession } from "../sessions/service.js";
 import type { SessionEntry } from "../store/types.js";
-import type { AgentRuntime } from "./runtime.js";
+import { releaseHolds } from "../usage/context.js";
+import { type AgentRuntime, turnRunIds } from "./runtime.js";
 
 /**
  * The agent's turn as the pipeline runs it (pipeline/handlers.ts `createJobHandlers`, which then
  * runs the after-turn hooks of the turn's origin): the session read once, the chat side opened on
- * that row (delivery/reply.ts: typing, the streamed preview), the runtime, and what the chat hears
- * when the turn is over (the reply, or the failure line).
+ * that row (delivery/reply.ts: typing, the streamed preview), the runtime, the budget holds its
+ * runs were admitted with given back, and what the chat hears when the turn is over (the reply, or
+ * the failure line).
  */
 export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
   /** The session reads prepare started, by job (dropped with a job that never runs). */
@@ -37,16 +39,24 @@ export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
       prepared.set(job, read);
     },
     async run(job, ctx) {
-      const entry = await sessionOf(job);
-      const chat = await openTurnChat(services, job, entry);
+      let chat: TurnChat;
       let outcome: TurnOutcome;
       try {
-        outcome = await runtime.runTurn(job, ctx, chat.streaming, entry);
-      } catch (err) {
-        await chat.stream?.close();
-        throw err;
+        const entry = await sessionOf(job);
+        chat = await openTurnChat(services, job, entry);
+        try {
+          outcome = await runtime.runTurn(job, ctx, chat.streaming, entry);
+        } catch (err) {
+          await chat.stream?.close();
+          throw err;
+        } finally {
+          await chat.stopTyping();
+        }
       } finally {
-        await chat.stopTyping();
+        // The one place a submitted turn's budget holds go back, whatever happened (API.md §8.4):
+        // those its first model call took over are no longer held; the others (no call made, a
+        // failure before or at it) would refuse other turns until they lapse.
+        await releaseHolds(services, turnRunIds(job));
       }
       await deliverOutcome(services, job, chat, outcome, ctx);
       return outcome;

@@ -5,12 +5,12 @@ import { sendBlocked } from "../policy/access.js";
 import type { Services } from "../services/index.js";
 import { isReservedKey, normalizeKeyInput, parseSessionKey } from "../sessions/keys.js";
 import { ensureSession, operatorCaller } from "../sessions/service.js";
-import type { Provenance } from "../store/types.js";
+import type { Provenance, RunRecord, SessionEntry } from "../store/types.js";
 import { MAX_TIMEOUT_SECONDS } from "../tools/sessions-send.js";
-import { usageContext } from "../usage/context.js";
+import { releaseHolds, usageContext } from "../usage/context.js";
 
 /** The key checks (config), the session (store, created with bus and clock), the turn (pipeline). */
-export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline"> &
+export type ChatSendDeps = Pick<Services, "config" | "store" | "bus" | "now" | "pipeline" | "logger"> &
   Partial<Pick<Services, "media" | "usage">>;
 
 /**
@@ -81,24 +81,31 @@ export async function chatSend(
     entry: async () => existing,
   });
   if (refused) throw refused;
-  const entry = existing ?? (await ensureSession(services, key, { agentId }));
-  const blocked = sendBlocked(services, entry);
-  if (blocked) {
-    await services.usage?.release(usageCtx, [runId]);
-    return { status: "error", error: blocked, sessionKey: entry.key };
+  // Once the run is submitted its hold is the run's (its turn gives it back: agent/turn-handler.ts);
+  // a turn not submitted after all (send policy, a failure) gives it back here. (A hold whose run
+  // never came, the process having died, lapses: src/usage/admission.ts.)
+  let submitted = false;
+  let entry: SessionEntry;
+  let run: RunRecord;
+  try {
+    entry = existing ?? (await ensureSession(services, key, { agentId }));
+    const blocked = sendBlocked(services, entry);
+    if (blocked) return { status: "error", error: blocked, sessionKey: entry.key };
+    run = await services.pipeline.submitTurn({
+      sessionKey: entry.key,
+      agentId,
+      text: p.message,
+      provenance: { ...OPERATOR_PROVENANCE },
+      deliver: p.deliver ?? false,
+      origin: "operator",
+      // the run the hold is for (with no budget none is held, and a given runId costs a read of the record)
+      ...(services.config.usage.budgets.length > 0 ? { runId } : {}),
+      ...(parts.length ? { meta: { parts } } : {}),
+    });
+    submitted = true;
+  } finally {
+    if (!submitted) await releaseHolds(services, [runId]);
   }
-  // (a hold whose run never came, the process having died, lapses: src/usage/admission.ts)
-  const run = await services.pipeline.submitTurn({
-    sessionKey: entry.key,
-    agentId,
-    text: p.message,
-    provenance: { ...OPERATOR_PROVENANCE },
-    deliver: p.deliver ?? false,
-    origin: "operator",
-    // the run the hold is for (with no budget none is held, and a given runId costs a read of the record)
-    ...(services.config.usage.budgets.length > 0 ? { runId } : {}),
-    ...(parts.length ? { meta: { parts } } : {}),
-  });
   const timeoutSeconds = p.timeoutSeconds ?? 30;
   if (timeoutSeconds === 0) return { runId: run.runId, status: "accepted", sessionKey: entry.key };
   const rec = await services.pipeline.wait(run.runId, Math.min(timeoutSeconds, MAX_TIMEOUT_SECONDS) * 1000);

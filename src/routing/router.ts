@@ -7,7 +7,7 @@ import { sendBlocked } from "../policy/access.js";
 import { buildSessionKey } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
 import type { SessionEntry } from "../store/types.js";
-import { usageContext } from "../usage/context.js";
+import { releaseHolds, usageContext } from "../usage/context.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
 import type { ChannelPolicy, InboundCtx, RoutedCtx, RouterDeps } from "./context.js";
@@ -155,30 +155,35 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
     );
     return { accepted: false, dropped: "budget", sessionKey: ctx.sessionKey };
   }
-  const entry = await sessionFor(ctx);
-  const updated = await rememberReplyTarget(ctx);
-  const blocked = sendBlocked(services, updated ?? entry);
-  if (blocked) {
-    await services.usage?.release(usageCtx, [runId]);
-    return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+  // Once the run is submitted its hold is the run's (its turn gives it back: agent/turn-handler.ts);
+  // a turn not submitted after all (send policy, a failure) gives it back here.
+  let submitted = false;
+  try {
+    const entry = await sessionFor(ctx);
+    const updated = await rememberReplyTarget(ctx);
+    const blocked = sendBlocked(services, updated ?? entry);
+    if (blocked) return { accepted: false, dropped: "send-policy", sessionKey: ctx.sessionKey };
+    const run = await services.pipeline.submitTurn({
+      sessionKey: ctx.sessionKey,
+      agentId: ctx.agentId,
+      text: msg.text,
+      provenance: {
+        kind: "external_user",
+        channel: msg.channel,
+        senderId: msg.senderId,
+        ...(msg.senderName ? { senderName: msg.senderName } : {}),
+      },
+      deliver: true,
+      origin: "inbound",
+      // The message's stored attachments (API.md §8.1): the turn writes them into the user line.
+      ...(msg.parts?.length ? { meta: { parts: msg.parts } } : {}),
+      runId,
+    });
+    submitted = true;
+    return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
+  } finally {
+    if (!submitted) await releaseHolds(services, [runId]);
   }
-  const run = await services.pipeline.submitTurn({
-    sessionKey: ctx.sessionKey,
-    agentId: ctx.agentId,
-    text: msg.text,
-    provenance: {
-      kind: "external_user",
-      channel: msg.channel,
-      senderId: msg.senderId,
-      ...(msg.senderName ? { senderName: msg.senderName } : {}),
-    },
-    deliver: true,
-    origin: "inbound",
-    // The message's stored attachments (API.md §8.1): the turn writes them into the user line.
-    ...(msg.parts?.length ? { meta: { parts: msg.parts } } : {}),
-    runId,
-  });
-  return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
 }
 
 export function createRouter(services: RouterDeps) {

@@ -76,8 +76,11 @@ export interface UsageBudgets {
     ctx: UsageContext,
     turn: { runId: string; text: string; entry?: () => Promise<SessionEntry | null> },
   ): Promise<Error | null>;
-  /** Gives back the holds of admitted runs that made no model call. */
-  release(ctx: UsageContext, runIds: readonly string[]): Promise<void>;
+  /**
+   * Gives back the holds admitted runs still have (their first model call takes them over), in the
+   * period each was reserved in: once a run's turn is over, or when it was not submitted after all.
+   */
+  release(runIds: readonly string[]): Promise<void>;
   /**
    * Before a model call: reserves its expected cost (a call over `chain` with a prompt of
    * `promptTokens`), or throws BUDGET_EXCEEDED. The turn's first call takes over its runs' holds.

@@ -5,7 +5,6 @@ import {
   type BudgetLimit,
   type BudgetPeriod,
   type Ledger,
-  NO_SPEND,
   periodEnd,
   periodKey,
   type Spend,
@@ -158,13 +157,15 @@ export class BudgetGate {
     return a.ok ? null : this.#refusal(a.limit, a.spent);
   }
 
-  /** Gives back the holds of admitted turns that made no model call (a command, a failure before it). */
-  async release(ctx: UsageContext, runIds: readonly string[]): Promise<void> {
-    const m = this.#match(ctx);
-    if (!m.block) return;
-    const at = this.now();
-    for (const runId of runIds)
-      await this.ledger.settle({ id: `turn:${runId}`, at, limits: m.limits }, NO_SPEND);
+  /**
+   * Gives back the holds these runs were admitted with, those their first model call did not take
+   * over (a command, a failure before or around it), in the period each was reserved in. Only a
+   * turn under a `block` budget holds; the ledger is asked whenever one is configured, not only
+   * when one matches the turn now (its session row may have changed since its admission).
+   */
+  async release(runIds: readonly string[]): Promise<void> {
+    if (runIds.length === 0 || !this.budgets.some((b) => b.action === "block")) return;
+    await this.ledger.release(runIds.map((runId) => `turn:${runId}`));
   }
 
   /**

@@ -75,8 +75,8 @@ export class Budgets implements UsageBudgets {
     });
   }
 
-  release(ctx: UsageContext, runIds: readonly string[]): Promise<void> {
-    return this.#gate.release(ctx, runIds);
+  release(runIds: readonly string[]): Promise<void> {
+    return this.#gate.release(runIds);
   }
 
   reserve(ctx: UsageContext, call: UsageCall): Promise<UsageTicket> {

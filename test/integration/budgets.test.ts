@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
+import type { AdapterRegistry } from "../../src/delivery/index.js";
 import { ensureSession } from "../../src/sessions/service.js";
-import { type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
-import { startTestApp, type TestApp } from "../harness.js";
+import { MemoryChannel } from "../fakes/memory-channel.js";
+import { echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
 import { tempDir } from "../helpers.js";
 
 /** usage.budgets (API.md §8.4), local queue: a spent `block` budget refuses chat.send with BUDGET_EXCEEDED. */
@@ -97,6 +99,121 @@ describe("a channel budget (the scope the run is charged to)", () => {
       await app.stop();
     }
   });
+});
+
+describe("a turn that fails after its admission gives its hold back at once", () => {
+  /**
+   * $0.50 a day for agent:main: a turn's hold (its first call's expected cost: the 4096-token
+   * default output cap at $0.001 a token, over $4) alone refuses every other turn until it is
+   * given back, or lapses after 10 minutes.
+   */
+  const start = () =>
+    startTestApp({
+      models: pricedModels(),
+      usage: { budgets: [{ scope: "agent:main", period: "day", maxCostUsd: 0.5 }] },
+    });
+
+  /** Replaces `obj[name]` by a function that throws, until the returned restore is called. */
+  function failing<T extends object, K extends keyof T>(
+    obj: T,
+    name: K,
+    when: (...args: never[]) => boolean,
+  ) {
+    const original = obj[name] as (...args: unknown[]) => unknown;
+    (obj as Record<K, unknown>)[name] = (...args: never[]) => {
+      if (when(...args)) throw new Error(`injected: ${String(name)} failed`);
+      return original.apply(obj, args);
+    };
+    return () => {
+      (obj as Record<K, unknown>)[name] = original;
+    };
+  }
+
+  /** A turn of 2 tokens ($0.002) in a session of its own: admitted only while no hold is left. */
+  async function probe(app: TestApp): Promise<unknown> {
+    fake.setDefault(() => ({ text: "ok", usage: { prompt: 1, completion: 1 } }));
+    try {
+      const r = await app.rpc("chat.send", {
+        sessionKey: "agent:main:probe",
+        message: "hi",
+        timeoutSeconds: 10,
+      });
+      return r.ok ? r.result.status : r.error?.code;
+    } finally {
+      fake.setDefault(echoHandler);
+    }
+  }
+
+  const sendFails = async (app: TestApp) => {
+    const r = await app.rpc("chat.send", { sessionKey: "agent:main:f", message: "hi", timeoutSeconds: 10 });
+    return r.ok ? r.result.status : r.error?.code;
+  };
+  const inboundFails = async (app: TestApp) => {
+    const r = await app.app.router.handle(memoryInbound({ text: "hi" })).catch(() => null);
+    if (r?.runId) return (await app.app.services.pipeline.wait(r.runId, 10_000))?.status;
+    return r === null ? "threw" : r.dropped;
+  };
+
+  const cases: Array<{
+    name: string;
+    inject: (app: TestApp) => () => void;
+    turn: (app: TestApp) => Promise<unknown>;
+    outcome: unknown;
+  }> = [
+    {
+      name: "the runtime's inbound append throws (chat.send)",
+      inject: (app) =>
+        failing(app.app.services.store.transcripts, "append", (_ref: unknown, m: { id: string }) =>
+          m.id.endsWith(":in"),
+        ),
+      turn: sendFails,
+      outcome: "error",
+    },
+    {
+      name: "the runtime's set-up throws (an inbound message)",
+      inject: (app) => failing(app.app.services.models, "contextTokens", () => true),
+      turn: inboundFails,
+      outcome: "error",
+    },
+    {
+      name: "the turn's chat cannot be opened, before the runtime (an inbound message)",
+      inject: (app) => failing(app.app.services.delivery, "openStream", () => true),
+      turn: inboundFails,
+      outcome: "error",
+    },
+    {
+      name: "chat.send's submit throws",
+      inject: (app) => failing(app.app.services.pipeline, "submitTurn", () => true),
+      turn: sendFails,
+      outcome: "INTERNAL",
+    },
+    {
+      name: "the router's submit throws",
+      inject: (app) => failing(app.app.services.pipeline, "submitTurn", () => true),
+      turn: inboundFails,
+      outcome: "threw",
+    },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: the next turn is admitted right away`, async () => {
+      const app = await start();
+      (app.app.services.channels as AdapterRegistry).add(new MemoryChannel("memory", "default"));
+      try {
+        const before = fake.chatRequests().length;
+        const restore = c.inject(app);
+        try {
+          expect(await c.turn(app)).toBe(c.outcome);
+        } finally {
+          restore();
+        }
+        expect(fake.chatRequests().length).toBe(before); // the failed turn made no model call
+        expect(await probe(app)).toBe("ok");
+      } finally {
+        await app.stop();
+      }
+    });
+  }
 });
 
 describe("budgets across a restart (fs + local)", () => {
