@@ -3,6 +3,7 @@ import { errorMessage } from "../errors.js";
 import type { Services } from "../services/index.js";
 import type { ModelProvider } from "../services/models.js";
 import type { SessionEntry, TranscriptMessage, TranscriptRef } from "../store/types.js";
+import { usageContext } from "../usage/context.js";
 import {
   type CompactionContent,
   type SessionContext,
@@ -59,7 +60,9 @@ export async function compactSession(
       id: resolved.provider.id,
       kind: resolved.provider.kind,
       // A model call like a turn's (API.md §8.4): its expected cost reserved first (a spent budget
-      // leaves the session uncompacted), the real cost settled after.
+      // leaves the session uncompacted), the real cost settled after and counted in the usage
+      // totals under the session's agent and channel and the model that answered (not as a run:
+      // an automatic compaction is part of its turn's).
       complete: async ({ model: _primary, ...req }) => {
         const call = {
           runId: `${o.runId}:compaction`,
@@ -70,8 +73,11 @@ export async function compactSession(
             estimateTokens(req.system ?? ""),
           ),
         };
-        return (await budgetedCall(services, o.entry, call, () => services.models.complete(chain, req)))
-          .chained.result;
+        const { chained, priced } = await budgetedCall(services, o.entry, call, () =>
+          services.models.complete(chain, req),
+        );
+        services.usage?.record({ ...usageContext(o.entry), model: chained.ref }, priced, { run: false });
+        return chained.result;
       },
     };
     summary = await summarize(viaChain, resolved.model, {

@@ -106,8 +106,15 @@ export interface UsageBudgets {
     rows: Array<UsageTotalsView & { key: string; day: string }>;
     budgets: Array<Record<string, unknown>>;
   }>;
-  /** Adds a finished turn's real cost and tokens. */
-  record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void;
+  /**
+   * Adds a finished turn's real cost and tokens (a run), or a compaction's model call (`run: false`:
+   * its cost and tokens only; as a turn's calls, it was settled in the budgets already).
+   */
+  record(
+    ctx: UsageContext,
+    usage: { cost?: number; input: number; output: number },
+    opts?: { run?: boolean },
+  ): void;
 }
 
 export interface ModelRegistry {

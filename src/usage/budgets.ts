@@ -32,8 +32,9 @@ export interface BudgetsOptions {
 
 /**
  * `usage.budgets` (API.md §8.4): admission of new turns and a reservation around every model call
- * (admission.ts, over the ledger), and the counts of finished turns per agent, session, channel
- * and model for the current day and month (`usage.get` / `usage.list`), budgets or not.
+ * (admission.ts, over the ledger), and the counts of finished turns (and of compactions' calls)
+ * per agent, session, channel and model for the current day and month (`usage.get` /
+ * `usage.list`), budgets or not.
  */
 export class Budgets implements UsageBudgets {
   readonly #gate: BudgetGate;
@@ -87,7 +88,11 @@ export class Budgets implements UsageBudgets {
     return this.#gate.settle(ticket, actual);
   }
 
-  record(ctx: UsageContext, usage: { cost?: number; input: number; output: number }): void {
+  record(
+    ctx: UsageContext,
+    usage: { cost?: number; input: number; output: number },
+    opts: { run?: boolean } = {},
+  ): void {
     this.#counter.add({
       agentId: ctx.agentId,
       sessionKey: ctx.sessionKey,
@@ -96,6 +101,7 @@ export class Budgets implements UsageBudgets {
       costUsd: usage.cost ?? 0,
       input: usage.input,
       output: usage.output,
+      ...(opts.run === false ? { run: false } : {}),
     });
   }
 

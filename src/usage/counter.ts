@@ -27,6 +27,8 @@ export interface CountedTurn {
   costUsd: number;
   input: number;
   output: number;
+  /** false: spend that is not a run of its own (a compaction's call), counted without adding to `runs`. */
+  run?: boolean;
 }
 
 /**
@@ -36,7 +38,7 @@ export interface CountedTurn {
  * gateway and worker on one Redis).
  */
 export interface UsageCounts {
-  /** Counts a finished turn. Synchronous and cheap: it is on every turn's path. */
+  /** Counts a finished turn (or a compaction's spend). Synchronous and cheap: it is on every turn's path. */
   add(turn: CountedTurn): void;
   /** A scope's totals in the period containing now. */
   get(scope: string, period: BudgetPeriod): Promise<UsageTotals>;
@@ -224,7 +226,7 @@ export class UsageCounter implements UsageCounts {
         t.costUsd += turn.costUsd;
         t.tokens.input += turn.input;
         t.tokens.output += turn.output;
-        t.runs += 1;
+        if (turn.run !== false) t.runs += 1;
         if (this.#kv) this.#dirty.add(`${pk}|${scope}`);
       }
     }

@@ -96,6 +96,7 @@ export class RedisUsageCounts implements UsageCounts {
       turn.costUsd.toFixed(12),
       Math.round(turn.input),
       Math.round(turn.output),
+      turn.run === false ? 0 : 1,
     ];
     for (const period of ["day", "month"] as const) {
       const pk = periodKey(period, at);

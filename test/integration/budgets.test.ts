@@ -3,7 +3,7 @@ import { parseConfig } from "../../src/config/index.js";
 import type { AdapterRegistry } from "../../src/delivery/index.js";
 import { ensureSession } from "../../src/sessions/service.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
-import { echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
+import { contentText, echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
 import { tempDir } from "../helpers.js";
 
@@ -249,6 +249,69 @@ describe("budgets across a restart (fs + local)", () => {
       const usage = await app.rpc("usage.get", { scope: "global", period: "month" });
       expect(usage.result.budget.spent.costUsd).toBeCloseTo(0.6, 6);
     } finally {
+      await app.stop();
+      dir.cleanup();
+    }
+  });
+});
+
+describe("a compaction's spend (fs + local)", () => {
+  it("is in the usage counts as in the budgets, under the session's agent, channel and model, and survives a restart", async () => {
+    const dir = tempDir();
+    const start = async () => {
+      const app = await startTestApp(
+        {
+          models: pricedModels(),
+          usage: { budgets: [{ scope: "global", period: "month", maxCostUsd: 100, action: "warn" }] },
+        },
+        { dir: dir.dir },
+      );
+      (app.app.services.channels as AdapterRegistry).add(new MemoryChannel("memory", "default"));
+      return app;
+    };
+    // a turn's call: 300 tokens ($0.30); the summary's: 600 tokens ($0.60)
+    fake.setDefault((r) =>
+      contentText(r.body.messages?.[0]?.content).startsWith("You compact a chat transcript")
+        ? { text: "SUMMARY", usage: { prompt: 500, completion: 100 } }
+        : { text: "ok", usage: { prompt: 200, completion: 100 } },
+    );
+    let app = await start();
+    try {
+      const say = async (text: string, messageId: string) => {
+        const r = await app.app.router.handle(memoryInbound({ text, messageId }));
+        await app.app.services.pipeline.wait(r.runId ?? `compact:memory:default:${messageId}`, 10_000);
+      };
+      for (const i of [1, 2, 3, 4, 5]) await say(`turn ${i}`, `cs${i}`);
+      const requests = fake.chatRequests().length;
+      await say("/compact", "cs6");
+      expect(fake.chatRequests().length).toBe(requests + 1);
+      expect((await app.app.services.store.sessions.get("agent:main:main"))?.compactionCount).toBe(1);
+
+      const usage = async (scope: string) =>
+        (await app.rpc("usage.get", { scope, period: "month" })).result as {
+          costUsd: number;
+          tokens: { input: number; output: number };
+          runs: number;
+          budget?: { spent: { costUsd: number; tokens: number } };
+        };
+      const global = await usage("global");
+      expect(global.costUsd).toBeCloseTo(5 * 0.3 + 0.6, 6);
+      expect(global.tokens).toEqual({ input: 5 * 200 + 500, output: 5 * 100 + 100 });
+      expect(global.runs).toBe(5); // the turns; a compaction is no run of its own
+      // usage.get and budget.spent agree
+      expect(global.budget?.spent.costUsd).toBeCloseTo(global.costUsd, 6);
+      expect(global.budget?.spent.tokens).toBe(global.tokens.input + global.tokens.output);
+      // the same dimensions as the turns' calls
+      for (const scope of ["agent:main", "session:agent:main:main", "channel:memory", "model:oa/m"])
+        expect((await usage(scope)).costUsd, scope).toBeCloseTo(2.1, 6);
+
+      await app.stop();
+      app = await start();
+      const after = await usage("global");
+      expect(after.costUsd).toBeCloseTo(2.1, 6);
+      expect(after.budget?.spent.costUsd).toBeCloseTo(2.1, 6);
+    } finally {
+      fake.setDefault(echoHandler);
       await app.stop();
       dir.cleanup();
     }

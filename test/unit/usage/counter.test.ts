@@ -87,6 +87,25 @@ describe("UsageCounter on the fs store", () => {
     expect((await c.get("agent:main", "day")).runs).toBe(3);
   });
 
+  it("spend that is no run of its own (a compaction's call) adds cost and tokens, not runs", async () => {
+    const c = new UsageCounter({ now: () => T0 });
+    c.add(turn());
+    c.add(turn({ costUsd: 0.5, input: 500, output: 100, model: "oa/cheap", run: false }));
+    expect(await c.get("global", "day")).toEqual({
+      costUsd: 0.75,
+      tokens: { input: 600, output: 120 },
+      runs: 1,
+    });
+    expect(await c.get("model:oa/cheap", "month")).toEqual({
+      costUsd: 0.5,
+      tokens: { input: 500, output: 100 },
+      runs: 0,
+    });
+    expect((await c.list("day", "channel")).map((r) => [r.key, r.runs, r.tokens.output])).toEqual([
+      ["telegram", 1, 120],
+    ]);
+  });
+
   it("a turn writes nothing itself: changed rows are written in one batch per flush interval", async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);

@@ -98,6 +98,21 @@ describeRedis("RedisUsageCounts", () => {
     }
   });
 
+  it("spend that is no run of its own (a compaction's call) adds cost and tokens, not runs", async () => {
+    const c = client();
+    const counts = new RedisUsageCounts(c, keys, { now: () => T0 });
+    counts.add(turn());
+    counts.add(turn({ costUsd: 0.6, input: 500, output: 100, model: "oa/cheap", run: false }));
+    await counts.close();
+    const g = await counts.get("global", "day");
+    expect(g.costUsd).toBeCloseTo(0.7, 10);
+    expect(g).toMatchObject({ tokens: { input: 600, output: 120 }, runs: 1 });
+    expect(await counts.get("model:oa/cheap", "month")).toMatchObject({ tokens: { input: 500 }, runs: 0 });
+    expect((await counts.list("day", "channel")).map((r) => [r.key, r.runs, r.tokens.output])).toEqual([
+      ["telegram", 1, 120],
+    ]);
+  });
+
   it("one hash per period and dimension under the store's hash tag, expiring after the retention", async () => {
     const c = client();
     const counts = new RedisUsageCounts(c, keys, { now: () => T0 });
