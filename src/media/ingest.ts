@@ -15,6 +15,18 @@ const HEAD_BYTES = 4100;
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 
+/** Bytes gathered before they are written to the temp file. */
+const WRITE_BATCH = 512 * 1024;
+
+/** What is left of `chunks` after their first `n` bytes. */
+function rest(chunks: Uint8Array[], n: number): Uint8Array[] {
+  let i = 0;
+  while (i < chunks.length && n >= chunks[i]!.byteLength) n -= chunks[i++]!.byteLength;
+  const left = chunks.slice(i);
+  if (n > 0 && left[0]) left[0] = left[0].subarray(n);
+  return left;
+}
+
 export interface Spooled {
   file: string;
   hex: string;
@@ -46,6 +58,19 @@ export async function spool(
   let headLen = 0;
   let bytes = 0;
   let ok = false;
+  // Chunks are written in batches of about WRITE_BATCH bytes: one file write (a thread-pool
+  // round trip) per 64 KiB socket read made ~32 of them per 2 MB photo.
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  const flush = async () => {
+    let batch = pending;
+    pending = [];
+    pendingBytes = 0;
+    while (batch.length > 0) {
+      const { bytesWritten } = await fh.writev(batch);
+      batch = rest(batch, bytesWritten);
+    }
+  };
   try {
     for await (const chunk of source) {
       if (opts.signal?.aborted)
@@ -59,12 +84,11 @@ export async function spool(
         head.set(chunk.subarray(0, n), headLen);
         headLen += n;
       }
-      let off = 0;
-      while (off < chunk.byteLength) {
-        const { bytesWritten } = await fh.write(chunk, off, chunk.byteLength - off);
-        off += bytesWritten;
-      }
+      pending.push(chunk);
+      pendingBytes += chunk.byteLength;
+      if (pendingBytes >= WRITE_BATCH) await flush();
     }
+    await flush();
     if (opts.signal?.aborted)
       throw new MediaStoreError("aborted", "the download was aborted", { cause: opts.signal.reason });
     await fh.sync();
