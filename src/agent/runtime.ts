@@ -107,7 +107,10 @@ function addUsage(a: Usage, b: Usage): Usage {
  * A prompt message with its pictures' contents (their size and a read: no bytes are kept), by the
  * message the window handed out (stable objects), and how many of its pictures it was built with.
  */
-const withImagesMemo = new WeakMap<ModelMessage, { vision: boolean; keep: number; message: ModelMessage }>();
+const withImagesMemo = new WeakMap<
+  ModelMessage,
+  { vision: boolean; keep: number; decisions: readonly unknown[]; message: ModelMessage }
+>();
 
 /**
  * How many of each message's pictures go to the model as pictures (config
@@ -219,8 +222,19 @@ export class AgentRuntime {
         continue;
       }
       const keep = kept[i] ?? 0;
+      const older = m.images.length - keep;
+      // Each kept picture's decision, asked every call (a cache hit; made again once its file
+      // expired or its resized bytes left the cache): the message is built again when one changed.
+      const decisions: Array<Awaited<ReturnType<MediaUnderstanding["image"]>>> = [];
+      if (vision && media) for (const img of m.images.slice(older)) decisions.push(await media.image(img));
       const memo = withImagesMemo.get(m);
-      if (memo && memo.vision === vision && memo.keep === keep) {
+      if (
+        memo &&
+        memo.vision === vision &&
+        memo.keep === keep &&
+        memo.decisions.length === decisions.length &&
+        memo.decisions.every((d, j) => d === decisions[j])
+      ) {
         out.push(memo.message);
         continue;
       }
@@ -233,13 +247,12 @@ export class AgentRuntime {
       } else {
         const images: ModelImage[] = [];
         const notes: string[] = [];
-        const older = m.images.length - keep;
         for (const [j, img] of m.images.entries()) {
           if (j < older) {
             notes.push(notSentAgain(img, historyLimit));
             continue;
           }
-          const r = await media.image(img);
+          const r = decisions[j - older]!;
           if (r.ok)
             images.push({
               mediaId: img.mediaId,
@@ -255,7 +268,7 @@ export class AgentRuntime {
           ...(images.length ? { images } : {}),
         };
       }
-      withImagesMemo.set(m, { vision, keep, message });
+      withImagesMemo.set(m, { vision, keep, decisions, message });
       out.push(message);
     }
     return out;

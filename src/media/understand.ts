@@ -1,7 +1,8 @@
 import type { MediaPart } from "../channels/types.js";
 import type { MediaConfig } from "../config/media.js";
+import { parseDurationMs } from "../config/schedule.js";
 import type { ProviderConfig } from "../config/schema.js";
-import { errorMessage } from "../errors.js";
+import { errorMessage, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { extensionOf, isTextType } from "./sniff.js";
 import type { MediaStore, PictureContent } from "./types.js";
@@ -27,6 +28,15 @@ export interface UnderstandingDeps {
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; reason: string };
 
+/** How a picture goes to a vision model: its type, its content, until when it is stored. */
+export interface PictureDecision extends PictureContent {
+  mimeType: string;
+  /** When the stored file passes `media.store.retention` (epoch ms). */
+  expiresAt: number;
+  /** The resized bytes' key in the cache, for a picture sent resized. */
+  resized?: string;
+}
+
 const PDF = "application/pdf";
 const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 /** A DOCX whose parts inflate past this is refused before it is read (zip bombs). */
@@ -49,6 +59,15 @@ class Lru<V> {
     this.#map.delete(k);
     this.#map.set(k, e);
     return e.v;
+  }
+  has(k: string): boolean {
+    return this.#map.has(k);
+  }
+  delete(k: string): void {
+    const e = this.#map.get(k);
+    if (!e) return;
+    this.#map.delete(k);
+    this.#total -= e.w;
   }
   set(k: string, v: V, w: number): void {
     const old = this.#map.get(k);
@@ -97,7 +116,7 @@ export class MediaUnderstanding {
   readonly #texts = documentTexts;
   readonly #transcripts = new Lru<Outcome<string>>(2_000_000);
   /** What each picture is sent as (tiny entries: the decision and its size, no bytes). */
-  readonly #images = new Lru<Outcome<{ mimeType: string } & PictureContent>>(1_000_000);
+  readonly #images = new Lru<Outcome<PictureDecision>>(1_000_000);
   /** Resized pictures' bytes, by mediaId and maxSide. */
   readonly #resized = new Lru<Buffer>(48 * 1024 * 1024);
   readonly #inflight = new Map<string, Promise<unknown>>();
@@ -229,17 +248,23 @@ export class MediaUnderstanding {
   /**
    * An image for a vision model, the longer side ≤ maxSide, or why not: its type and its content
    * (size and a read of the bytes). A picture sent as it is stored is read from the store by each
-   * request; a resized one is kept in a bounded cache (read again and resized on a miss). What
-   * this caches per picture is the decision, not the picture: nothing here grows with sessions.
+   * request; a resized one is kept in a bounded cache. What this caches per picture is the
+   * decision, not the picture: nothing here grows with sessions. A decision is made again once
+   * its file is past `media.store.retention` (it is then no longer stored: a note, not a failed
+   * call) or its resized bytes left the cache, so `open()` finds what it sends in hand.
    */
-  image(part: {
-    mediaId: string;
-    mimeType: string;
-  }): Promise<Outcome<{ mimeType: string } & PictureContent>> {
+  image(part: { mediaId: string; mimeType: string }): Promise<Outcome<PictureDecision>> {
     const maxSide = this.deps.media.understanding.image.maxSide;
+    const key = `i:${part.mediaId}:${maxSide}`;
+    const hit = this.#images.get(key);
+    if (
+      hit?.ok &&
+      (Date.now() >= hit.value.expiresAt || (hit.value.resized && !this.#resized.has(hit.value.resized)))
+    )
+      this.#images.delete(key);
     return this.#once(
       this.#images,
-      `i:${part.mediaId}:${maxSide}`,
+      key,
       () => 100,
       () => withTimeout(this.#image(part, maxSide), this.deps.extractTimeoutMs ?? 20_000, "image resize"),
     );
@@ -248,9 +273,12 @@ export class MediaUnderstanding {
   async #image(
     part: { mediaId: string; mimeType: string },
     maxSide: number,
-  ): Promise<Outcome<{ mimeType: string } & PictureContent>> {
-    const file = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.image);
-    if (!file) return { ok: false, reason: "the file is no longer stored" };
+  ): Promise<Outcome<PictureDecision>> {
+    const { store } = this.deps;
+    const stat = await store.stat(part.mediaId);
+    const file = stat && (await store.read(part.mediaId, this.deps.media.maxBytes.image));
+    if (!stat || !file) return { ok: false, reason: "the file is no longer stored" };
+    const expiresAt = stat.storedAt + (parseDurationMs(this.deps.media.store.retention) ?? 0);
     const { data: buf, cut } = file;
     if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
     const sharp = await loadSharp();
@@ -261,6 +289,10 @@ export class MediaUnderstanding {
     const h = meta.autoOrient?.height ?? meta.height ?? 0;
     if (!w || !h) return { ok: false, reason: "the image could not be decoded" };
     const oriented = !meta.orientation || meta.orientation === 1;
+    const gone = () =>
+      new SwitchboardError("NOT_FOUND", `the picture ${part.mediaId} is no longer stored`, {
+        details: { mediaId: part.mediaId },
+      });
     if (
       Math.max(w, h) <= maxSide &&
       buf.length <= MAX_IMAGE_PASSTHROUGH &&
@@ -268,7 +300,6 @@ export class MediaUnderstanding {
       oriented &&
       !(meta.pages && meta.pages > 1)
     ) {
-      const { store } = this.deps;
       // The bytes just read are the first request's while they are still in memory, not kept for
       // it (reading a new photo again for its first call made 2 MB more garbage per photo turn).
       const justRead = new WeakRef(buf);
@@ -277,34 +308,32 @@ export class MediaUnderstanding {
         value: {
           mimeType: part.mimeType,
           bytes: buf.length,
+          expiresAt,
           open: async () => {
             const data = justRead.deref();
             if (data) return [data];
             const stream = await store.open(part.mediaId);
-            if (!stream) throw new Error(`the picture ${part.mediaId} is no longer stored`);
+            if (!stream) throw gone();
             return stream;
           },
         },
       };
     }
     const out = await shrink(sharp, buf, maxSide);
-    const key = `r:${part.mediaId}:${maxSide}`;
-    this.#resized.set(key, out, out.length);
+    const resized = `r:${part.mediaId}:${maxSide}`;
+    this.#resized.set(resized, out, out.length);
     const bytes = out.length;
     return {
       ok: true,
       value: {
         mimeType: "image/jpeg",
         bytes,
+        expiresAt,
+        resized,
+        // image() made sure the bytes were in the cache right before the call
         open: async () => {
-          let data = this.#resized.get(key);
-          if (!data) {
-            const again = await this.deps.store.read(part.mediaId, this.deps.media.maxBytes.image);
-            if (!again || again.cut) throw new Error(`the picture ${part.mediaId} is no longer stored`);
-            data = await shrink(await loadSharp(), again.data, maxSide);
-            this.#resized.set(key, data, data.length);
-          }
-          if (data.length !== bytes) throw new Error(`the picture ${part.mediaId} resized differently`);
+          const data = this.#resized.get(resized);
+          if (!data || data.length !== bytes) throw gone();
           return [data];
         },
       },

@@ -129,6 +129,7 @@ export function toAnthropicMessages(
 /** Each picture of the request read, as base64 (the SDK takes a block's data as a string). */
 export async function picturesBase64(
   messages: readonly ModelMessage[],
+  signal?: AbortSignal,
 ): Promise<Map<PictureContent, string>> {
   const out = new Map<PictureContent, string>();
   for (const m of messages)
@@ -136,7 +137,10 @@ export async function picturesBase64(
       for (const img of m.images ?? [])
         if (img.content && !out.has(img.content)) {
           const chunks: Uint8Array[] = [];
-          for await (const chunk of await img.content.open()) chunks.push(chunk);
+          for await (const chunk of await img.content.open()) {
+            signal?.throwIfAborted();
+            chunks.push(chunk);
+          }
           out.set(img.content, Buffer.concat(chunks).toString("base64"));
         }
   return out;
@@ -347,10 +351,11 @@ export function createAnthropicProvider(
     async complete(req) {
       const ctx: FailureContext = { providerId: id, model: req.model, baseUrl, secrets };
       const maxTokens = cfg.models[req.model]?.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
-      const body = toAnthropicRequest(req, maxTokens, await picturesBase64(req.messages));
       // Once text has reached the caller a retry would repeat it: only retry before the first delta.
       let emitted = 0;
       const attempt = async (signal: AbortSignal): Promise<ModelResponse> => {
+        // the pictures are read in the attempt: under its timeout and abort, their errors mapped
+        const body = toAnthropicRequest(req, maxTokens, await picturesBase64(req.messages, signal));
         if (!req.onTextDelta)
           return fromAnthropicMessage(await client.messages.create(body, { signal }), req.model);
         const stream = await client.messages.create({ ...body, stream: true }, { signal });

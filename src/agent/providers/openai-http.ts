@@ -76,29 +76,49 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
   return parts;
 }
 
-/** Picture bytes encoded per piece: a multiple of 3, so the pieces join without padding. */
+/** Picture bytes encoded per string: a multiple of 3, so the pieces join without padding. */
 const BASE64_STEP = 3 * 16 * 1024;
 
 /**
+ * One write handed to the request, resolved once it is done (the buffer may then be reused), or
+ * rejected when the request closes first: a destroyed request (aborted, or its socket gone) never
+ * calls back a write it had queued, which left the body's writer, and the picture's open stream,
+ * waiting for good.
+ */
+function written(out: Writable, piece: Buffer): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const closed = () => reject(new Error("the request closed while its body was being written"));
+    if (out.destroyed || out.writableEnded) return closed();
+    out.once("close", closed);
+    out.write(piece, (err) => {
+      out.off("close", closed);
+      if (err) reject(err);
+      else resolve();
+    });
+  });
+}
+
+/**
  * Writes the body's pieces in order, each picture streamed from where it is kept and written as
- * its base64: encoded at most 48 KiB at a time into one 64 KiB buffer, each piece handed to the
- * socket (its write done) before the next is encoded into the same buffer. No picture-sized
- * buffer is made or kept: a 2 MB photo read whole and encoded whole was ~5 MB of buffers living
- * through the call, enough to start a full GC about every photo turn.
+ * its base64: encoded 48 KiB at a time into one 64 KiB buffer, each piece handed to the socket
+ * (its write done) before the next is encoded into the same buffer. No picture-sized buffer is
+ * made or kept: a 2 MB photo read whole and encoded whole was ~5 MB of buffers living through the
+ * call, enough to start a full GC about every photo turn.
  */
 export async function writeBody(out: Writable, parts: ReadonlyArray<string | Piece>): Promise<void> {
-  let buf: Buffer | undefined;
-  const put = async (bytes: Buffer) => {
-    buf ??= Buffer.allocUnsafe((BASE64_STEP / 3) * 4);
-    for (let i = 0; i < bytes.length; i += BASE64_STEP) {
-      const piece = buf.subarray(
-        0,
-        buf.write(bytes.toString("base64", i, Math.min(i + BASE64_STEP, bytes.length)), "latin1"),
-      );
-      await new Promise<void>((resolve, reject) =>
-        out.write(piece, (err) => (err ? reject(err) : resolve())),
-      );
-    }
+  // one step's base64, after the 4 characters of a 3-byte piece joined across two chunks
+  const buf = Buffer.allocUnsafe((BASE64_STEP / 3) * 4 + 4);
+  /** Writes `bytes[from, to)` as base64 (whole 3-byte groups, but for a picture's end), after `lead` characters already in `buf`. */
+  const put = async (bytes: Buffer, from: number, to: number, lead = 0) => {
+    let i = from;
+    let used = lead;
+    do {
+      const end = Math.min(i + BASE64_STEP, to);
+      if (end > i) used += buf.write(bytes.toString("base64", i, end), used, "latin1");
+      if (used > 0) await written(out, buf.subarray(0, used));
+      used = 0;
+      i = end;
+    } while (i < to);
   };
   for (const p of parts) {
     if (typeof p === "string" || Buffer.isBuffer(p)) {
@@ -106,19 +126,32 @@ export async function writeBody(out: Writable, parts: ReadonlyArray<string | Pie
       continue;
     }
     let read = 0;
-    // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time)
-    let carry: Buffer | undefined;
-    for await (const chunk of await p.open()) {
-      read += chunk.byteLength;
+    // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time): completed with
+    // the next chunk's first bytes, the rest of that chunk encoded where it is (not copied)
+    const carry = Buffer.alloc(3);
+    let carried = 0;
+    for await (const piece of await p.open()) {
+      const chunk = Buffer.isBuffer(piece)
+        ? piece
+        : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
+      read += chunk.length;
       if (read > p.bytes) throw new Error(`a picture read more than its ${p.bytes} bytes`);
-      let bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-      if (carry) bytes = Buffer.concat([carry, bytes]);
-      const whole = bytes.length - (bytes.length % 3);
-      carry = whole < bytes.length ? Buffer.from(bytes.subarray(whole)) : undefined;
-      await put(bytes.subarray(0, whole));
+      let at = 0;
+      let lead = 0;
+      if (carried > 0) {
+        at = Math.min(3 - carried, chunk.length);
+        chunk.copy(carry, carried, 0, at);
+        carried += at;
+        if (carried < 3) continue;
+        lead = buf.write(carry.toString("base64", 0, 3), 0, "latin1");
+        carried = 0;
+      }
+      const whole = at + Math.floor((chunk.length - at) / 3) * 3;
+      await put(chunk, at, whole, lead);
+      carried = chunk.copy(carry, 0, whole);
     }
     if (read !== p.bytes) throw new Error(`a picture read ${read} bytes, not ${p.bytes}`);
-    if (carry) await put(carry);
+    if (carried > 0) await put(carry, 0, carried);
   }
 }
 

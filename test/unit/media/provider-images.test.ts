@@ -155,6 +155,28 @@ describe("images to providers", () => {
     await expect(bodyOf([long])).rejects.toThrow(/more than its 10 bytes/);
   });
 
+  it("a request closed mid-body (a write never called back) ends the writer and closes the picture's stream", async () => {
+    let closedStream = false;
+    const picture: PictureContent = {
+      bytes: 300_000,
+      open: async () =>
+        (async function* () {
+          try {
+            for (let i = 0; i < 10; i++) yield Buffer.alloc(30_000, i);
+          } finally {
+            closedStream = true;
+          }
+        })(),
+    };
+    // a request whose socket is gone: writes are queued, never called back, then it is destroyed
+    const socket = new Writable({ write() {} });
+    const writing = writeBody(socket, ["{", picture, "}"]);
+    await new Promise((r) => setImmediate(r));
+    socket.destroy();
+    await expect(writing).rejects.toThrow(/closed while its body was being written/);
+    expect(closedStream).toBe(true);
+  });
+
   it("anthropic: a text block then base64 image blocks", async () => {
     expect(toAnthropicMessages([msg], await picturesBase64([msg]))).toEqual([
       {
