@@ -6,7 +6,7 @@ import { uuidFrom } from "../ids.js";
 import { sendBlocked } from "../policy/access.js";
 import { buildSessionKey } from "../sessions/keys.js";
 import { resetDue, resetRuleFor, resetSession } from "../sessions/reset.js";
-import type { SessionEntry } from "../store/types.js";
+import { FINAL_RUN_STATUSES, type SessionEntry } from "../store/types.js";
 import { releaseHolds, usageContext } from "../usage/context.js";
 import { resolveAgent } from "./bindings.js";
 import { compose } from "./compose.js";
@@ -156,8 +156,10 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
     return { accepted: false, dropped: "budget", sessionKey: ctx.sessionKey };
   }
   // Once the run is submitted its hold is the run's (its turn gives it back: agent/turn-handler.ts);
-  // a turn not submitted after all (send policy, a failure) gives it back here.
-  let submitted = false;
+  // a turn not submitted after all (send policy, a failure) gives it back here, and so does a
+  // redelivery past the dedupe (mark lost, lease expired) whose run is already over: the pipeline
+  // answers with that run's record, and no turn is left to give back the hold just taken again.
+  let handedOver = false;
   try {
     const entry = await sessionFor(ctx);
     const updated = await rememberReplyTarget(ctx);
@@ -179,10 +181,11 @@ async function accept(ctx: RoutedCtx): Promise<RouteResult> {
       ...(msg.parts?.length ? { meta: { parts: msg.parts } } : {}),
       runId,
     });
-    submitted = true;
+    // (a run still queued or running, this message's first copy, gives it back when its turn ends)
+    handedOver = !FINAL_RUN_STATUSES.has(run.status);
     return { accepted: true, sessionKey: ctx.sessionKey, runId: run.runId };
   } finally {
-    if (!submitted) await releaseHolds(services, [runId]);
+    if (!handedOver) await releaseHolds(services, [runId]);
   }
 }
 

@@ -5,7 +5,8 @@ import { ensureSession } from "../../src/sessions/service.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { contentText, echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
 import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
-import { tempDir } from "../helpers.js";
+import { REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
+import { describeRedis, dropPrefix } from "../redis.js";
 
 /** usage.budgets (API.md §8.4), local queue: a spent `block` budget refuses chat.send with BUDGET_EXCEEDED. */
 let fake: OpenAIFake;
@@ -36,6 +37,25 @@ async function spendTurns(app: TestApp, prefix: string, n: number): Promise<void
       timeoutSeconds: 10,
     });
     expect(r.result.status).toBe("ok");
+  }
+}
+
+/**
+ * A turn of 2 tokens ($0.002) in a session of its own: under a $0.50 block budget admitted only
+ * while no turn's hold (its first call's expected cost: the 4096-token default output cap at
+ * $0.001 a token, over $4) is left.
+ */
+async function probe(app: TestApp): Promise<unknown> {
+  fake.setDefault(() => ({ text: "ok", usage: { prompt: 1, completion: 1 } }));
+  try {
+    const r = await app.rpc("chat.send", {
+      sessionKey: "agent:main:probe",
+      message: "hi",
+      timeoutSeconds: 10,
+    });
+    return r.ok ? r.result.status : r.error?.code;
+  } finally {
+    fake.setDefault(echoHandler);
   }
 }
 
@@ -129,21 +149,6 @@ describe("a turn that fails after its admission gives its hold back at once", ()
     };
   }
 
-  /** A turn of 2 tokens ($0.002) in a session of its own: admitted only while no hold is left. */
-  async function probe(app: TestApp): Promise<unknown> {
-    fake.setDefault(() => ({ text: "ok", usage: { prompt: 1, completion: 1 } }));
-    try {
-      const r = await app.rpc("chat.send", {
-        sessionKey: "agent:main:probe",
-        message: "hi",
-        timeoutSeconds: 10,
-      });
-      return r.ok ? r.result.status : r.error?.code;
-    } finally {
-      fake.setDefault(echoHandler);
-    }
-  }
-
   const sendFails = async (app: TestApp) => {
     const r = await app.rpc("chat.send", { sessionKey: "agent:main:f", message: "hi", timeoutSeconds: 10 });
     return r.ok ? r.result.status : r.error?.code;
@@ -214,6 +219,64 @@ describe("a turn that fails after its admission gives its hold back at once", ()
       }
     });
   }
+});
+
+/**
+ * A platform's redelivery that gets past the inbound dedupe (its mark lost, or its lease expired)
+ * is admitted again under the same run id (`turn:<runId>` held again); when that run has already
+ * finished, the pipeline answers with its record and no turn will ever give the new hold back.
+ */
+function redeliveryStory(label: string, start: () => Promise<TestApp>) {
+  it(`${label}: a redelivery of a message whose run has finished leaves no hold: the next turn is admitted at once`, async () => {
+    const app = await start();
+    (app.app.services.channels as AdapterRegistry).add(new MemoryChannel("memory", "default"));
+    const outbox = app.app.services.store.outbox;
+    const claim = outbox.claim.bind(outbox);
+    try {
+      fake.setDefault(() => ({ text: "ok", usage: { prompt: 1, completion: 1 } }));
+      const msg = memoryInbound({ text: "hi" });
+      const first = await app.app.router.handle(msg);
+      expect(first.accepted).toBe(true);
+      expect((await app.app.services.pipeline.wait(first.runId as string, 10_000))?.status).toBe("ok");
+      const requests = fake.chatRequests().length;
+
+      // the mark is lost: the same message is taken again, and resubmitted under the same run id
+      outbox.claim = async () => true;
+      const again = await app.app.router.handle(msg);
+      outbox.claim = claim;
+      expect(again).toMatchObject({ accepted: true, runId: first.runId });
+      expect((await app.app.services.pipeline.wait(first.runId as string, 10_000))?.status).toBe("ok");
+      expect(fake.chatRequests().length).toBe(requests); // not run again
+
+      expect(await probe(app)).toBe("ok");
+    } finally {
+      outbox.claim = claim;
+      fake.setDefault(echoHandler);
+      await app.stop();
+    }
+  }, 30_000);
+}
+
+describe("an inbound redelivery past the dedupe (local queue)", () => {
+  redeliveryStory("local", () =>
+    startTestApp({
+      models: pricedModels(),
+      usage: { budgets: [{ scope: "agent:main", period: "day", maxCostUsd: 0.5 }] },
+    }),
+  );
+});
+
+describeRedis("an inbound redelivery past the dedupe (bullmq, Redis ledger)", () => {
+  const prefix = randomPrefix("budgets-redeliver");
+  afterAll(async () => dropPrefix(prefix));
+  redeliveryStory("bullmq", () =>
+    startTestApp({
+      models: pricedModels(),
+      usage: { budgets: [{ scope: "agent:main", period: "day", maxCostUsd: 0.5 }] },
+      storage: { driver: "redis", redisUrl: REDIS_URL, prefix },
+      queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix },
+    }),
+  );
 });
 
 describe("budgets across a restart (fs + local)", () => {
