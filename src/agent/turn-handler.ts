@@ -1,4 +1,4 @@
-import { deliverOutcome, openTurnChat, type TurnChat } from "../delivery/reply.js";
+import { deliverOutcome, openTurnChat } from "../delivery/reply.js";
 import type { TurnBody } from "../pipeline/handlers.js";
 import type { TurnJob, TurnOutcome } from "../pipeline/types.js";
 import type { Services } from "../services/index.js";
@@ -10,9 +10,9 @@ import { type AgentRuntime, turnRunIds } from "./runtime.js";
 /**
  * The agent's turn as the pipeline runs it (pipeline/handlers.ts `createJobHandlers`, which then
  * runs the after-turn hooks of the turn's origin): the session read once, the chat side opened on
- * that row (delivery/reply.ts: typing, the streamed preview), the runtime, the budget holds its
- * runs were admitted with given back, and what the chat hears when the turn is over (the reply, or
- * the failure line).
+ * that row (delivery/reply.ts: typing, the streamed preview), the runtime, what the chat hears
+ * when the turn is over (the reply, or the failure line), and then the budget holds its runs were
+ * admitted with given back.
  */
 export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
   /** The session reads prepare started, by job (dropped with a job that never runs). */
@@ -39,11 +39,10 @@ export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
       prepared.set(job, read);
     },
     async run(job, ctx) {
-      let chat: TurnChat;
-      let outcome: TurnOutcome;
       try {
         const entry = await sessionOf(job);
-        chat = await openTurnChat(services, job, entry);
+        const chat = await openTurnChat(services, job, entry);
+        let outcome: TurnOutcome;
         try {
           outcome = await runtime.runTurn(job, ctx, chat.streaming, entry);
         } catch (err) {
@@ -52,14 +51,16 @@ export function agentTurn(services: Services, runtime: AgentRuntime): TurnBody {
         } finally {
           await chat.stopTyping();
         }
+        await deliverOutcome(services, job, chat, outcome, ctx);
+        return outcome;
       } finally {
         // The one place a submitted turn's budget holds go back, whatever happened (API.md §8.4):
         // those its first model call took over are no longer held; the others (no call made, a
-        // failure before or at it) would refuse other turns until they lapse.
+        // failure before or at it) would refuse other turns until they lapse. After the reply is
+        // out, so that it never waits for the ledger (a script round trip on Redis); before the
+        // run is final, so that a turn admitted once it is sees no hold of it. Never throws.
         await releaseHolds(services, turnRunIds(job));
       }
-      await deliverOutcome(services, job, chat, outcome, ctx);
-      return outcome;
     },
   };
 }

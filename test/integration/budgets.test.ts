@@ -221,6 +221,35 @@ describe("a turn that fails after its admission gives its hold back at once", ()
   }
 });
 
+describe("a turn's holds go back after its reply is out", () => {
+  it("the reply is delivered before the release is asked for (a Redis round trip never delays it)", async () => {
+    const app = await startTestApp({
+      models: pricedModels(),
+      usage: { budgets: [{ scope: "agent:main", period: "day", maxCostUsd: 0.5 }] },
+    });
+    const channel = new MemoryChannel("memory", "default");
+    (app.app.services.channels as AdapterRegistry).add(channel);
+    const usage = app.app.services.usage as NonNullable<typeof app.app.services.usage>;
+    const release = usage.release.bind(usage);
+    const sentAtRelease: number[] = [];
+    usage.release = (runIds) => {
+      sentAtRelease.push(channel.sent.length);
+      return release(runIds);
+    };
+    try {
+      fake.setDefault(() => ({ text: "the reply", usage: { prompt: 1, completion: 1 } }));
+      const r = await app.app.router.handle(memoryInbound({ text: "hi" }));
+      expect((await app.app.services.pipeline.wait(r.runId as string, 10_000))?.status).toBe("ok");
+      expect(channel.sent.map((m) => m.text)).toEqual(["the reply"]);
+      expect(sentAtRelease).toEqual([1]); // asked once, the reply already sent
+      expect(await probe(app)).toBe("ok"); // and given back all the same
+    } finally {
+      fake.setDefault(echoHandler);
+      await app.stop();
+    }
+  });
+});
+
 /**
  * A platform's redelivery that gets past the inbound dedupe (its mark lost, or its lease expired)
  * is admitted again under the same run id (`turn:<runId>` held again); when that run has already
