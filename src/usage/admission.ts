@@ -159,12 +159,14 @@ export class BudgetGate {
 
   /**
    * Gives back the holds these runs were admitted with, those their first model call did not take
-   * over (a command, a failure before or around it), in the period each was reserved in. Only a
-   * turn under a `block` budget holds; the ledger is asked whenever one is configured, not only
-   * when one matches the turn now (its session row may have changed since its admission).
+   * over (a command, a failure before or around it), in the period each was reserved in. The
+   * ledger is always asked (an id it does not hold is skipped: a map lookup in memory, one script
+   * on Redis), whatever is configured now: the session row may have changed since the admission,
+   * and the hold may have been admitted under a `block` budget this process's config no longer has
+   * (bullmq: a gateway still on the old config admitted it into the shared accounts).
    */
   async release(runIds: readonly string[]): Promise<void> {
-    if (runIds.length === 0 || !this.budgets.some((b) => b.action === "block")) return;
+    if (runIds.length === 0) return;
     await this.ledger.release(runIds.map((runId) => `turn:${runId}`));
   }
 

@@ -4,7 +4,7 @@ import type { AdapterRegistry } from "../../src/delivery/index.js";
 import { ensureSession } from "../../src/sessions/service.js";
 import { MemoryChannel } from "../fakes/memory-channel.js";
 import { contentText, echoHandler, type OpenAIFake, startOpenAIFake } from "../fakes/openai.js";
-import { memoryInbound, startTestApp, type TestApp } from "../harness.js";
+import { memoryInbound, startTestApp, startTestWorker, type TestApp } from "../harness.js";
 import { REDIS_URL, randomPrefix, tempDir } from "../helpers.js";
 import { describeRedis, dropPrefix } from "../redis.js";
 
@@ -306,6 +306,56 @@ describeRedis("an inbound redelivery past the dedupe (bullmq, Redis ledger)", ()
       queue: { driver: "bullmq", redisUrl: REDIS_URL, prefix },
     }),
   );
+});
+
+describeRedis("a process whose config no longer has a block budget (bullmq, Redis ledger)", () => {
+  const prefix = randomPrefix("budgets-reload");
+  afterAll(async () => dropPrefix(prefix));
+  const shared = () => ({
+    models: pricedModels(),
+    storage: { driver: "redis" as const, redisUrl: REDIS_URL, prefix },
+  });
+  const block = { scope: "agent:main", period: "day" as const, maxCostUsd: 0.5 };
+  const queue = (runTurns: boolean) => ({
+    driver: "bullmq" as const,
+    redisUrl: REDIS_URL,
+    prefix,
+    runTurns,
+  });
+
+  it("gives back the holds admitted under it: a failed turn's hold is gone when the budget is back", async () => {
+    // a gateway still on the config with the block budget admits; a worker restarted on one
+    // without it (a warn budget left) runs the turn, which fails before any model call
+    const gateway = await startTestApp({ ...shared(), usage: { budgets: [block] }, queue: queue(false) });
+    let worker = await startTestWorker({
+      ...shared(),
+      usage: { budgets: [{ ...block, action: "warn" }] },
+      queue: queue(true),
+    });
+    try {
+      const models = worker.app.services.models;
+      const contextTokens = models.contextTokens.bind(models);
+      models.contextTokens = () => {
+        throw new Error("injected: the turn's set-up failed");
+      };
+      const before = fake.chatRequests().length;
+      const failed = await gateway.rpc("chat.send", {
+        sessionKey: "agent:main:f",
+        message: "hi",
+        timeoutSeconds: 10,
+      });
+      models.contextTokens = contextTokens;
+      expect(failed.result?.status).toBe("error");
+      expect(fake.chatRequests().length).toBe(before);
+      // the budget is back on the worker too: the next turn is admitted (the hold did not lapse)
+      await worker.stop();
+      worker = await startTestWorker({ ...shared(), usage: { budgets: [block] }, queue: queue(true) });
+      expect(await probe(gateway)).toBe("ok");
+    } finally {
+      await worker.stop();
+      await gateway.stop();
+    }
+  }, 30_000);
 });
 
 describe("budgets across a restart (fs + local)", () => {
