@@ -90,7 +90,10 @@ export class RedisLedger implements Ledger {
   async release(ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
     const at = this.now();
-    // the day and the month before: a hold reserved before a UTC midnight or month end is there
+    // the day and the month before: a hold reserved before a UTC midnight or month end is there.
+    // Only those: a hold admitted by a process whose clock is ahead, already past midnight, while
+    // this one's is still on the day before, is in an account not looked at here; it lapses
+    // (HOLD_TTL_MS, 10 min).
     const before = (period: BudgetPeriod) => this.#hash(period, periodStart(period, at) - 1);
     const day = before("day");
     const month = before("month");
