@@ -36,11 +36,12 @@ export interface MediaStore {
   /** A fresh stream of the bytes, or null (unknown, malformed or pruned). */
   open(mediaId: string): Promise<Readable | null>;
   /**
-   * The bytes in one buffer, at most `maxBytes` of them (`cut` when the file is longer), or null
-   * as `open`. For what is read whole anyway (a picture, a voice note, a document): the fs
-   * driver reads the file straight into that buffer, no stream of chunks to join.
+   * The bytes in one buffer, at most `maxBytes` of them (`cut` when the file is longer), and when
+   * the file passes the retention (`expiresAt`, epoch ms), or null as `open`. For what is read
+   * whole anyway (a picture, a voice note, a document): the fs driver reads the file straight
+   * into that buffer, no stream of chunks to join.
    */
-  read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean } | null>;
+  read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null>;
   /** Removes files older than the retention; returns how many. */
   prune(now?: number): Promise<number>;
   close(): Promise<void>;

@@ -1,6 +1,5 @@
 import type { MediaPart } from "../channels/types.js";
 import type { MediaConfig } from "../config/media.js";
-import { parseDurationMs } from "../config/schedule.js";
 import type { ProviderConfig } from "../config/schema.js";
 import { errorMessage, SwitchboardError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -275,11 +274,9 @@ export class MediaUnderstanding {
     maxSide: number,
   ): Promise<Outcome<PictureDecision>> {
     const { store } = this.deps;
-    const stat = await store.stat(part.mediaId);
-    const file = stat && (await store.read(part.mediaId, this.deps.media.maxBytes.image));
-    if (!stat || !file) return { ok: false, reason: "the file is no longer stored" };
-    const expiresAt = stat.storedAt + (parseDurationMs(this.deps.media.store.retention) ?? 0);
-    const { data: buf, cut } = file;
+    const file = await store.read(part.mediaId, this.deps.media.maxBytes.image);
+    if (!file) return { ok: false, reason: "the file is no longer stored" };
+    const { data: buf, cut, expiresAt } = file;
     if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
     const sharp = await loadSharp();
     // limitInputPixels bounds a decompression bomb; animated images keep their first frame;

@@ -71,14 +71,9 @@ const sentJson = new WeakMap<ModelMessage, SentJson>();
  */
 export type Piece = Buffer | PictureContent;
 
-/** Length of a picture's base64 text. */
-export function base64Length(bytes: number): number {
-  return Math.ceil(bytes / 3) * 4;
-}
-
-/** A piece's length in the body, in bytes. */
+/** A piece's length in the body, in bytes (a picture's: its base64's). */
 export function pieceLength(p: Piece): number {
-  return Buffer.isBuffer(p) ? p.length : base64Length(p.bytes);
+  return Buffer.isBuffer(p) ? p.length : Math.ceil(p.bytes / 3) * 4;
 }
 
 /** Message `i` of `sent` is `m`, with the fields it was serialised with. */

@@ -91,7 +91,10 @@ export class FsMediaStore implements MediaStore {
     return file ? file.fh.createReadStream() : null;
   }
 
-  async read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean } | null> {
+  async read(
+    mediaId: string,
+    maxBytes: number,
+  ): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null> {
     const file = await this.#openFile(mediaId);
     if (!file) return null;
     try {
@@ -102,14 +105,20 @@ export class FsMediaStore implements MediaStore {
         if (bytesRead === 0) break;
         at += bytesRead;
       }
-      return { data: data.subarray(0, at), cut: file.size > maxBytes };
+      return {
+        data: data.subarray(0, at),
+        cut: file.size > maxBytes,
+        expiresAt: file.storedAt + this.retentionMs,
+      };
     } finally {
       await file.fh.close();
     }
   }
 
   /** The file opened (never through a link), or null: unknown, malformed or past retention. */
-  async #openFile(mediaId: string): Promise<{ fh: Awaited<ReturnType<typeof open>>; size: number } | null> {
+  async #openFile(
+    mediaId: string,
+  ): Promise<{ fh: Awaited<ReturnType<typeof open>>; size: number; storedAt: number } | null> {
     const hex = mediaHex(mediaId);
     if (!hex) return null;
     await this.#init();
@@ -124,7 +133,7 @@ export class FsMediaStore implements MediaStore {
       await fh.close();
       return null;
     }
-    return { fh, size: st.size };
+    return { fh, size: st.size, storedAt: st.mtimeMs };
   }
 
   async prune(now = this.now()): Promise<number> {

@@ -129,6 +129,11 @@ export class S3MediaStore implements MediaStore {
   }
 
   async open(mediaId: string): Promise<Readable | null> {
+    return (await this.#get(mediaId))?.body ?? null;
+  }
+
+  /** The object's body and when it was stored, or null (unknown, malformed or past retention). */
+  async #get(mediaId: string): Promise<{ body: Readable; storedAt: number } | null> {
     const hex = mediaHex(mediaId);
     if (!hex) return null;
     try {
@@ -139,18 +144,26 @@ export class S3MediaStore implements MediaStore {
         return null;
       }
       const body = r.Body;
-      if (body instanceof Readable) return body;
       if (!body) return null;
-      return Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]);
+      if (body instanceof Readable) return { body, storedAt };
+      return {
+        body: Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]),
+        storedAt,
+      };
     } catch (err) {
       if (isMissing(err)) return null;
       throw err;
     }
   }
 
-  async read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean } | null> {
-    const body = await this.open(mediaId);
-    if (!body) return null;
+  async read(
+    mediaId: string,
+    maxBytes: number,
+  ): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null> {
+    const got = await this.#get(mediaId);
+    if (!got) return null;
+    const { body } = got;
+    const expiresAt = got.storedAt + this.opts.retentionMs;
     const chunks: Buffer[] = [];
     let n = 0;
     for await (const c of body) {
@@ -158,12 +171,12 @@ export class S3MediaStore implements MediaStore {
       if (n + b.length > maxBytes) {
         chunks.push(b.subarray(0, maxBytes - n));
         body.destroy();
-        return { data: Buffer.concat(chunks, maxBytes), cut: true };
+        return { data: Buffer.concat(chunks, maxBytes), cut: true, expiresAt };
       }
       chunks.push(b);
       n += b.length;
     }
-    return { data: Buffer.concat(chunks, n), cut: false };
+    return { data: Buffer.concat(chunks, n), cut: false, expiresAt };
   }
 
   async prune(now = this.#now()): Promise<number> {

@@ -105,15 +105,21 @@ function contract(name: string, harness: () => Harness) {
       ).toEqual([]);
     });
 
-    it("reads a file whole into one buffer, or its first maxBytes with cut", async () => {
+    it("reads a file whole into one buffer, or its first maxBytes with cut, with when it expires", async () => {
       const bytes = Buffer.alloc(70_000);
       for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7) & 255;
       const stored = await store.put(chunks(bytes.subarray(0, 40_000), bytes.subarray(40_000)), {
         maxBytes: 100_000,
       });
-      expect(await store.read(stored.mediaId, 100_000)).toEqual({ data: bytes, cut: false });
-      expect(await store.read(stored.mediaId, 70_000)).toEqual({ data: bytes, cut: false });
-      expect(await store.read(stored.mediaId, 1000)).toEqual({ data: bytes.subarray(0, 1000), cut: true });
+      // both harnesses keep files 7 days; expiresAt is the store's own retention from storedAt
+      const expiresAt = ((await store.stat(stored.mediaId))?.storedAt ?? Number.NaN) + 7 * DAY;
+      expect(await store.read(stored.mediaId, 100_000)).toEqual({ data: bytes, cut: false, expiresAt });
+      expect(await store.read(stored.mediaId, 70_000)).toEqual({ data: bytes, cut: false, expiresAt });
+      expect(await store.read(stored.mediaId, 1000)).toEqual({
+        data: bytes.subarray(0, 1000),
+        cut: true,
+        expiresAt,
+      });
       expect(await store.read(`sha256:${"0".repeat(64)}`, 10)).toBeNull();
       expect(await store.read("sha256:../../etc/passwd", 10)).toBeNull();
     });
