@@ -69,6 +69,11 @@ const minOf = (a: number | null, b: number | null): number | null =>
 export class BudgetGate {
   /** `<budget index>|<period key>` whose notice this process sent or saw claimed. */
   readonly #warned = new Set<string>();
+  /**
+   * Runs whose holds a first model call in this process took over (the ledger gave them back
+   * then, admitted or refused): their turn's release has nothing left to ask the ledger for.
+   */
+  readonly #tookOver = new Set<string>();
 
   constructor(
     private readonly budgets: readonly BudgetConfig[],
@@ -154,20 +159,24 @@ export class BudgetGate {
       id: `turn:${turn.runId}`,
       ttlMs: HOLD_TTL_MS,
     });
+    // a new hold for a run whose earlier one was taken over (a redelivery): released as any other
+    this.#tookOver.delete(turn.runId);
     return a.ok ? null : this.#refusal(a.limit, a.spent);
   }
 
   /**
    * Gives back the holds these runs were admitted with, those their first model call did not take
-   * over (a command, a failure before or around it), in the period each was reserved in. The
-   * ledger is always asked (an id it does not hold is skipped: a map lookup in memory, one script
-   * on Redis), whatever is configured now: the session row may have changed since the admission,
+   * over (a command, a failure before or around it), in the period each was reserved in. Runs
+   * whose first call in this process took their holds over ask nothing (on Redis, the script a
+   * turn that made a call would spend finding nothing); for the rest the ledger is asked (an id it
+   * does not hold is skipped), whatever is configured now: the session row may have changed since the admission,
    * and the hold may have been admitted under a `block` budget this process's config no longer has
    * (bullmq: a gateway still on the old config admitted it into the shared accounts).
    */
   async release(runIds: readonly string[]): Promise<void> {
-    if (runIds.length === 0) return;
-    await this.ledger.release(runIds.map((runId) => `turn:${runId}`));
+    const held = runIds.filter((runId) => !this.#tookOver.delete(runId));
+    if (held.length === 0) return;
+    await this.ledger.release(held.map((runId) => `turn:${runId}`));
   }
 
   /**
@@ -182,6 +191,7 @@ export class BudgetGate {
       ttlMs: CALL_TTL_MS,
       ...(call.takesOver?.length ? { takesOver: call.takesOver.map((r) => `turn:${r}`) } : {}),
     });
+    for (const runId of call.takesOver ?? []) this.#tookOver.add(runId);
     if (!a.ok) throw this.#refusal(a.limit, a.spent);
     return { ctx, reservation: a.reservation };
   }

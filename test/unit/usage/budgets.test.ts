@@ -34,4 +34,32 @@ describe("Budgets.release", () => {
       expect(ledger.spent("agent:main", "day").reserved).toEqual({ costUsd: 0, tokens: 0 });
     });
   }
+
+  it("a turn whose first call took its hold over asks the ledger nothing when it ends; one whose call did not, once", async () => {
+    const ledger = new MemoryLedger(() => at);
+    let releases = 0;
+    const release = ledger.release.bind(ledger);
+    ledger.release = (ids) => {
+      releases++;
+      return release(ids);
+    };
+    const budgets = new Budgets([{ ...block, action: "block" }], { ledger, now: () => at });
+    expect(await budgets.admit(ctx, turn("r1"))).toBeNull();
+    const ticket = await budgets.reserve(ctx, {
+      runId: "r1",
+      index: 0,
+      chain: ["oa/m"],
+      promptTokens: 10,
+      takesOver: ["r1"],
+    });
+    await budgets.settle(ticket, { costUsd: 0, tokens: 0 });
+    await budgets.release(["r1"]);
+    expect(releases).toBe(0);
+    expect(ledger.spent("agent:main", "day").reserved).toEqual({ costUsd: 0, tokens: 0 });
+    // a redelivery admitted again for the same run after that: its new hold is given back
+    expect(await budgets.admit(ctx, turn("r1"))).toBeNull();
+    await budgets.release(["r1"]);
+    expect(releases).toBe(1);
+    expect(ledger.spent("agent:main", "day").reserved).toEqual({ costUsd: 0, tokens: 0 });
+  });
 });
