@@ -45,12 +45,15 @@ export async function chatSend(
       details: { field: "sessionKey" },
     });
   let key: string;
+  // the row a sessionId names, read once: the admission and the turn use it below
+  let byId: SessionEntry | undefined;
   if (n.kind === "sessionId") {
     const e = await services.store.sessions.getBySessionId(n.id);
     if (!e)
       throw new SwitchboardError("NOT_FOUND", `no session with sessionId ${n.id}; use the full key`, {
         details: { field: "sessionKey" },
       });
+    byId = e;
     key = e.key;
   } else key = n.key;
   if (/\s/.test(key) || isReservedKey(key)) {
@@ -73,7 +76,7 @@ export async function chatSend(
   // The scope is the one the run's calls will be charged to (its row's channel); one read of the
   // session serves the admission and the turn.
   const runId = randomUUID();
-  const existing = await services.store.sessions.get(key);
+  const existing = byId ?? (await services.store.sessions.get(key));
   const usageCtx = usageContext(existing ?? { key, agentId });
   const refused = await services.usage?.admit(usageCtx, {
     runId,
