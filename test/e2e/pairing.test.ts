@@ -51,7 +51,7 @@ describe("pairing on telegram", () => {
   it("a stranger gets a code and nothing reaches the model; /pair from the owner lets them in", async () => {
     expect(t.app.services.config.channels.telegram?.dmPolicy).toBe("pairing");
     expect(t.app.services.config.channels.telegram?.allowFrom).toEqual([]);
-    tg.pushMessage({ id: STRANGER.id, type: "private" }, STRANGER, { text: "my PIN is 9911" });
+    tg.pushMessage({ id: STRANGER.id, type: "private" }, STRANGER, { text: "my PIN is 9911-kestrel" });
     const codeMsg = await eventually(() => sent(STRANGER.id).find((m) => CODE_RE.test(m.text)), 500, 20);
     const code = CODE_RE.exec(codeMsg.text)?.[1] ?? "";
     expect(codeMsg.text).toContain("Your Telegram user id: 77");
@@ -76,7 +76,9 @@ describe("pairing on telegram", () => {
     const keys = (await t.app.services.store.sessions.list({})).map((s) => s.key);
     expect(keys.some((k) => k.includes("77"))).toBe(false);
     const history = await t.rpc("sessions.history", { sessionKey: "main" });
-    expect(JSON.stringify(history.result)).not.toContain("9911");
+    // The stranger's words are in no message (a bare "9911" could be part of a timestamp or an id).
+    expect(JSON.stringify(history.result)).not.toContain("kestrel");
+    expect(JSON.stringify(history.result)).toContain("owner here");
 
     // A stranger's /pair is not a command for them (and never reaches a model).
     tg.pushMessage({ id: STRANGER.id, type: "private" }, STRANGER, { text: `/pair ${code}` });
