@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import {
   Client,
   GatewayIntentBits,
@@ -21,13 +22,36 @@ export const DISCORD_INTENTS = [
   GatewayIntentBits.MessageContent,
 ];
 
+type Dispatcher = NonNullable<RESTOptions["agent"]>;
+let agent: Dispatcher | undefined;
+
+/**
+ * The HTTP agent of every Discord REST client in the process, made by the undici that
+ * @discordjs/rest itself loads. Without one, the SDK sends through the process's global
+ * dispatcher, which is whichever undici was loaded first: Slack's socket mode brings undici 7,
+ * and a gateway whose Slack channel started before its Discord channel failed every Discord
+ * file upload with "action is not a function" (undici 6 hands a FormData body to an undici 7
+ * Agent that reads it differently). Its idle sockets do not keep the process alive.
+ */
+function restAgent(): Dispatcher {
+  if (!agent) {
+    const fromDiscord = createRequire(createRequire(import.meta.url).resolve("discord.js"));
+    const fromRest = createRequire(fromDiscord.resolve("@discordjs/rest"));
+    const undici = fromRest("undici") as { Agent: new () => Dispatcher };
+    agent = new undici.Agent();
+  }
+  return agent;
+}
+
 /**
  * REST settings shared by the gateway client and the outbound REST client. Delivery owns
  * retries, so the SDK does not retry; long rate limits are handed back (RateLimitError) and
- * the SDK's safety offset is off so retryAfter is exactly what Discord asked for.
+ * the SDK's safety offset is off so retryAfter is exactly what Discord asked for. Requests go
+ * through the SDK's own undici (`restAgent`).
  */
 function restOptions(config: ResolvedDiscordChannelConfig): Partial<RESTOptions> {
   return {
+    agent: restAgent(),
     ...(config.apiUrl ? { api: config.apiUrl } : {}),
     retries: 0,
     offset: 0,
