@@ -36,12 +36,22 @@ export interface MediaStore {
   /** A fresh stream of the bytes, or null (unknown, malformed or pruned). */
   open(mediaId: string): Promise<Readable | null>;
   /**
-   * The bytes in one buffer, at most `maxBytes` of them (`cut` when the file is longer), and when
-   * the file passes the retention (`expiresAt`, epoch ms), or null as `open`. For what is read
-   * whole anyway (a picture, a voice note, a document): the fs driver reads the file straight
-   * into that buffer, no stream of chunks to join.
+   * The bytes as `open` gives them, read into `scratch` where the driver can (fs): each piece
+   * may then be a view of `scratch`, valid until the next piece is asked for. For a reader that
+   * hands each piece on before it asks for the next (a picture written into a model request):
+   * a file read this way makes no buffer of its own.
    */
-  read(mediaId: string, maxBytes: number): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null>;
+  openInto(mediaId: string, scratch: Buffer): Promise<AsyncIterable<Uint8Array> | null>;
+  /**
+   * The bytes in one buffer, at most `maxBytes` of them (`cut` when the file is longer), the
+   * file's `size`, and when it passes the retention (`expiresAt`, epoch ms), or null as `open`.
+   * For what is read whole anyway (a voice note, a document) or by its head (a photo's header):
+   * the fs driver reads the file straight into that buffer, the s3 driver asks for that range.
+   */
+  read(
+    mediaId: string,
+    maxBytes: number,
+  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null>;
   /** Removes files older than the retention; returns how many. */
   prune(now?: number): Promise<number>;
   close(): Promise<void>;
@@ -72,6 +82,10 @@ export function mediaHex(mediaId: string): string | null {
  */
 export interface PictureContent {
   readonly bytes: number;
-  /** A fresh stream of the bytes (`bytes` of them); rejects when they are no longer stored. */
-  open(): Promise<AsyncIterable<Uint8Array> | Iterable<Uint8Array>>;
+  /**
+   * A fresh stream of the bytes (`bytes` of them); rejects when they are no longer stored. With
+   * `scratch`, pieces may be views of it, each valid until the next is asked for
+   * (`MediaStore.openInto`).
+   */
+  open(scratch?: Buffer): Promise<AsyncIterable<Uint8Array> | Iterable<Uint8Array>>;
 }

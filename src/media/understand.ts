@@ -1,3 +1,4 @@
+import type { Metadata } from "sharp";
 import type { MediaPart } from "../channels/types.js";
 import type { MediaConfig } from "../config/media.js";
 import type { ProviderConfig } from "../config/schema.js";
@@ -45,6 +46,12 @@ const MAX_DOCX_ENTRIES = 5000;
 const MAX_TEXT_READ = 4 * 1024 * 1024;
 /** Images over this many bytes are re-encoded even when small enough in pixels (Anthropic: 5 MB base64). */
 const MAX_IMAGE_PASSTHROUGH = 3_500_000;
+/**
+ * What is read of a JPEG to decide how it is sent: its header (size, orientation) comes before
+ * its first scan, within the first few KiB of a photo (tens with an EXIF thumbnail). A header
+ * not within them is read whole.
+ */
+const JPEG_HEAD_BYTES = 64 * 1024;
 const PASSTHROUGH_TYPES = new Set(["image/jpeg", "image/png", "image/webp", "image/gif"]);
 
 /** A small LRU by a weight (characters or bytes). */
@@ -274,14 +281,21 @@ export class MediaUnderstanding {
     maxSide: number,
   ): Promise<Outcome<PictureDecision>> {
     const { store } = this.deps;
-    const file = await store.read(part.mediaId, this.deps.media.maxBytes.image);
-    if (!file) return { ok: false, reason: "the file is no longer stored" };
-    const { data: buf, cut, expiresAt } = file;
-    if (cut) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
+    const maxBytes = this.deps.media.maxBytes.image;
+    // A photo sent as it is stored is decided from its head and then read by each request as it
+    // is written: no picture-sized buffer in the gateway (a 2 MB read per photo turn was half
+    // of what started a full GC about every other photo turn).
+    const jpeg = part.mimeType === "image/jpeg";
+    const head = await store.read(part.mediaId, jpeg ? Math.min(JPEG_HEAD_BYTES, maxBytes) : maxBytes);
+    if (!head) return { ok: false, reason: "the file is no longer stored" };
+    const { size, expiresAt } = head;
+    if (size > maxBytes) return { ok: false, reason: "the image is larger than media.maxBytes.image" };
     const sharp = await loadSharp();
-    // limitInputPixels bounds a decompression bomb; animated images keep their first frame;
-    // sequentialRead: the decoder reads top to bottom once (what a shrink needs), not at random.
-    const meta = await sharp(buf, { limitInputPixels: PIXEL_LIMIT, sequentialRead: true }).metadata();
+    const found = await pictureMeta(sharp, head, () => store.read(part.mediaId, maxBytes));
+    if (!found) return { ok: false, reason: "the file is no longer stored" };
+    const { meta } = found;
+    // the whole file, when it was read to decide (a local no closure below captures)
+    let data = found.data;
     const w = meta.autoOrient?.width ?? meta.width ?? 0;
     const h = meta.autoOrient?.height ?? meta.height ?? 0;
     if (!w || !h) return { ok: false, reason: "the image could not be decoded" };
@@ -292,30 +306,35 @@ export class MediaUnderstanding {
       });
     if (
       Math.max(w, h) <= maxSide &&
-      buf.length <= MAX_IMAGE_PASSTHROUGH &&
+      size <= MAX_IMAGE_PASSTHROUGH &&
       PASSTHROUGH_TYPES.has(part.mimeType) &&
       oriented &&
       !(meta.pages && meta.pages > 1)
     ) {
-      // The bytes just read are the first request's while they are still in memory, not kept for
-      // it (reading a new photo again for its first call made 2 MB more garbage per photo turn).
-      const justRead = new WeakRef(buf);
+      // Bytes read whole are the first request's while they are still in memory, not kept for
+      // it; otherwise each request reads the file as it writes it (into its own scratch buffer).
+      const justRead = data && new WeakRef(data);
       return {
         ok: true,
         value: {
           mimeType: part.mimeType,
-          bytes: buf.length,
+          bytes: size,
           expiresAt,
-          open: async () => {
-            const data = justRead.deref();
+          open: async (scratch) => {
+            const data = justRead?.deref();
             if (data) return [data];
-            const stream = await store.open(part.mediaId);
+            const stream = scratch
+              ? await store.openInto(part.mediaId, scratch)
+              : await store.open(part.mediaId);
             if (!stream) throw gone();
             return stream;
           },
         },
       };
     }
+    data ??= (await store.read(part.mediaId, maxBytes))?.data;
+    if (!data) return { ok: false, reason: "the file is no longer stored" };
+    const buf = data;
     const out = await shrink(sharp, buf, maxSide);
     const resized = `r:${part.mediaId}:${maxSide}`;
     this.#resized.set(resized, out, out.length);
@@ -414,6 +433,27 @@ function loadSharp(): Promise<Sharp> {
     return sharp;
   });
   return sharpModule;
+}
+
+/**
+ * A picture's metadata from what was read of it: its head when that was all of it or holds the
+ * header (a JPEG), else the whole file read now (`data`), or null when it is no longer stored.
+ * limitInputPixels bounds a decompression bomb; sequentialRead: the decoder reads top to bottom
+ * once (what a shrink needs), not at random.
+ */
+async function pictureMeta(
+  sharp: Sharp,
+  head: { data: Buffer; cut: boolean },
+  readWhole: () => Promise<{ data: Buffer } | null>,
+): Promise<{ meta: Metadata; data?: Buffer } | null> {
+  const opts = { limitInputPixels: PIXEL_LIMIT, sequentialRead: true };
+  if (!head.cut) return { meta: await sharp(head.data, opts).metadata(), data: head.data };
+  const meta = await sharp(head.data, opts)
+    .metadata()
+    .catch(() => null);
+  if (meta?.width && meta.height) return { meta };
+  const whole = await readWhole();
+  return whole && { meta: await sharp(whole.data, opts).metadata(), data: whole.data };
 }
 
 /** Decoded pixels allowed in one picture (a decompression bomb is refused before it is decoded). */

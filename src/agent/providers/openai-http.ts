@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Writable } from "node:stream";
 import { createParser } from "eventsource-parser";
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { PictureContent } from "../../media/types.js";
 import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import { BadAnswerError, bodyExcerpt, type Failure, statusFromType } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
@@ -79,6 +80,17 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
 /** Picture bytes encoded per string: a multiple of 3, so the pieces join without padding. */
 const BASE64_STEP = 3 * 16 * 1024;
 
+/** One step's base64, after the 4 characters of a 3-byte piece joined across two chunks. */
+const OUT_BYTES = (BASE64_STEP / 3) * 4 + 4;
+/** A picture is read this much at a time (`PictureContent.open(scratch)`). */
+const READ_BYTES = 4 * BASE64_STEP;
+/**
+ * Buffers of READ_BYTES + OUT_BYTES, kept for the next request: a body being written holds one
+ * while it writes its pictures and gives it back when done.
+ */
+const scratches: Buffer[] = [];
+const SCRATCHES_KEPT = 4;
+
 /**
  * One write handed to the request, resolved once it is done (the buffer may then be reused), or
  * rejected when the request closes first: a destroyed request (aborted, or its socket gone) never
@@ -99,15 +111,33 @@ function written(out: Writable, piece: Buffer): Promise<void> {
 }
 
 /**
- * Writes the body's pieces in order, each picture streamed from where it is kept and written as
- * its base64: encoded 48 KiB at a time into one 64 KiB buffer, each piece handed to the socket
- * (its write done) before the next is encoded into the same buffer. No picture-sized buffer is
+ * Writes the body's pieces in order, each picture streamed from where it is kept (read into a
+ * kept scratch buffer where its store can) and written as its base64: encoded 48 KiB at a time
+ * into a 64 KiB buffer, each piece handed to the socket (its write done) before the next is read
+ * or encoded into the same buffers. No picture-sized buffer is
  * made or kept: a 2 MB photo read whole and encoded whole was ~5 MB of buffers living through the
  * call, enough to start a full GC about every photo turn.
  */
 export async function writeBody(out: Writable, parts: ReadonlyArray<string | Piece>): Promise<void> {
-  // one step's base64, after the 4 characters of a 3-byte piece joined across two chunks
-  const buf = Buffer.allocUnsafe((BASE64_STEP / 3) * 4 + 4);
+  let scratch: Buffer | undefined;
+  try {
+    for (const p of parts) {
+      if (typeof p === "string" || Buffer.isBuffer(p)) out.write(p);
+      else {
+        scratch ??= scratches.pop() ?? Buffer.allocUnsafeSlow(READ_BYTES + OUT_BYTES);
+        await writePicture(out, p, scratch.subarray(0, READ_BYTES), scratch.subarray(READ_BYTES));
+      }
+    }
+  } finally {
+    if (scratch && scratches.length < SCRATCHES_KEPT) scratches.push(scratch);
+  }
+}
+
+/**
+ * One picture as its base64: read into `scratch` where its store can, encoded into `buf`; each
+ * piece is written (its write done) before the next is read or encoded into the same buffers.
+ */
+async function writePicture(out: Writable, p: PictureContent, scratch: Buffer, buf: Buffer): Promise<void> {
   /** Writes `bytes[from, to)` as base64 (whole 3-byte groups, but for a picture's end), after `lead` characters already in `buf`. */
   const put = async (bytes: Buffer, from: number, to: number, lead = 0) => {
     let i = from;
@@ -120,39 +150,33 @@ export async function writeBody(out: Writable, parts: ReadonlyArray<string | Pie
       i = end;
     } while (i < to);
   };
-  for (const p of parts) {
-    if (typeof p === "string" || Buffer.isBuffer(p)) {
-      out.write(p);
-      continue;
+  let read = 0;
+  // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time): completed with
+  // the next chunk's first bytes, the rest of that chunk encoded where it is (not copied)
+  const carry = Buffer.alloc(3);
+  let carried = 0;
+  for await (const piece of await p.open(scratch)) {
+    const chunk = Buffer.isBuffer(piece)
+      ? piece
+      : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
+    read += chunk.length;
+    if (read > p.bytes) throw new Error(`a picture read more than its ${p.bytes} bytes`);
+    let at = 0;
+    let lead = 0;
+    if (carried > 0) {
+      at = Math.min(3 - carried, chunk.length);
+      chunk.copy(carry, carried, 0, at);
+      carried += at;
+      if (carried < 3) continue;
+      lead = buf.write(carry.toString("base64", 0, 3), 0, "latin1");
+      carried = 0;
     }
-    let read = 0;
-    // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time): completed with
-    // the next chunk's first bytes, the rest of that chunk encoded where it is (not copied)
-    const carry = Buffer.alloc(3);
-    let carried = 0;
-    for await (const piece of await p.open()) {
-      const chunk = Buffer.isBuffer(piece)
-        ? piece
-        : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
-      read += chunk.length;
-      if (read > p.bytes) throw new Error(`a picture read more than its ${p.bytes} bytes`);
-      let at = 0;
-      let lead = 0;
-      if (carried > 0) {
-        at = Math.min(3 - carried, chunk.length);
-        chunk.copy(carry, carried, 0, at);
-        carried += at;
-        if (carried < 3) continue;
-        lead = buf.write(carry.toString("base64", 0, 3), 0, "latin1");
-        carried = 0;
-      }
-      const whole = at + Math.floor((chunk.length - at) / 3) * 3;
-      await put(chunk, at, whole, lead);
-      carried = chunk.copy(carry, 0, whole);
-    }
-    if (read !== p.bytes) throw new Error(`a picture read ${read} bytes, not ${p.bytes}`);
-    if (carried > 0) await put(carry, 0, carried);
+    const whole = at + Math.floor((chunk.length - at) / 3) * 3;
+    await put(chunk, at, whole, lead);
+    carried = chunk.copy(carry, 0, whole);
   }
+  if (read !== p.bytes) throw new Error(`a picture read ${read} bytes, not ${p.bytes}`);
+  if (carried > 0) await put(carry, 0, carried);
 }
 
 function headerGetter(res: IncomingMessage): { get(name: string): string | null } {

@@ -91,10 +91,28 @@ export class FsMediaStore implements MediaStore {
     return file ? file.fh.createReadStream() : null;
   }
 
+  async openInto(mediaId: string, scratch: Buffer): Promise<AsyncIterable<Uint8Array> | null> {
+    const file = await this.#openFile(mediaId);
+    if (!file) return null;
+    const { fh } = file;
+    return (async function* () {
+      try {
+        for (let at = 0; ; ) {
+          const { bytesRead } = await fh.read(scratch, 0, scratch.length, at);
+          if (bytesRead === 0) return;
+          at += bytesRead;
+          yield scratch.subarray(0, bytesRead);
+        }
+      } finally {
+        await fh.close();
+      }
+    })();
+  }
+
   async read(
     mediaId: string,
     maxBytes: number,
-  ): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null> {
+  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
     const file = await this.#openFile(mediaId);
     if (!file) return null;
     try {
@@ -108,6 +126,7 @@ export class FsMediaStore implements MediaStore {
       return {
         data: data.subarray(0, at),
         cut: file.size > maxBytes,
+        size: file.size,
         expiresAt: file.storedAt + this.retentionMs,
       };
     } finally {

@@ -132,8 +132,13 @@ export class S3MediaStore implements MediaStore {
     return (await this.#get(mediaId))?.body ?? null;
   }
 
-  /** The object's body and when it was stored, or null (unknown, malformed or past retention). */
-  async #get(mediaId: string): Promise<{ body: Readable; storedAt: number } | null> {
+  /** No view of `scratch`: the SDK's stream gives its own chunks. */
+  async openInto(mediaId: string, _scratch: Buffer): Promise<AsyncIterable<Uint8Array> | null> {
+    return this.open(mediaId);
+  }
+
+  /** The object's body, size and when it was stored, or null (unknown, malformed or past retention). */
+  async #get(mediaId: string): Promise<{ body: Readable; size: number; storedAt: number } | null> {
     const hex = mediaHex(mediaId);
     if (!hex) return null;
     try {
@@ -145,9 +150,11 @@ export class S3MediaStore implements MediaStore {
       }
       const body = r.Body;
       if (!body) return null;
-      if (body instanceof Readable) return { body, storedAt };
+      const size = r.ContentLength ?? 0;
+      if (body instanceof Readable) return { body, size, storedAt };
       return {
         body: Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]),
+        size,
         storedAt,
       };
     } catch (err) {
@@ -159,10 +166,10 @@ export class S3MediaStore implements MediaStore {
   async read(
     mediaId: string,
     maxBytes: number,
-  ): Promise<{ data: Buffer; cut: boolean; expiresAt: number } | null> {
+  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
     const got = await this.#get(mediaId);
     if (!got) return null;
-    const { body } = got;
+    const { body, size } = got;
     const expiresAt = got.storedAt + this.opts.retentionMs;
     const chunks: Buffer[] = [];
     let n = 0;
@@ -171,12 +178,12 @@ export class S3MediaStore implements MediaStore {
       if (n + b.length > maxBytes) {
         chunks.push(b.subarray(0, maxBytes - n));
         body.destroy();
-        return { data: Buffer.concat(chunks, maxBytes), cut: true, expiresAt };
+        return { data: Buffer.concat(chunks, maxBytes), cut: true, size, expiresAt };
       }
       chunks.push(b);
       n += b.length;
     }
-    return { data: Buffer.concat(chunks, n), cut: false, expiresAt };
+    return { data: Buffer.concat(chunks, n), cut: false, size: n, expiresAt };
   }
 
   async prune(now = this.#now()): Promise<number> {

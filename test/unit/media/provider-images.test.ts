@@ -148,6 +148,33 @@ describe("images to providers", () => {
     }
   });
 
+  it("a picture is read into a scratch buffer the writer gives (views of it, reused once written), kept for the next request", async () => {
+    const raw = Buffer.alloc(500_001);
+    for (let i = 0; i < raw.length; i++) raw[i] = (i * 31 + 3) & 255;
+    const given: Buffer[] = [];
+    /** As the fs store reads: each piece copied into the scratch it was given. */
+    const stored: PictureContent = {
+      bytes: raw.length,
+      async open(scratch?: Buffer) {
+        if (!scratch) throw new Error("no scratch given");
+        given.push(scratch);
+        return (async function* () {
+          for (let at = 0; at < raw.length; at += scratch.length) {
+            const n = raw.copy(scratch, 0, at, at + scratch.length);
+            yield scratch.subarray(0, n);
+          }
+        })();
+      },
+    };
+    expect(await bodyOf(["[", stored, ",", stored, "]"])).toBe(
+      `[${raw.toString("base64")},${raw.toString("base64")}]`,
+    );
+    expect(await bodyOf([stored])).toBe(raw.toString("base64"));
+    expect(given).toHaveLength(3);
+    expect(given[1]?.buffer).toBe(given[0]?.buffer);
+    expect(given[2]?.buffer).toBe(given[0]?.buffer);
+  });
+
   it("a picture whose read is not the size it said fails the request, naming the sizes", async () => {
     const short: PictureContent = { bytes: 10, open: async () => [Buffer.alloc(9)] };
     await expect(bodyOf([short])).rejects.toThrow(/9 bytes, not 10/);

@@ -113,15 +113,38 @@ function contract(name: string, harness: () => Harness) {
       });
       // both harnesses keep files 7 days; expiresAt is the store's own retention from storedAt
       const expiresAt = ((await store.stat(stored.mediaId))?.storedAt ?? Number.NaN) + 7 * DAY;
-      expect(await store.read(stored.mediaId, 100_000)).toEqual({ data: bytes, cut: false, expiresAt });
-      expect(await store.read(stored.mediaId, 70_000)).toEqual({ data: bytes, cut: false, expiresAt });
+      const size = bytes.length;
+      expect(await store.read(stored.mediaId, 100_000)).toEqual({ data: bytes, cut: false, size, expiresAt });
+      expect(await store.read(stored.mediaId, 70_000)).toEqual({ data: bytes, cut: false, size, expiresAt });
       expect(await store.read(stored.mediaId, 1000)).toEqual({
         data: bytes.subarray(0, 1000),
         cut: true,
+        size,
         expiresAt,
       });
       expect(await store.read(`sha256:${"0".repeat(64)}`, 10)).toBeNull();
       expect(await store.read("sha256:../../etc/passwd", 10)).toBeNull();
+    });
+
+    it("reads a file into a scratch buffer piece by piece (fs: views of it), each piece whole until the next is asked for", async () => {
+      const bytes = Buffer.alloc(70_001);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 13 + 1) & 255;
+      const stored = await store.put(chunks(bytes), { maxBytes: 100_000 });
+      const scratch = Buffer.alloc(16_384);
+      const copies: Buffer[] = [];
+      let views = 0;
+      const it = await store.openInto(stored.mediaId, scratch);
+      if (!it) throw new Error("not found");
+      for await (const piece of it) {
+        if (piece.buffer === scratch.buffer) views++;
+        copies.push(Buffer.from(piece));
+      }
+      expect(Buffer.concat(copies).equals(bytes)).toBe(true);
+      if (store.driver === "fs") expect(views).toBe(copies.length);
+      expect(await store.openInto(`sha256:${"0".repeat(64)}`, scratch)).toBeNull();
+      // stopped early, the file is closed: reading it again works
+      for await (const _ of (await store.openInto(stored.mediaId, scratch)) ?? []) break;
+      expect((await store.read(stored.mediaId, 10))?.size).toBe(bytes.length);
     });
 
     it("unknown and malformed ids are null, never a path", async () => {

@@ -4,7 +4,7 @@ import path from "node:path";
 import v8 from "node:v8";
 import vm from "node:vm";
 import sharp from "sharp";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { mediaSchema } from "../../../src/config/media.js";
 import { silentLogger } from "../../../src/log.js";
 import { FsMediaStore } from "../../../src/media/fs/store.js";
@@ -56,6 +56,56 @@ describe("pictures for vision models", () => {
     v8.setFlagsFromString("--expose-gc");
     (vm.runInNewContext("gc") as () => void)();
     await expect(bytesOf(r.value)).rejects.toThrow(/no longer stored/);
+  });
+
+  it("a JPEG sent as stored is decided from its first 64 KiB, and each request reads it into the buffer it gives", async () => {
+    const noise = Buffer.alloc(250 * 250 * 3);
+    for (let i = 0; i < noise.length; i++) noise[i] = (i * 2654435761) >>> 24;
+    const jpeg = await sharp(noise, { raw: { width: 250, height: 250, channels: 3 } })
+      .jpeg({ quality: 100 })
+      .toBuffer();
+    expect(jpeg.length).toBeGreaterThan(65_536);
+    const stored = await put(jpeg);
+    const reads: number[] = [];
+    const read = store.read.bind(store);
+    const spy = vi.spyOn(store, "read").mockImplementation((id, max) => {
+      reads.push(max);
+      return read(id, max);
+    });
+    try {
+      const r = await understanding.image(stored);
+      if (!r.ok) throw new Error(r.reason);
+      expect(r.value).toMatchObject({ mimeType: "image/jpeg", bytes: jpeg.length });
+      expect(reads).toEqual([65_536]);
+      const scratch = Buffer.alloc(32_768);
+      const copies: Buffer[] = [];
+      for await (const piece of await r.value.open(scratch)) {
+        expect(piece.buffer).toBe(scratch.buffer);
+        copies.push(Buffer.from(piece));
+      }
+      expect(Buffer.concat(copies).equals(jpeg)).toBe(true);
+      expect(reads).toEqual([65_536]);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it("a JPEG whose header lies past its first 64 KiB (long comment segments first) is read whole to decide", async () => {
+    const small = await sharp({ create: { width: 120, height: 90, channels: 3, background: "#3a6" } })
+      .jpeg()
+      .toBuffer();
+    // SOI, then two 40,000-byte COM segments (FF FE, length), then the rest of the file
+    const comment = Buffer.alloc(40_000, 0x20);
+    comment.writeUInt16BE(0xfffe, 0);
+    comment.writeUInt16BE(40_000 - 2, 2);
+    const jpeg = Buffer.concat([small.subarray(0, 2), comment, comment, small.subarray(2)]);
+    expect((await sharp(jpeg).metadata()).width).toBe(120);
+    const stored = await put(jpeg);
+    const r = await understanding.image(stored);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.value).toMatchObject({ mimeType: "image/jpeg", bytes: jpeg.length });
+    expect(r.value.resized).toBeUndefined();
+    expect((await bytesOf(r.value)).equals(jpeg)).toBe(true);
   });
 
   it("a picture over maxSide is resized once; each request gets the same JPEG", async () => {
