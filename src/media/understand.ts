@@ -28,6 +28,15 @@ export interface UnderstandingDeps {
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; reason: string };
 
+/**
+ * An outcome that is an error thrown on the way (a store or provider failing, a timeout), not an
+ * answer about the file, is asked again after this long: a picture whose read failed once went
+ * to the model as a note for as long as its failure stayed cached.
+ */
+const RETRY_FAILED_MS = 30_000;
+/** When each such failure may be asked again. */
+const failedUntil = new WeakMap<object, number>();
+
 /** How a picture goes to a vision model: its type, its content, until when it is stored. */
 export interface PictureDecision extends PictureContent {
   mimeType: string;
@@ -133,7 +142,7 @@ export class MediaUnderstanding {
     return this.deps.media;
   }
 
-  /** Once per key at a time, cached when done. */
+  /** Once per key at a time, cached when done (a thrown failure for RETRY_FAILED_MS). */
   async #once<T>(
     cache: Lru<Outcome<T>>,
     key: string,
@@ -141,11 +150,16 @@ export class MediaUnderstanding {
     run: () => Promise<Outcome<T>>,
   ): Promise<Outcome<T>> {
     const hit = cache.get(key);
-    if (hit) return hit;
+    const until = hit && failedUntil.get(hit);
+    if (hit && (until === undefined || Date.now() < until)) return hit;
     const running = this.#inflight.get(key) as Promise<Outcome<T>> | undefined;
     if (running) return running;
     const p = run()
-      .catch((err: unknown): Outcome<T> => ({ ok: false, reason: errorMessage(err) }))
+      .catch((err: unknown): Outcome<T> => {
+        const failed = { ok: false as const, reason: errorMessage(err) };
+        failedUntil.set(failed, Date.now() + RETRY_FAILED_MS);
+        return failed;
+      })
       .then((r) => {
         cache.set(key, r, weight(r));
         return r;
@@ -296,9 +310,9 @@ export class MediaUnderstanding {
     const { meta } = found;
     // the whole file, when it was read to decide (a local no closure below captures)
     let data = found.data;
-    const w = meta.autoOrient?.width ?? meta.width ?? 0;
-    const h = meta.autoOrient?.height ?? meta.height ?? 0;
-    if (!w || !h) return { ok: false, reason: "the image could not be decoded" };
+    const w = meta?.autoOrient?.width ?? meta?.width ?? 0;
+    const h = meta?.autoOrient?.height ?? meta?.height ?? 0;
+    if (!meta || !w || !h) return { ok: false, reason: "the image could not be decoded" };
     const oriented = !meta.orientation || meta.orientation === 1;
     const gone = () =>
       new SwitchboardError("NOT_FOUND", `the picture ${part.mediaId} is no longer stored`, {
@@ -445,15 +459,18 @@ async function pictureMeta(
   sharp: Sharp,
   head: { data: Buffer; cut: boolean },
   readWhole: () => Promise<{ data: Buffer } | null>,
-): Promise<{ meta: Metadata; data?: Buffer } | null> {
+): Promise<{ meta: Metadata | null; data?: Buffer } | null> {
   const opts = { limitInputPixels: PIXEL_LIMIT, sequentialRead: true };
-  if (!head.cut) return { meta: await sharp(head.data, opts).metadata(), data: head.data };
-  const meta = await sharp(head.data, opts)
-    .metadata()
-    .catch(() => null);
+  // a file sharp cannot read is an answer about the file (a note), not a failure to retry
+  const metaOf = (data: Buffer) =>
+    sharp(data, opts)
+      .metadata()
+      .catch(() => null);
+  if (!head.cut) return { meta: await metaOf(head.data), data: head.data };
+  const meta = await metaOf(head.data);
   if (meta?.width && meta.height) return { meta };
   const whole = await readWhole();
-  return whole && { meta: await sharp(whole.data, opts).metadata(), data: whole.data };
+  return whole && { meta: await metaOf(whole.data), data: whole.data };
 }
 
 /** Decoded pixels allowed in one picture (a decompression bomb is refused before it is decoded). */

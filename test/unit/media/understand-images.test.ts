@@ -108,6 +108,45 @@ describe("pictures for vision models", () => {
     expect((await bytesOf(r.value)).equals(jpeg)).toBe(true);
   });
 
+  it("a picture whose read failed (the store erred) is asked again after 30 s, not a note for good", async () => {
+    const png = await sharp({ create: { width: 20, height: 20, channels: 3, background: "#936" } })
+      .png()
+      .toBuffer();
+    const stored = await put(png);
+    const failing = vi.spyOn(store, "read").mockRejectedValueOnce(new Error("EIO: i/o error, read"));
+    let now = Date.now();
+    const clock = vi.spyOn(Date, "now").mockImplementation(() => now);
+    try {
+      const first = await understanding.image(stored);
+      expect(first).toEqual({ ok: false, reason: expect.stringMatching(/EIO/) });
+      now += 29_000;
+      expect(await understanding.image(stored)).toBe(first);
+      now += 2_000;
+      const again = await understanding.image(stored);
+      expect(again).toMatchObject({ ok: true, value: { mimeType: "image/png", bytes: png.length } });
+      expect(failing).toHaveBeenCalledTimes(2);
+    } finally {
+      failing.mockRestore();
+      clock.mockRestore();
+    }
+  });
+
+  it("a picture that is not one (an answer about the file, not a failure) stays decided", async () => {
+    const stored = await put(Buffer.from("\x89PNG\r\n\x1a\n but not really a png at all"));
+    const first = await understanding.image({ ...stored, mimeType: "image/png" });
+    expect(first.ok).toBe(false);
+    const reads = vi.spyOn(store, "read");
+    try {
+      const later = Date.now() + 3_600_000;
+      const clock = vi.spyOn(Date, "now").mockReturnValue(later);
+      expect(await understanding.image({ ...stored, mimeType: "image/png" })).toBe(first);
+      clock.mockRestore();
+      expect(reads).not.toHaveBeenCalled();
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
   it("a picture over maxSide is resized once; each request gets the same JPEG", async () => {
     const big = await sharp({ create: { width: 900, height: 600, channels: 3, background: "#c63" } })
       .png()
