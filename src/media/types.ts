@@ -46,7 +46,8 @@ export interface MediaStore {
    * The bytes in one buffer, at most `maxBytes` of them (`cut` when the file is longer), the
    * file's `size`, and when it passes the retention (`expiresAt`, epoch ms), or null as `open`.
    * For what is read whole anyway (a voice note, a document) or by its head (a photo's header):
-   * the fs driver reads the file straight into that buffer, the s3 driver asks for that range.
+   * the fs driver reads the file straight into that buffer; the s3 driver stops reading its GET
+   * there (and closes that connection).
    */
   read(
     mediaId: string,

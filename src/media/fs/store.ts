@@ -95,7 +95,9 @@ export class FsMediaStore implements MediaStore {
     const file = await this.#openFile(mediaId);
     if (!file) return null;
     const { fh } = file;
-    return (async function* () {
+    let started = false;
+    const pieces = (async function* () {
+      started = true;
       try {
         for (let at = 0; ; ) {
           const { bytesRead } = await fh.read(scratch, 0, scratch.length, at);
@@ -107,6 +109,16 @@ export class FsMediaStore implements MediaStore {
         await fh.close();
       }
     })();
+    // A generator ended before its first piece never runs its finally: the handle is closed here.
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: () => pieces.next(),
+        return: async () => {
+          if (!started) await fh.close();
+          return pieces.return(undefined);
+        },
+      }),
+    };
   }
 
   async read(

@@ -137,8 +137,14 @@ export class S3MediaStore implements MediaStore {
     return this.open(mediaId);
   }
 
-  /** The object's body, size and when it was stored, or null (unknown, malformed or past retention). */
-  async #get(mediaId: string): Promise<{ body: Readable; size: number; storedAt: number } | null> {
+  /**
+   * The object's body, its size (as the answer says it) and when it was stored, or null (unknown,
+   * malformed or past retention). No Range GET: an empty object's range is answered differently
+   * by S3-compatible servers (416, the whole object, or a length its body does not have).
+   */
+  async #get(
+    mediaId: string,
+  ): Promise<{ body: Readable; size: number | undefined; storedAt: number } | null> {
     const hex = mediaHex(mediaId);
     if (!hex) return null;
     try {
@@ -150,7 +156,7 @@ export class S3MediaStore implements MediaStore {
       }
       const body = r.Body;
       if (!body) return null;
-      const size = r.ContentLength ?? 0;
+      const size = r.ContentLength;
       if (body instanceof Readable) return { body, size, storedAt };
       return {
         body: Readable.fromWeb(body.transformToWebStream() as Parameters<typeof Readable.fromWeb>[0]),
@@ -163,27 +169,37 @@ export class S3MediaStore implements MediaStore {
     }
   }
 
+  /** The first `maxBytes`: the rest of the answer is not read (its connection is closed). */
   async read(
     mediaId: string,
     maxBytes: number,
   ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
     const got = await this.#get(mediaId);
     if (!got) return null;
-    const { body, size } = got;
+    const { body } = got;
     const expiresAt = got.storedAt + this.opts.retentionMs;
     const chunks: Buffer[] = [];
     let n = 0;
+    let cut = false;
     for await (const c of body) {
       const b = Buffer.from(c as Uint8Array);
-      if (n + b.length > maxBytes) {
-        chunks.push(b.subarray(0, maxBytes - n));
+      n += b.length;
+      if (n > maxBytes) {
+        chunks.push(b.subarray(0, b.length - (n - maxBytes)));
+        cut = true;
         body.destroy();
-        return { data: Buffer.concat(chunks, maxBytes), cut: true, size, expiresAt };
+        break;
       }
       chunks.push(b);
-      n += b.length;
     }
-    return { data: Buffer.concat(chunks, n), cut: false, size: n, expiresAt };
+    const data = Buffer.concat(chunks);
+    // a size the answer did not say (S3 says it on every GET): a cut read counts the whole
+    let size = got.size;
+    if (size === undefined && cut) {
+      size = 0;
+      for await (const c of (await this.open(mediaId)) ?? []) size += (c as Uint8Array).length;
+    }
+    return { data, cut, size: size ?? data.length, expiresAt };
   }
 
   async prune(now = this.#now()): Promise<number> {
