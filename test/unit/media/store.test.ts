@@ -149,7 +149,11 @@ function contract(name: string, harness: () => Harness) {
       expect(await store.read("sha256:../../etc/passwd", 10)).toBeNull();
       // an empty file (s3 answers a range on it with 416 InvalidRange)
       const empty = await store.put(chunks(Buffer.alloc(0)), { maxBytes: 10 });
-      expect(await store.read(empty.mediaId, 10)).toMatchObject({ data: Buffer.alloc(0), cut: false, size: 0 });
+      expect(await store.read(empty.mediaId, 10)).toMatchObject({
+        data: Buffer.alloc(0),
+        cut: false,
+        size: 0,
+      });
     });
 
     it("reads a file into a scratch buffer piece by piece (fs: views of it), each piece whole until the next is asked for", async () => {
