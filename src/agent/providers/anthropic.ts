@@ -41,6 +41,7 @@ import {
   statusFromType,
 } from "./failure.js";
 import { nodeFetch } from "./node-fetch.js";
+import { BASE64_STEP, base64Of } from "./picture-base64.js";
 import {
   AttemptTimeoutError,
   type CallTuning,
@@ -126,22 +127,28 @@ export function toAnthropicMessages(
   return out;
 }
 
-/** Each picture of the request read, as base64 (the SDK takes a block's data as a string). */
+/**
+ * Each picture of the request read, as base64 (the SDK takes a block's data as a string): read
+ * into one scratch buffer where its store can and encoded piece by piece, then joined, so no
+ * picture-sized buffer is made besides the string.
+ */
 export async function picturesBase64(
   messages: readonly ModelMessage[],
   signal?: AbortSignal,
 ): Promise<Map<PictureContent, string>> {
   const out = new Map<PictureContent, string>();
+  let scratch: Buffer | undefined;
   for (const m of messages)
     if (m.role === "user")
       for (const img of m.images ?? [])
         if (img.content && !out.has(img.content)) {
-          const chunks: Uint8Array[] = [];
-          for await (const chunk of await img.content.open()) {
+          scratch ??= Buffer.allocUnsafe(4 * BASE64_STEP);
+          const pieces: string[] = [];
+          for await (const piece of base64Of(img.content, scratch)) {
             signal?.throwIfAborted();
-            chunks.push(chunk);
+            pieces.push(piece);
           }
-          out.set(img.content, Buffer.concat(chunks).toString("base64"));
+          out.set(img.content, pieces.join(""));
         }
   return out;
 }

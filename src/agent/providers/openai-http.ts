@@ -7,6 +7,7 @@ import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import { BadAnswerError, bodyExcerpt, type Failure, statusFromType } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
 import { openAIMessagesParts, type Piece, pieceLength } from "./openai-map.js";
+import { BASE64_STEP, base64Of } from "./picture-base64.js";
 import type { Abortable } from "./retry.js";
 
 /**
@@ -77,11 +78,8 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
   return parts;
 }
 
-/** Picture bytes encoded per string: a multiple of 3, so the pieces join without padding. */
-const BASE64_STEP = 3 * 16 * 1024;
-
-/** One step's base64, after the 4 characters of a 3-byte piece joined across two chunks. */
-const OUT_BYTES = (BASE64_STEP / 3) * 4 + 4;
+/** The base64 of one step (the longest string `base64Of` gives). */
+const OUT_BYTES = (BASE64_STEP / 3) * 4;
 /** A picture is read this much at a time (`PictureContent.open(scratch)`). */
 const READ_BYTES = 4 * BASE64_STEP;
 /**
@@ -134,49 +132,19 @@ export async function writeBody(out: Writable, parts: ReadonlyArray<string | Pie
 }
 
 /**
- * One picture as its base64: read into `scratch` where its store can, encoded into `buf`; each
- * piece is written (its write done) before the next is read or encoded into the same buffers.
+ * One picture as its base64: read into `scratch` where its store can, its strings gathered into
+ * `buf` and each full buffer written (its write done) before more is encoded into it.
  */
 async function writePicture(out: Writable, p: PictureContent, scratch: Buffer, buf: Buffer): Promise<void> {
-  /** Writes `bytes[from, to)` as base64 (whole 3-byte groups, but for a picture's end), after `lead` characters already in `buf`. */
-  const put = async (bytes: Buffer, from: number, to: number, lead = 0) => {
-    let i = from;
-    let used = lead;
-    do {
-      const end = Math.min(i + BASE64_STEP, to);
-      if (end > i) used += buf.write(bytes.toString("base64", i, end), used, "latin1");
-      if (used > 0) await written(out, buf.subarray(0, used));
+  let used = 0;
+  for await (const s of base64Of(p, scratch)) {
+    if (used + s.length > buf.length) {
+      await written(out, buf.subarray(0, used));
       used = 0;
-      i = end;
-    } while (i < to);
-  };
-  let read = 0;
-  // 0–2 bytes left over from the chunk before (base64 goes 3 bytes at a time): completed with
-  // the next chunk's first bytes, the rest of that chunk encoded where it is (not copied)
-  const carry = Buffer.alloc(3);
-  let carried = 0;
-  for await (const piece of await p.open(scratch)) {
-    const chunk = Buffer.isBuffer(piece)
-      ? piece
-      : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
-    read += chunk.length;
-    if (read > p.bytes) throw new Error(`a picture read more than its ${p.bytes} bytes`);
-    let at = 0;
-    let lead = 0;
-    if (carried > 0) {
-      at = Math.min(3 - carried, chunk.length);
-      chunk.copy(carry, carried, 0, at);
-      carried += at;
-      if (carried < 3) continue;
-      lead = buf.write(carry.toString("base64", 0, 3), 0, "latin1");
-      carried = 0;
     }
-    const whole = at + Math.floor((chunk.length - at) / 3) * 3;
-    await put(chunk, at, whole, lead);
-    carried = chunk.copy(carry, 0, whole);
+    used += buf.write(s, used, "latin1");
   }
-  if (read !== p.bytes) throw new Error(`a picture read ${read} bytes, not ${p.bytes}`);
-  if (carried > 0) await put(carry, 0, carried);
+  if (used > 0) await written(out, buf.subarray(0, used));
 }
 
 function headerGetter(res: IncomingMessage): { get(name: string): string | null } {

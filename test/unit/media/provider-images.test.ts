@@ -35,6 +35,33 @@ async function bytesOf(c: PictureContent): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/**
+ * A picture as the fs store reads it: each piece copied into the scratch it was given, 100,001
+ * bytes at a time (not whole 3-byte groups: the reader carries bytes over); `given` collects the
+ * scratch buffers.
+ */
+function readIntoScratch(raw: Buffer, given: Buffer[]): PictureContent {
+  return {
+    bytes: raw.length,
+    async open(scratch?: Buffer) {
+      if (!scratch) throw new Error("no scratch given");
+      given.push(scratch);
+      return (async function* () {
+        for (let at = 0; at < raw.length; at += 100_001) {
+          const n = raw.copy(scratch, 0, at, at + Math.min(100_001, scratch.length));
+          yield scratch.subarray(0, n);
+        }
+      })();
+    },
+  };
+}
+
+function patterned(n: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + 3) & 255;
+  return b;
+}
+
 const ABC = Buffer.from("ABC");
 const msg: ModelMessage = {
   role: "user",
@@ -149,24 +176,9 @@ describe("images to providers", () => {
   });
 
   it("a picture is read into a scratch buffer the writer gives (views of it, reused once written), kept for the next request", async () => {
-    const raw = Buffer.alloc(500_001);
-    for (let i = 0; i < raw.length; i++) raw[i] = (i * 31 + 3) & 255;
+    const raw = patterned(500_001);
     const given: Buffer[] = [];
-    /** As the fs store reads: each piece copied into the scratch it was given. */
-    const stored: PictureContent = {
-      bytes: raw.length,
-      async open(scratch?: Buffer) {
-        if (!scratch) throw new Error("no scratch given");
-        given.push(scratch);
-        // pieces of 100,001 bytes (not whole 3-byte groups): the writer carries bytes over
-        return (async function* () {
-          for (let at = 0; at < raw.length; at += 100_001) {
-            const n = raw.copy(scratch, 0, at, at + Math.min(100_001, scratch.length));
-            yield scratch.subarray(0, n);
-          }
-        })();
-      },
-    };
+    const stored = readIntoScratch(raw, given);
     expect(await bodyOf(["[", stored, ",", stored, "]"])).toBe(
       `[${raw.toString("base64")},${raw.toString("base64")}]`,
     );
@@ -203,6 +215,30 @@ describe("images to providers", () => {
     socket.destroy();
     await expect(writing).rejects.toThrow(/closed while its body was being written/);
     expect(closedStream).toBe(true);
+  });
+
+  it("anthropic: each picture read into one scratch buffer joins to its base64; a read of the wrong size fails", async () => {
+    const a = patterned(300_002);
+    const b = patterned(7);
+    const given: Buffer[] = [];
+    const ca = readIntoScratch(a, given);
+    const cb = readIntoScratch(b, given);
+    const m: ModelMessage = {
+      role: "user",
+      content: "two",
+      images: [
+        { mediaId: `sha256:${"c".repeat(64)}`, mimeType: "image/png", content: ca },
+        { mediaId: `sha256:${"d".repeat(64)}`, mimeType: "image/png", content: cb },
+      ],
+    };
+    const got = await picturesBase64([m]);
+    expect(got.get(ca)).toBe(a.toString("base64"));
+    expect(got.get(cb)).toBe(b.toString("base64"));
+    expect(given[1]).toBe(given[0]);
+    const short: PictureContent = { bytes: 10, open: async () => [Buffer.alloc(9)] };
+    await expect(picturesBase64([{ ...m, images: [{ ...m.images![0]!, content: short }] }])).rejects.toThrow(
+      /9 bytes, not 10/,
+    );
   });
 
   it("anthropic: a text block then base64 image blocks", async () => {
