@@ -78,12 +78,6 @@ class Lru<V> {
   has(k: string): boolean {
     return this.#map.has(k);
   }
-  delete(k: string): void {
-    const e = this.#map.get(k);
-    if (!e) return;
-    this.#map.delete(k);
-    this.#total -= e.w;
-  }
   set(k: string, v: V, w: number): void {
     const old = this.#map.get(k);
     if (old) {
@@ -142,16 +136,19 @@ export class MediaUnderstanding {
     return this.deps.media;
   }
 
-  /** Once per key at a time, cached when done (a thrown failure for RETRY_FAILED_MS). */
+  /**
+   * Once per key at a time, cached when done: until `fresh` says otherwise, a thrown failure for
+   * RETRY_FAILED_MS.
+   */
   async #once<T>(
     cache: Lru<Outcome<T>>,
     key: string,
     weight: (v: Outcome<T>) => number,
     run: () => Promise<Outcome<T>>,
+    fresh: (v: Outcome<T>) => boolean = () => true,
   ): Promise<Outcome<T>> {
     const hit = cache.get(key);
-    const until = hit && failedUntil.get(hit);
-    if (hit && (until === undefined || Date.now() < until)) return hit;
+    if (hit && fresh(hit) && Date.now() < (failedUntil.get(hit) ?? Number.POSITIVE_INFINITY)) return hit;
     const running = this.#inflight.get(key) as Promise<Outcome<T>> | undefined;
     if (running) return running;
     const p = run()
@@ -275,18 +272,13 @@ export class MediaUnderstanding {
    */
   image(part: { mediaId: string; mimeType: string }): Promise<Outcome<PictureDecision>> {
     const maxSide = this.deps.media.understanding.image.maxSide;
-    const key = `i:${part.mediaId}:${maxSide}`;
-    const hit = this.#images.get(key);
-    if (
-      hit?.ok &&
-      (Date.now() >= hit.value.expiresAt || (hit.value.resized && !this.#resized.has(hit.value.resized)))
-    )
-      this.#images.delete(key);
     return this.#once(
       this.#images,
-      key,
+      `i:${part.mediaId}:${maxSide}`,
       () => 100,
       () => withTimeout(this.#image(part, maxSide), this.deps.extractTimeoutMs ?? 20_000, "image resize"),
+      (r) =>
+        !r.ok || (Date.now() < r.value.expiresAt && (!r.value.resized || this.#resized.has(r.value.resized))),
     );
   }
 
@@ -348,8 +340,7 @@ export class MediaUnderstanding {
     }
     data ??= (await store.read(part.mediaId, maxBytes))?.data;
     if (!data) return { ok: false, reason: "the file is no longer stored" };
-    const buf = data;
-    const out = await shrink(sharp, buf, maxSide);
+    const out = await shrink(sharp, data, maxSide);
     const resized = `r:${part.mediaId}:${maxSide}`;
     this.#resized.set(resized, out, out.length);
     const bytes = out.length;
