@@ -95,30 +95,38 @@ export class FsMediaStore implements MediaStore {
     const file = await this.#openFile(mediaId);
     if (!file) return null;
     const { fh } = file;
-    let started = false;
-    const pieces = (async function* () {
-      started = true;
-      try {
-        for (let at = 0; ; ) {
-          const { bytesRead } = await fh.read(scratch, 0, scratch.length, at);
-          if (bytesRead === 0) return;
-          at += bytesRead;
-          yield scratch.subarray(0, bytesRead);
-        }
-      } finally {
+    let at = 0;
+    let open = true;
+    const close = async () => {
+      if (open) {
+        open = false;
         await fh.close();
       }
-    })();
-    // A generator ended before its first piece never runs its finally: the handle is closed here.
-    return {
-      [Symbol.asyncIterator]: () => ({
-        next: () => pieces.next(),
-        return: async () => {
-          if (!started) await fh.close();
-          return pieces.return(undefined);
-        },
-      }),
     };
+    // An iterator of its own, not a generator: one ended before its first piece never runs a
+    // generator's finally, which left the handle for GC to close.
+    const pieces: AsyncIterator<Uint8Array> = {
+      async next() {
+        if (!open) return { done: true, value: undefined };
+        try {
+          const { bytesRead } = await fh.read(scratch, 0, scratch.length, at);
+          if (bytesRead > 0) {
+            at += bytesRead;
+            return { done: false, value: scratch.subarray(0, bytesRead) };
+          }
+        } catch (err) {
+          await close();
+          throw err;
+        }
+        await close();
+        return { done: true, value: undefined };
+      },
+      async return() {
+        await close();
+        return { done: true, value: undefined };
+      },
+    };
+    return { [Symbol.asyncIterator]: () => pieces };
   }
 
   async read(

@@ -169,37 +169,32 @@ export class S3MediaStore implements MediaStore {
     }
   }
 
-  /** The first `maxBytes`: the rest of the answer is not read (its connection is closed). */
+  /**
+   * The first `maxBytes`: the rest of the answer is not read (its connection is closed), unless
+   * the answer did not say its length (S3 says it on every GET); then the rest is counted.
+   */
   async read(
     mediaId: string,
     maxBytes: number,
   ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
     const got = await this.#get(mediaId);
     if (!got) return null;
-    const { body } = got;
+    const { body, size } = got;
     const expiresAt = got.storedAt + this.opts.retentionMs;
     const chunks: Buffer[] = [];
     let n = 0;
-    let cut = false;
     for await (const c of body) {
-      const b = Buffer.from(c as Uint8Array);
-      n += b.length;
-      if (n > maxBytes) {
-        chunks.push(b.subarray(0, b.length - (n - maxBytes)));
-        cut = true;
+      const b = c as Uint8Array;
+      if (n < maxBytes)
+        chunks.push(Buffer.from(b.buffer, b.byteOffset, Math.min(b.byteLength, maxBytes - n)));
+      n += b.byteLength;
+      if (n > maxBytes && size !== undefined) {
         body.destroy();
         break;
       }
-      chunks.push(b);
     }
     const data = Buffer.concat(chunks);
-    // a size the answer did not say (S3 says it on every GET): a cut read counts the whole
-    let size = got.size;
-    if (size === undefined && cut) {
-      size = 0;
-      for await (const c of (await this.open(mediaId)) ?? []) size += (c as Uint8Array).length;
-    }
-    return { data, cut, size: size ?? data.length, expiresAt };
+    return { data, cut: n > maxBytes, size: size ?? n, expiresAt };
   }
 
   async prune(now = this.#now()): Promise<number> {
