@@ -168,10 +168,11 @@ export class BudgetGate {
    * Gives back the holds these runs were admitted with, those their first model call did not take
    * over (a command, a failure before or around it), in the period each was reserved in. Runs
    * whose first call in this process took their holds over ask nothing (on Redis, the script a
-   * turn that made a call would spend finding nothing); for the rest the ledger is asked (an id it
-   * does not hold is skipped), whatever is configured now: the session row may have changed since the admission,
-   * and the hold may have been admitted under a `block` budget this process's config no longer has
-   * (bullmq: a gateway still on the old config admitted it into the shared accounts).
+   * turn that made a call would spend finding nothing); for the rest the ledger is asked (an id
+   * it does not hold is skipped), whatever is configured now: the session row may have changed
+   * since the admission, and the hold may have been admitted under a `block` budget this
+   * process's config no longer has (bullmq: a gateway still on the old config admitted it into
+   * the shared accounts).
    */
   async release(runIds: readonly string[]): Promise<void> {
     const held = runIds.filter((runId) => !this.#tookOver.delete(runId));

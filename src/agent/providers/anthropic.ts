@@ -41,7 +41,7 @@ import {
   statusFromType,
 } from "./failure.js";
 import { nodeFetch } from "./node-fetch.js";
-import { BASE64_STEP, base64Of } from "./picture-base64.js";
+import { base64Of, withScratch } from "./picture-base64.js";
 import {
   AttemptTimeoutError,
   type CallTuning,
@@ -137,19 +137,21 @@ export async function picturesBase64(
   signal?: AbortSignal,
 ): Promise<Map<PictureContent, string>> {
   const out = new Map<PictureContent, string>();
-  let scratch: Buffer | undefined;
-  for (const m of messages)
-    if (m.role === "user")
-      for (const img of m.images ?? [])
-        if (img.content && !out.has(img.content)) {
-          scratch ??= Buffer.allocUnsafe(4 * BASE64_STEP);
-          const pieces: string[] = [];
-          for await (const piece of base64Of(img.content, scratch)) {
-            signal?.throwIfAborted();
-            pieces.push(piece);
+  // a call without pictures (most) takes no scratch buffer
+  if (!messages.some((m) => m.role === "user" && m.images?.some((img) => img.content))) return out;
+  await withScratch(async (scratch) => {
+    for (const m of messages)
+      if (m.role === "user")
+        for (const { content } of m.images ?? [])
+          if (content && !out.has(content)) {
+            const pieces: string[] = [];
+            for await (const piece of base64Of(content, scratch)) {
+              signal?.throwIfAborted();
+              pieces.push(piece);
+            }
+            out.set(content, pieces.join(""));
           }
-          out.set(img.content, pieces.join(""));
-        }
+  });
   return out;
 }
 

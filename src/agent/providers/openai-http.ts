@@ -7,7 +7,7 @@ import type { ModelRequest, ToolSpec } from "../../services/models.js";
 import { BadAnswerError, bodyExcerpt, type Failure, statusFromType } from "./failure.js";
 import { sendRequest } from "./node-fetch.js";
 import { openAIMessagesParts, type Piece, pieceLength } from "./openai-map.js";
-import { BASE64_STEP, base64Of } from "./picture-base64.js";
+import { base64Of, withScratch } from "./picture-base64.js";
 import type { Abortable } from "./retry.js";
 
 /**
@@ -78,17 +78,6 @@ export function chatBodyParts(req: ModelRequest, stream: boolean): Array<string 
   return parts;
 }
 
-/** The base64 of one step (the longest string `base64Of` gives). */
-const OUT_BYTES = (BASE64_STEP / 3) * 4;
-/** A picture is read this much at a time (`PictureContent.open(scratch)`). */
-const READ_BYTES = 4 * BASE64_STEP;
-/**
- * Buffers of READ_BYTES + OUT_BYTES, kept for the next request: a body being written holds one
- * while it writes its pictures and gives it back when done.
- */
-const scratches: Buffer[] = [];
-const SCRATCHES_KEPT = 4;
-
 /**
  * One write handed to the request, resolved once it is done (the buffer may then be reused), or
  * rejected when the request closes first: a destroyed request (aborted, or its socket gone) never
@@ -110,25 +99,18 @@ function written(out: Writable, piece: Buffer): Promise<void> {
 
 /**
  * Writes the body's pieces in order, each picture streamed from where it is kept (read into a
- * kept scratch buffer where its store can) and written as its base64: encoded 48 KiB at a time
- * into a 64 KiB buffer, each piece handed to the socket (its write done) before the next is read
- * or encoded into the same buffers. No picture-sized buffer is
- * made or kept: a 2 MB photo read whole and encoded whole was ~5 MB of buffers living through the
- * call, enough to start a full GC about every photo turn.
+ * pooled scratch buffer where its store can) and written as its base64: gathered 64 KiB at a time
+ * into a second pooled buffer, each handed to the socket (its write done) before more is read or
+ * encoded into the same buffers. No picture-sized buffer is made or kept: a 2 MB photo read whole
+ * and encoded whole was ~5 MB of buffers living through the call, enough to start a full GC about
+ * every photo turn.
  */
-export async function writeBody(out: Writable, parts: ReadonlyArray<string | Piece>): Promise<void> {
-  let scratch: Buffer | undefined;
-  try {
-    for (const p of parts) {
+export function writeBody(out: Writable, parts: ReadonlyArray<string | Piece>): Promise<void> {
+  return withScratch(async (scratch, buf) => {
+    for (const p of parts)
       if (typeof p === "string" || Buffer.isBuffer(p)) out.write(p);
-      else {
-        scratch ??= scratches.pop() ?? Buffer.allocUnsafeSlow(READ_BYTES + OUT_BYTES);
-        await writePicture(out, p, scratch.subarray(0, READ_BYTES), scratch.subarray(READ_BYTES));
-      }
-    }
-  } finally {
-    if (scratch && scratches.length < SCRATCHES_KEPT) scratches.push(scratch);
-  }
+      else await writePicture(out, p, scratch, buf);
+  });
 }
 
 /**
