@@ -27,6 +27,14 @@ export interface PutOptions {
   signal?: AbortSignal;
 }
 
+/** What `MediaStore.read` gives: the bytes read, whether the file went on, its size, when it expires. */
+export interface MediaRead {
+  data: Buffer;
+  cut: boolean;
+  size: number;
+  expiresAt: number;
+}
+
 export interface MediaStore {
   readonly driver: "fs" | "s3";
   /** Streams `source` in (hashing while writing); the file is visible only once complete. */
@@ -49,10 +57,7 @@ export interface MediaStore {
    * the fs driver reads the file straight into that buffer; the s3 driver stops reading its GET
    * there (and closes that connection).
    */
-  read(
-    mediaId: string,
-    maxBytes: number,
-  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null>;
+  read(mediaId: string, maxBytes: number): Promise<MediaRead | null>;
   /** Removes files older than the retention; returns how many. */
   prune(now?: number): Promise<number>;
   close(): Promise<void>;

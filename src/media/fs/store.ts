@@ -3,7 +3,7 @@ import { lstat, open, readdir, readFile, rename, unlink, utimes, writeFile } fro
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { ensurePrivateDir, spool } from "../ingest.js";
-import { type MediaStore, mediaHex, type PutOptions, type StoredMedia } from "../types.js";
+import { type MediaRead, type MediaStore, mediaHex, type PutOptions, type StoredMedia } from "../types.js";
 
 /**
  * The `fs` media store (the embedded default): `<dir>/<hex>` holds the bytes, `<dir>/<hex>.json`
@@ -129,10 +129,7 @@ export class FsMediaStore implements MediaStore {
     return { [Symbol.asyncIterator]: () => pieces };
   }
 
-  async read(
-    mediaId: string,
-    maxBytes: number,
-  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
+  async read(mediaId: string, maxBytes: number): Promise<MediaRead | null> {
     const file = await this.#openFile(mediaId);
     if (!file) return null;
     try {

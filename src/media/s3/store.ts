@@ -11,7 +11,7 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import { ensurePrivateDir, spool } from "../ingest.js";
-import { type MediaStore, mediaHex, type PutOptions, type StoredMedia } from "../types.js";
+import { type MediaRead, type MediaStore, mediaHex, type PutOptions, type StoredMedia } from "../types.js";
 
 /**
  * The `s3` media store, for several gateways sharing files: any S3-compatible service (AWS S3,
@@ -173,10 +173,7 @@ export class S3MediaStore implements MediaStore {
    * The first `maxBytes`: the rest of the answer is not read (its connection is closed), unless
    * the answer did not say its length (S3 says it on every GET); then the rest is counted.
    */
-  async read(
-    mediaId: string,
-    maxBytes: number,
-  ): Promise<{ data: Buffer; cut: boolean; size: number; expiresAt: number } | null> {
+  async read(mediaId: string, maxBytes: number): Promise<MediaRead | null> {
     const got = await this.#get(mediaId);
     if (!got) return null;
     const { body, size } = got;
